@@ -1,0 +1,115 @@
+package engine
+
+import (
+	"fmt"
+	"strings"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/validation"
+
+	"github.com/cuengine/engine/templates"
+)
+
+// Labels and annotations the engine puts on every child. The label selector
+// managed-by=engine restricts the engine's child informers to its own objects.
+const (
+	LabelManagedBy   = "app.kubernetes.io/managed-by"
+	ManagedByValue   = "engine"
+	LabelParentUID   = "engine.cuengine.dev/parent-uid"
+	LabelChild       = "engine.cuengine.dev/child"
+	AnnotationParent = "engine.cuengine.dev/parent"
+	// AnnotationAppliedHash holds a hash of the desired object last applied,
+	// so an unchanged child is not applied again.
+	AnnotationAppliedHash = "engine.cuengine.dev/applied-hash"
+	// FieldManager is the server-side apply field manager of every write.
+	FieldManager = "engine"
+)
+
+// ParentRef names a parent in the AnnotationParent format: Kind.group/namespace/name.
+func ParentRef(parent *unstructured.Unstructured) string {
+	gvk := parent.GroupVersionKind()
+	return fmt.Sprintf("%s/%s/%s", gvk.GroupKind().String(), parent.GetNamespace(), parent.GetName())
+}
+
+// Scoper tells whether a kind is namespaced.
+type Scoper interface {
+	Namespaced(gvk schema.GroupVersionKind) (bool, error)
+}
+
+// ChildError is a child the template may not produce: in another namespace,
+// or cluster-scoped, without the template's policy allowing it.
+type ChildError struct {
+	Child string
+	Msg   string
+}
+
+func (e *ChildError) Error() string { return "child " + e.Child + ": " + e.Msg }
+
+// Desired returns the object to apply for one child: the template's object
+// with the namespace defaulted to the parent's, the engine's labels and
+// annotations, and a controller owner reference when the child lives in the
+// parent's namespace. It enforces the template's policy on where children go.
+func Desired(parent *unstructured.Unstructured, policy templates.Policy, scoper Scoper, c templates.Child) (*unstructured.Unstructured, error) {
+	obj := c.Object.DeepCopy()
+	gvk := obj.GroupVersionKind()
+	namespaced, err := scoper.Namespaced(gvk)
+	if err != nil {
+		return nil, &ChildError{Child: c.Name, Msg: fmt.Sprintf("unknown kind %s: %v", gvk.GroupKind(), err)}
+	}
+	if errs := validation.IsValidLabelValue(c.Name); len(errs) > 0 {
+		return nil, &ChildError{Child: c.Name, Msg: "the local name must be a valid label value: " + strings.Join(errs, "; ")}
+	}
+	clusterParent := parent.GetNamespace() == ""
+	owned := clusterParent
+	switch {
+	case clusterParent && namespaced && obj.GetNamespace() == "":
+		return nil, &ChildError{Child: c.Name, Msg: fmt.Sprintf("%s %q needs metadata.namespace: its parent is cluster-scoped", gvk.Kind, obj.GetName())}
+	case clusterParent:
+		if !namespaced {
+			obj.SetNamespace("")
+		}
+	case !namespaced:
+		if !policy.ClusterScoped {
+			return nil, &ChildError{Child: c.Name, Msg: fmt.Sprintf("%s %q is cluster-scoped; set policy: clusterScoped: true in the template to allow it", gvk.Kind, obj.GetName())}
+		}
+		obj.SetNamespace("")
+	case obj.GetNamespace() == "" || obj.GetNamespace() == parent.GetNamespace():
+		obj.SetNamespace(parent.GetNamespace())
+		owned = true
+	case !policy.CrossNamespace:
+		return nil, &ChildError{Child: c.Name, Msg: fmt.Sprintf("%s %q is in namespace %q, not the parent's %q; set policy: crossNamespace: true in the template to allow it", gvk.Kind, obj.GetName(), obj.GetNamespace(), parent.GetNamespace())}
+	}
+	labels := obj.GetLabels()
+	if labels == nil {
+		labels = map[string]string{}
+	}
+	labels[LabelManagedBy] = ManagedByValue
+	if uid := parent.GetUID(); uid != "" { // empty in offline render
+		labels[LabelParentUID] = string(uid)
+	}
+	labels[LabelChild] = c.Name
+	obj.SetLabels(labels)
+	annotations := obj.GetAnnotations()
+	if annotations == nil {
+		annotations = map[string]string{}
+	}
+	annotations[AnnotationParent] = ParentRef(parent)
+	obj.SetAnnotations(annotations)
+	if owned && parent.GetUID() != "" {
+		obj.SetOwnerReferences([]metav1.OwnerReference{controllerRef(parent)})
+	}
+	return obj, nil
+}
+
+// controllerRef is the owner reference of a child to its parent: the
+// garbage collector deletes the child with the parent.
+func controllerRef(parent *unstructured.Unstructured) metav1.OwnerReference {
+	return *metav1.NewControllerRef(parent, parent.GroupVersionKind())
+}
+
+// controllerOf returns the controller owner reference of obj, if any.
+func controllerOf(obj metav1.Object) *metav1.OwnerReference {
+	return metav1.GetControllerOfNoCopy(obj)
+}

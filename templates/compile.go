@@ -1,0 +1,255 @@
+package templates
+
+import (
+	"errors"
+	"fmt"
+	"path/filepath"
+	"sort"
+	"strings"
+
+	"cuelang.org/go/cue"
+	"cuelang.org/go/cue/build"
+	"cuelang.org/go/cue/cuecontext"
+	"cuelang.org/go/cue/load"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	structuralschema "k8s.io/apiextensions-apiserver/pkg/apiserver/schema"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+)
+
+// Paths of the template contract, defined once.
+var (
+	pathParent     = cue.ParsePath("parent")
+	pathAPIVersion = cue.ParsePath("parent.apiVersion")
+	pathKind       = cue.ParsePath("parent.kind")
+	pathSpec       = cue.ParsePath("parent.spec")
+	pathStatus     = cue.ParsePath("parent.status")
+	pathObserved   = cue.ParsePath("observed")
+	pathChildren   = cue.ParsePath("children")
+	pathResources  = cue.ParsePath("resources")
+	pathOutStatus  = cue.ParsePath("status")
+	pathReady      = cue.ParsePath("ready")
+	pathCRD        = cue.ParsePath("crd")
+	pathPolicy     = cue.ParsePath("policy")
+)
+
+// Template is one compiled template. It is immutable and safe for concurrent
+// use: many reconcile workers evaluate the same Template at once.
+type Template struct {
+	// Name is the file name without ".cue", or the directory name.
+	Name string
+	// Path is the file or directory, relative to the templates directory.
+	Path string
+	// GVK is the parent kind the template watches.
+	GVK schema.GroupVersionKind
+	// Hash identifies the template's source content (its revision).
+	Hash string
+	// Policy says where the template's children may be written.
+	Policy Policy
+
+	root   string
+	value  cue.Value
+	crd    *apiextensionsv1.CustomResourceDefinition
+	schema *structuralschema.Structural // of the whole parent object, for pruning
+}
+
+// Policy holds the template's explicit permissions, from its top-level
+// policy block. Both default to false: children live in the parent's namespace.
+type Policy struct {
+	// CrossNamespace allows children in namespaces other than the parent's.
+	CrossNamespace bool `json:"crossNamespace"`
+	// ClusterScoped allows cluster-scoped children.
+	ClusterScoped bool `json:"clusterScoped"`
+}
+
+// CRD returns a copy of the CustomResourceDefinition generated for the
+// template's parent kind.
+func (t *Template) CRD() *apiextensionsv1.CustomResourceDefinition {
+	return t.crd.DeepCopy()
+}
+
+// HasResources reports whether the template declares external resources, so
+// its parents need a finalizer.
+func (t *Template) HasResources() bool {
+	it, err := t.value.LookupPath(pathResources).Fields()
+	return err == nil && it.Next()
+}
+
+// Set is an immutable snapshot of every template of a directory.
+type Set struct {
+	// Root is the templates directory, absolute.
+	Root      string
+	templates []*Template
+	byGVK     map[schema.GroupVersionKind]*Template
+}
+
+// Templates returns the templates sorted by path.
+func (s *Set) Templates() []*Template { return s.templates }
+
+// Lookup returns the template for a parent kind.
+func (s *Set) Lookup(gvk schema.GroupVersionKind) (*Template, bool) {
+	t, ok := s.byGVK[gvk]
+	return t, ok
+}
+
+// LoadError is returned by Load when some templates fail. Every failing
+// template is listed, so one run of `engine vet` shows all problems.
+type LoadError struct {
+	Errors []*Error
+}
+
+func (e *LoadError) Error() string {
+	var parts []string
+	for _, te := range e.Errors {
+		parts = append(parts, te.Error())
+	}
+	return strings.Join(parts, "\n")
+}
+
+// Load reads and compiles every template under dir. It returns an error
+// (a *LoadError when templates are at fault) unless every template compiles
+// and no two claim the same kind.
+func Load(dir string) (*Set, error) {
+	root, err := filepath.Abs(dir)
+	if err != nil {
+		return nil, err
+	}
+	sources, err := discover(root)
+	if err != nil {
+		return nil, err
+	}
+	c := &compiler{root: root, ctx: cuecontext.New()}
+	set := &Set{Root: root, byGVK: map[schema.GroupVersionKind]*Template{}}
+	var failed LoadError
+	for _, src := range sources {
+		t, err := c.compile(src)
+		if err != nil {
+			var te *Error
+			if !errors.As(err, &te) {
+				te = &Error{Template: src.path, Problems: []Problem{{Msg: err.Error()}}}
+			}
+			failed.Errors = append(failed.Errors, te)
+			continue
+		}
+		if prev, dup := set.byGVK[t.GVK]; dup {
+			failed.Errors = append(failed.Errors, c.problemf(src.path, t.value.LookupPath(pathKind), "parent.kind",
+				"kind %s is already claimed by template %s", gvkString(t.GVK), prev.Path))
+			continue
+		}
+		set.byGVK[t.GVK] = t
+		set.templates = append(set.templates, t)
+	}
+	if len(failed.Errors) > 0 {
+		return nil, &failed
+	}
+	sort.Slice(set.templates, func(i, j int) bool { return set.templates[i].Path < set.templates[j].Path })
+	return set, nil
+}
+
+type compiler struct {
+	root string
+	ctx  *cue.Context
+}
+
+// compile builds one template from its files plus the engine's contract.
+func (c *compiler) compile(src source) (*Template, error) {
+	dir := filepath.Dir(src.files[0])
+	contractPath := filepath.Join(dir, contractFile)
+	text := contract
+	if src.pkg != "" && src.pkg != "_" {
+		text = "package " + src.pkg + "\n" + contract
+	}
+	cfg := &load.Config{
+		Dir:     c.root,
+		Overlay: map[string]load.Source{contractPath: load.FromString(text)},
+	}
+	args := append(append([]string{}, src.files...), contractPath)
+	insts := load.Instances(args, cfg)
+	if len(insts) != 1 {
+		return nil, fmt.Errorf("%s: expected one CUE instance, got %d", src.path, len(insts))
+	}
+	inst := insts[0]
+	if inst.Err != nil {
+		return nil, fromCUE(c.root, src.path, inst.Err)
+	}
+	v, err := c.buildInstance(inst)
+	if err != nil {
+		return nil, fromCUE(c.root, src.path, err)
+	}
+	// Catch conflicts that do not depend on the parent, such as a field
+	// declared with two incompatible types.
+	if err := v.Validate(); err != nil {
+		return nil, fromCUE(c.root, src.path, err)
+	}
+	t := &Template{Name: src.name, Path: src.path, Hash: src.hash, root: c.root, value: v}
+	if t.GVK, err = c.gvk(src.path, v); err != nil {
+		return nil, err
+	}
+	if pv := v.LookupPath(pathPolicy); pv.Exists() {
+		if err := pv.Decode(&t.Policy); err != nil {
+			return nil, fromCUE(c.root, src.path, err)
+		}
+	}
+	for _, name := range []string{"children", "resources"} {
+		if err := c.checkMap(src.path, v, name); err != nil {
+			return nil, err
+		}
+	}
+	if t.crd, err = c.buildCRD(src.path, t); err != nil {
+		return nil, err
+	}
+	if t.schema, err = structural(t.crd); err != nil {
+		return nil, &Error{Template: src.path, Problems: []Problem{{Path: "parent", Msg: "generated schema is not structural: " + err.Error()}}}
+	}
+	return t, nil
+}
+
+// buildInstance turns a loaded instance into a value, recovering from any
+// panic inside CUE so that no input can crash the process.
+func (c *compiler) buildInstance(inst *build.Instance) (v cue.Value, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("internal CUE error while compiling: %v", r)
+		}
+	}()
+	v = c.ctx.BuildInstance(inst)
+	return v, v.Err()
+}
+
+// gvk reads parent.apiVersion and parent.kind, which must be concrete.
+func (c *compiler) gvk(path string, v cue.Value) (schema.GroupVersionKind, error) {
+	parent := v.LookupPath(pathParent)
+	av := v.LookupPath(pathAPIVersion)
+	apiVersion, err := av.String()
+	if err != nil || apiVersion == "" {
+		return schema.GroupVersionKind{}, c.problemf(path, parent, "parent.apiVersion",
+			`must be a concrete string such as "webapp.my.domain/v1"`)
+	}
+	kv := v.LookupPath(pathKind)
+	kind, err := kv.String()
+	if err != nil || kind == "" {
+		return schema.GroupVersionKind{}, c.problemf(path, parent, "parent.kind",
+			`must be a concrete string such as "MyKind"`)
+	}
+	gv, err := schema.ParseGroupVersion(apiVersion)
+	if err != nil || gv.Group == "" || gv.Version == "" {
+		return schema.GroupVersionKind{}, c.problemf(path, av, "parent.apiVersion",
+			"%q is not group/version: a parent kind needs its own API group, as in \"example.com/v1\"", apiVersion)
+	}
+	return gv.WithKind(kind), nil
+}
+
+// checkMap checks that children or resources, when present, is a struct.
+func (c *compiler) checkMap(path string, v cue.Value, name string) error {
+	m := v.LookupPath(cue.ParsePath(name))
+	if !m.Exists() {
+		return nil
+	}
+	if k := m.IncompleteKind(); k&cue.StructKind == 0 {
+		return c.problemf(path, m, name, "must be a map of local name to object, not %v", k)
+	}
+	return nil
+}
+
+func gvkString(gvk schema.GroupVersionKind) string {
+	return gvk.Kind + "." + gvk.GroupVersion().String()
+}

@@ -1,0 +1,189 @@
+package templates
+
+import (
+	"strings"
+
+	"cuelang.org/go/cue"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// crdOptions is the template's optional crd block.
+type crdOptions struct {
+	Plural         string                                           `json:"plural"`
+	Singular       string                                           `json:"singular"`
+	ShortNames     []string                                         `json:"shortNames"`
+	Categories     []string                                         `json:"categories"`
+	Scope          string                                           `json:"scope"`
+	PrinterColumns []apiextensionsv1.CustomResourceColumnDefinition `json:"printerColumns"`
+}
+
+// buildCRD generates the CustomResourceDefinition for the template's parent
+// kind: the parent.spec schema, the status schema (parent.status, every field
+// the template's status can produce, and the engine's own fields), the status
+// subresource, and the crd block's names, scope and printer columns.
+func (c *compiler) buildCRD(path string, t *Template) (*apiextensionsv1.CustomResourceDefinition, error) {
+	var opts crdOptions
+	if cv := t.value.LookupPath(pathCRD); cv.Exists() {
+		if err := cv.Decode(&opts); err != nil {
+			return nil, fromCUE(c.root, path, err)
+		}
+	}
+	kind := t.GVK.Kind
+	if opts.Plural == "" {
+		opts.Plural = plural(strings.ToLower(kind))
+	}
+	if opts.Singular == "" {
+		opts.Singular = strings.ToLower(kind)
+	}
+	scope := apiextensionsv1.NamespaceScoped
+	switch opts.Scope {
+	case "", "Namespaced":
+	case "Cluster":
+		scope = apiextensionsv1.ClusterScoped
+	default:
+		return nil, c.problemf(path, t.value.LookupPath(pathCRD), "crd.scope", `must be "Namespaced" or "Cluster", not %q`, opts.Scope)
+	}
+
+	spec := apiextensionsv1.JSONSchemaProps{Type: "object", XPreserveUnknownFields: ptr(true)}
+	if sv := t.value.LookupPath(pathSpec); sv.Exists() {
+		spec = schemaOf(sv)
+	}
+	root := apiextensionsv1.JSONSchemaProps{
+		Type:        "object",
+		Description: kind + " is reconciled by the engine from template " + t.Path + ".",
+		Properties: map[string]apiextensionsv1.JSONSchemaProps{
+			"apiVersion": {Type: "string"},
+			"kind":       {Type: "string"},
+			"metadata":   {Type: "object"},
+			"spec":       spec,
+			"status":     c.statusSchema(t),
+		},
+	}
+	if isRequiredValue(t.value.LookupPath(pathSpec)) {
+		root.Required = []string{"spec"}
+	}
+
+	columns := append(opts.PrinterColumns,
+		apiextensionsv1.CustomResourceColumnDefinition{Name: "Ready", Type: "string", JSONPath: `.status.conditions[?(@.type=="Ready")].status`},
+		apiextensionsv1.CustomResourceColumnDefinition{Name: "Synced", Type: "string", JSONPath: `.status.conditions[?(@.type=="Synced")].status`, Priority: 1},
+		apiextensionsv1.CustomResourceColumnDefinition{Name: "Age", Type: "date", JSONPath: ".metadata.creationTimestamp"},
+	)
+	return &apiextensionsv1.CustomResourceDefinition{
+		TypeMeta: metav1.TypeMeta{APIVersion: "apiextensions.k8s.io/v1", Kind: "CustomResourceDefinition"},
+		ObjectMeta: metav1.ObjectMeta{
+			Name:   opts.Plural + "." + t.GVK.Group,
+			Labels: map[string]string{"app.kubernetes.io/managed-by": "engine"},
+			Annotations: map[string]string{
+				"engine.cuengine.dev/template":          t.Path,
+				"engine.cuengine.dev/template-revision": t.Hash,
+			},
+		},
+		Spec: apiextensionsv1.CustomResourceDefinitionSpec{
+			Group: t.GVK.Group,
+			Names: apiextensionsv1.CustomResourceDefinitionNames{
+				Kind:       kind,
+				ListKind:   kind + "List",
+				Plural:     opts.Plural,
+				Singular:   opts.Singular,
+				ShortNames: opts.ShortNames,
+				Categories: opts.Categories,
+			},
+			Scope: scope,
+			Versions: []apiextensionsv1.CustomResourceDefinitionVersion{{
+				Name:                     t.GVK.Version,
+				Served:                   true,
+				Storage:                  true,
+				Schema:                   &apiextensionsv1.CustomResourceValidation{OpenAPIV3Schema: &root},
+				Subresources:             &apiextensionsv1.CustomResourceSubresources{Status: &apiextensionsv1.CustomResourceSubresourceStatus{}},
+				AdditionalPrinterColumns: columns,
+			}},
+		},
+	}, nil
+}
+
+func isRequiredValue(v cue.Value) bool {
+	if !v.Exists() || v.IncompleteKind() != cue.StructKind {
+		return false
+	}
+	it, err := v.Fields(cue.Optional(true))
+	if err != nil {
+		return false
+	}
+	for it.Next() {
+		if isRequired(it, it.Value()) {
+			return true
+		}
+	}
+	return false
+}
+
+// statusSchema merges the declared parent.status, what the template's status
+// produces, and the engine-owned fields. Nothing in status is required: the
+// engine writes it bit by bit.
+func (c *compiler) statusSchema(t *Template) apiextensionsv1.JSONSchemaProps {
+	s := apiextensionsv1.JSONSchemaProps{Type: "object", Properties: map[string]apiextensionsv1.JSONSchemaProps{}}
+	for _, p := range []cue.Path{pathStatus, pathOutStatus} {
+		v := t.value.LookupPath(p)
+		if !v.Exists() {
+			continue
+		}
+		from := schemaOf(v)
+		for name, prop := range from.Properties {
+			if _, declared := s.Properties[name]; !declared {
+				s.Properties[name] = prop
+			}
+		}
+		if from.XPreserveUnknownFields != nil && len(from.Properties) == 0 {
+			s.XPreserveUnknownFields = ptr(true)
+		}
+	}
+	for name, prop := range engineStatusSchema() {
+		s.Properties[name] = prop
+	}
+	return s
+}
+
+func engineStatusSchema() map[string]apiextensionsv1.JSONSchemaProps {
+	str := apiextensionsv1.JSONSchemaProps{Type: "string"}
+	return map[string]apiextensionsv1.JSONSchemaProps{
+		"observedGeneration": {Type: "integer", Format: "int64", Description: "The parent generation the engine last reconciled."},
+		"conditions": {
+			Type:         "array",
+			Description:  "Ready and Synced, set by the engine.",
+			XListType:    ptr("map"),
+			XListMapKeys: []string{"type"},
+			Items: &apiextensionsv1.JSONSchemaPropsOrArray{Schema: &apiextensionsv1.JSONSchemaProps{
+				Type:     "object",
+				Required: []string{"type", "status"},
+				Properties: map[string]apiextensionsv1.JSONSchemaProps{
+					"type":               str,
+					"status":             {Type: "string", Enum: []apiextensionsv1.JSON{{Raw: []byte(`"True"`)}, {Raw: []byte(`"False"`)}, {Raw: []byte(`"Unknown"`)}}},
+					"reason":             str,
+					"message":            str,
+					"lastTransitionTime": {Type: "string", Format: "date-time"},
+					"observedGeneration": {Type: "integer", Format: "int64"},
+				},
+			}},
+		},
+		"resources": {
+			Type:        "object",
+			Description: "External resources by local name: external name and provider state.",
+			AdditionalProperties: &apiextensionsv1.JSONSchemaPropsOrBool{Allows: true, Schema: &apiextensionsv1.JSONSchemaProps{
+				Type: "object", XPreserveUnknownFields: ptr(true),
+			}},
+		},
+	}
+}
+
+// plural makes the English plural Kubernetes tools expect for a lower-case kind.
+func plural(s string) string {
+	switch {
+	case strings.HasSuffix(s, "s"), strings.HasSuffix(s, "x"), strings.HasSuffix(s, "z"),
+		strings.HasSuffix(s, "ch"), strings.HasSuffix(s, "sh"):
+		return s + "es"
+	case strings.HasSuffix(s, "y") && len(s) > 1 && !strings.ContainsRune("aeiou", rune(s[len(s)-2])):
+		return s[:len(s)-1] + "ies"
+	}
+	return s + "s"
+}

@@ -1,0 +1,223 @@
+package templates
+
+import (
+	"fmt"
+	"runtime/debug"
+	"sort"
+
+	"cuelang.org/go/cue"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	utiljson "k8s.io/apimachinery/pkg/util/json"
+)
+
+// Input is what one evaluation needs: the live parent and the observed state
+// of its children and resources.
+type Input struct {
+	// Parent is the parent object as stored (or as read from a file).
+	Parent *unstructured.Unstructured
+	// Observed maps a local name to the live child object (its content) or to
+	// the provider's observation of a resource. Absent names do not exist yet.
+	Observed map[string]any
+}
+
+// Result is the desired state for one parent.
+type Result struct {
+	// Children are the desired Kubernetes objects, sorted by local name.
+	Children []Child
+	// Resources are the desired external resources, sorted by local name.
+	Resources []Resource
+	// Status holds the fields the template writes into the parent's status.
+	Status map[string]any
+	// Ready is the template's own readiness verdict, nil when it has none.
+	Ready *bool
+	// Pruned lists the parent fields the schema does not declare, dropped
+	// before evaluation the way the apiserver drops them.
+	Pruned []string
+}
+
+// Child is one desired Kubernetes object.
+type Child struct {
+	Name   string
+	Object *unstructured.Unstructured
+}
+
+// Resource is one desired external resource.
+type Resource struct {
+	Name           string
+	Provider       string
+	Spec           map[string]any
+	DeletionPolicy string // "Delete" or "Orphan"
+}
+
+// Deletion policies of a resource.
+const (
+	DeletionPolicyDelete = "Delete"
+	DeletionPolicyOrphan = "Orphan"
+)
+
+// Evaluate computes the desired state for one parent. It never panics: a
+// panic inside CUE is returned as an error. A parent that violates the
+// template's schema, or a template that cannot produce concrete output for
+// it, yields an *Error with CUE paths and positions.
+func (t *Template) Evaluate(in Input) (res *Result, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			res, err = nil, &Error{Template: t.Path, Problems: []Problem{{
+				Msg: fmt.Sprintf("evaluation panicked: %v\n%s", r, debug.Stack()),
+			}}}
+		}
+	}()
+	parent, pruned := t.parentInput(in.Parent)
+	v := t.value.FillPath(pathParent, parent)
+	observed := in.Observed
+	if observed == nil {
+		observed = map[string]any{}
+	}
+	v = v.FillPath(pathObserved, observed)
+	if err := v.LookupPath(pathParent).Validate(); err != nil {
+		return nil, fromCUE(t.root, t.Path, err)
+	}
+	// A required spec field left out is reported on the spec, not on the
+	// first child that happens to use it.
+	if err := v.LookupPath(pathSpec).Validate(cue.Concrete(true)); err != nil {
+		return nil, fromCUE(t.root, t.Path, err)
+	}
+	res = &Result{Pruned: pruned}
+	if res.Children, err = t.children(v); err != nil {
+		return nil, err
+	}
+	if res.Resources, err = t.resources(v); err != nil {
+		return nil, err
+	}
+	if sv := v.LookupPath(pathOutStatus); sv.Exists() {
+		if err := export(t, sv, "status", &res.Status); err != nil {
+			return nil, err
+		}
+	}
+	if rv := v.LookupPath(pathReady); rv.Exists() {
+		var ready bool
+		if err := export(t, rv, "ready", &ready); err != nil {
+			return nil, err
+		}
+		res.Ready = &ready
+	}
+	return res, nil
+}
+
+// parentInput returns the parent's content as the template sees it: known
+// metadata, and spec and status pruned to the schema.
+func (t *Template) parentInput(obj *unstructured.Unstructured) (map[string]any, []string) {
+	content := obj.DeepCopy().Object
+	pruned := prune(content, t.schema)
+	md, _ := content["metadata"].(map[string]any)
+	meta := map[string]any{}
+	for _, k := range []string{"name", "namespace", "uid", "labels", "annotations", "generation", "resourceVersion", "creationTimestamp"} {
+		if x, ok := md[k]; ok && x != nil {
+			meta[k] = x
+		}
+	}
+	content["metadata"] = meta
+	if st, ok := content["status"].(map[string]any); ok {
+		for _, k := range engineStatusFields {
+			delete(st, k)
+		}
+	}
+	return content, pruned
+}
+
+// engineStatusFields are the parts of the parent's status the engine owns.
+var engineStatusFields = []string{"conditions", "observedGeneration", "resources"}
+
+func (t *Template) children(v cue.Value) ([]Child, error) {
+	m := v.LookupPath(pathChildren)
+	if !m.Exists() {
+		return nil, nil
+	}
+	it, err := m.Fields()
+	if err != nil {
+		return nil, fromCUE(t.root, t.Path, err)
+	}
+	var out []Child
+	for it.Next() {
+		name := it.Selector().Unquoted()
+		cv := it.Value()
+		path := "children." + it.Selector().String()
+		for _, f := range []string{"apiVersion", "kind", "metadata.name"} {
+			fv := cv.LookupPath(cue.ParsePath(f))
+			if s, err := fv.String(); err != nil || s == "" {
+				return nil, &Error{Template: t.Path, Problems: []Problem{{
+					Pos: position(t.root, cv.Pos()), Path: path + "." + f,
+					Msg: "every child needs a concrete, non-empty " + f,
+				}}}
+			}
+		}
+		obj := map[string]any{}
+		if err := export(t, cv, path, &obj); err != nil {
+			return nil, err
+		}
+		out = append(out, Child{Name: name, Object: &unstructured.Unstructured{Object: obj}})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out, nil
+}
+
+func (t *Template) resources(v cue.Value) ([]Resource, error) {
+	m := v.LookupPath(pathResources)
+	if !m.Exists() {
+		return nil, nil
+	}
+	it, err := m.Fields()
+	if err != nil {
+		return nil, fromCUE(t.root, t.Path, err)
+	}
+	var out []Resource
+	for it.Next() {
+		path := "resources." + it.Selector().String()
+		var raw map[string]any
+		if err := export(t, it.Value(), path, &raw); err != nil {
+			return nil, err
+		}
+		r := Resource{Name: it.Selector().Unquoted()}
+		r.Provider, _ = raw["provider"].(string)
+		r.Spec, _ = raw["spec"].(map[string]any)
+		r.DeletionPolicy, _ = raw["deletionPolicy"].(string)
+		bad := func(field, msg string) error {
+			return &Error{Template: t.Path, Problems: []Problem{{Pos: position(t.root, it.Value().Pos()), Path: path + "." + field, Msg: msg}}}
+		}
+		if r.Provider == "" {
+			return nil, bad("provider", `every resource needs a provider, such as "gcs"`)
+		}
+		switch r.DeletionPolicy {
+		case "":
+			r.DeletionPolicy = DeletionPolicyDelete
+		case DeletionPolicyDelete, DeletionPolicyOrphan:
+		default:
+			return nil, bad("deletionPolicy", fmt.Sprintf("must be %q or %q, not %q", DeletionPolicyDelete, DeletionPolicyOrphan, r.DeletionPolicy))
+		}
+		out = append(out, r)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out, nil
+}
+
+// export checks that v is concrete and decodes it through JSON, which yields
+// the plain types (int64 as float64 -> int64 below) Kubernetes can deep-copy.
+func export(t *Template, v cue.Value, path string, into any) error {
+	if err := v.Validate(cue.Concrete(true), cue.Final()); err != nil {
+		return fromCUE(t.root, t.Path, err)
+	}
+	b, err := v.MarshalJSON()
+	if err != nil {
+		return fromCUE(t.root, t.Path, err)
+	}
+	if err := unmarshalJSON(b, into); err != nil {
+		return &Error{Template: t.Path, Problems: []Problem{{Path: path, Msg: err.Error()}}}
+	}
+	return nil
+}
+
+// unmarshalJSON decodes JSON the way Kubernetes' unstructured does: whole
+// numbers become int64, others float64.
+func unmarshalJSON(b []byte, into any) error {
+	return utiljson.Unmarshal(b, into)
+}

@@ -1,0 +1,141 @@
+package templates
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+
+	"cuelang.org/go/cue/parser"
+)
+
+// contractFile is the name of the file the loader adds to every template
+// package. It declares the engine-provided top-level fields, so templates can
+// refer to observed.<name> without declaring it themselves.
+const contractFile = "zz_engine_contract.cue"
+
+// contract declares the fields the engine fills or reads, as open as possible:
+// the checks with user-facing messages are done in Go, where the error can
+// point at the template's own lines rather than at this file.
+const contract = `
+parent: {
+	apiVersion: string
+	kind:       string
+	metadata: {...}
+	...
+}
+observed: [string]: _
+children: [string]: _
+resources: [string]: _
+status: {...}
+`
+
+// source is one template's files before compiling.
+type source struct {
+	name  string   // template name: file name without .cue, or directory name
+	path  string   // relative to the root: "mykind.cue" or "website"
+	files []string // absolute paths of its .cue files, sorted
+	hash  string   // sha256 of the names and contents of its files
+	pkg   string   // CUE package name ("" when the files have no package clause)
+}
+
+// discover lists the templates under root: every top-level .cue file and every
+// subdirectory holding .cue files. Hidden entries (".git", and the "..data"
+// links of a Kubernetes ConfigMap volume), "_"-prefixed entries and cue.mod
+// are skipped. Symlinks are followed, so ConfigMap-mounted files work.
+func discover(root string) ([]source, error) {
+	entries, err := os.ReadDir(root)
+	if err != nil {
+		return nil, fmt.Errorf("reading templates directory: %w", err)
+	}
+	var out []source
+	for _, e := range entries {
+		name := e.Name()
+		if strings.HasPrefix(name, ".") || strings.HasPrefix(name, "_") || name == "cue.mod" {
+			continue
+		}
+		full := filepath.Join(root, name)
+		info, err := os.Stat(full) // follows symlinks
+		if err != nil {
+			if os.IsNotExist(err) {
+				continue // a dangling link mid-swap; the next rescan sees the new one
+			}
+			return nil, fmt.Errorf("reading %s: %w", name, err)
+		}
+		switch {
+		case info.Mode().IsRegular() && strings.HasSuffix(name, ".cue"):
+			out = append(out, source{name: strings.TrimSuffix(name, ".cue"), path: name, files: []string{full}})
+		case info.IsDir():
+			files, err := cueFiles(full)
+			if err != nil {
+				return nil, err
+			}
+			if len(files) > 0 {
+				out = append(out, source{name: name, path: name, files: files})
+			}
+		}
+	}
+	for i := range out {
+		if err := out[i].read(root); err != nil {
+			return nil, err
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].path < out[j].path })
+	return out, nil
+}
+
+func cueFiles(dir string) ([]string, error) {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, fmt.Errorf("reading %s: %w", dir, err)
+	}
+	var files []string
+	for _, e := range entries {
+		n := e.Name()
+		if strings.HasPrefix(n, ".") || strings.HasPrefix(n, "_") || !strings.HasSuffix(n, ".cue") || n == contractFile {
+			continue
+		}
+		full := filepath.Join(dir, n)
+		if info, err := os.Stat(full); err == nil && info.Mode().IsRegular() {
+			files = append(files, full)
+		}
+	}
+	sort.Strings(files)
+	return files, nil
+}
+
+// read hashes the files and finds their package name.
+func (s *source) read(root string) error {
+	h := sha256.New()
+	for _, f := range s.files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			return fmt.Errorf("reading %s: %w", rel(root, f), err)
+		}
+		rp := rel(root, f)
+		io.WriteString(h, rp)
+		h.Write([]byte{0})
+		h.Write(b)
+		h.Write([]byte{0})
+		if s.pkg == "" {
+			// A syntax error is reported by the compile step with its position.
+			if af, err := parser.ParseFile(f, b, parser.PackageClauseOnly); err == nil {
+				s.pkg = af.PackageName()
+			}
+		}
+	}
+	s.hash = hex.EncodeToString(h.Sum(nil))[:12]
+	return nil
+}
+
+// rel returns path relative to root when it is under root.
+func rel(root, path string) string {
+	if r, err := filepath.Rel(root, path); err == nil && !strings.HasPrefix(r, "..") {
+		return r
+	}
+	return path
+}

@@ -1,0 +1,316 @@
+package templates
+
+import (
+	"encoding/json"
+	"fmt"
+	"math"
+	"strconv"
+
+	"cuelang.org/go/cue"
+	"cuelang.org/go/cue/ast"
+	"cuelang.org/go/cue/token"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+)
+
+// schemaOf derives a structural OpenAPI v3 schema from a CUE value. It walks
+// the value itself rather than using cuelang.org/go/encoding/openapi, which
+// only encodes definitions and cannot encode a default on a bounded number
+// (the seed's own `replicas: *1 | int32 & >=0`).
+//
+// Structs become objects with properties and required fields; lists become
+// arrays; scalars get their type, bounds, lengths, patterns, enums, formats
+// and defaults. A value whose kind CUE leaves open (a reference to observed
+// state, `_`) keeps whatever it holds via x-kubernetes-preserve-unknown-fields.
+func schemaOf(v cue.Value) apiextensionsv1.JSONSchemaProps {
+	kind := v.IncompleteKind() &^ cue.BottomKind
+	def, hasDef := v.Default()
+	if hasDef && !def.IsConcrete() {
+		hasDef = false
+	}
+	if (kind == cue.TopKind || kind == 0) && hasDef {
+		// A default like `*observed.x.y | 0` says what type the field has.
+		kind = def.IncompleteKind()
+	}
+	nullable := kind&cue.NullKind != 0 && kind != cue.NullKind && kind != cue.TopKind
+	if nullable {
+		kind &^= cue.NullKind
+	}
+	var s apiextensionsv1.JSONSchemaProps
+	switch kind {
+	case cue.StructKind:
+		s = structSchema(v)
+	case cue.ListKind:
+		s = listSchema(v)
+	case cue.StringKind:
+		s.Type = "string"
+	case cue.IntKind:
+		s.Type = "integer"
+	case cue.FloatKind, cue.NumberKind:
+		s.Type = "number"
+	case cue.BoolKind:
+		s.Type = "boolean"
+	case cue.IntKind | cue.StringKind:
+		s.XIntOrString = true
+	default:
+		return apiextensionsv1.JSONSchemaProps{XPreserveUnknownFields: ptr(true)}
+	}
+	s.Nullable = nullable
+	if kind&(cue.StringKind|cue.NumberKind) != 0 && kind&^(cue.StringKind|cue.NumberKind) == 0 {
+		constrain(&s, v.Syntax(cue.Raw()))
+		numberFormat(&s)
+	}
+	if hasDef && kind != cue.StructKind && kind != cue.ListKind {
+		if b, err := def.MarshalJSON(); err == nil {
+			s.Default = &apiextensionsv1.JSON{Raw: b}
+		}
+	}
+	if doc := docOf(v); doc != "" {
+		s.Description = doc
+	}
+	return s
+}
+
+func structSchema(v cue.Value) apiextensionsv1.JSONSchemaProps {
+	s := apiextensionsv1.JSONSchemaProps{Type: "object"}
+	it, err := v.Fields(cue.Optional(true))
+	if err == nil {
+		for it.Next() {
+			if it.Selector().IsDefinition() || it.Selector().PkgPath() != "" {
+				continue
+			}
+			name := it.Selector().Unquoted()
+			fv := it.Value()
+			if s.Properties == nil {
+				s.Properties = map[string]apiextensionsv1.JSONSchemaProps{}
+			}
+			s.Properties[name] = schemaOf(fv)
+			if isRequired(it, fv) {
+				s.Required = append(s.Required, name)
+			}
+		}
+	}
+	if elem := v.LookupPath(cue.MakePath(cue.AnyString)); elem.Exists() {
+		es := schemaOf(elem)
+		s.AdditionalProperties = &apiextensionsv1.JSONSchemaPropsOrBool{Allows: true, Schema: &es}
+	}
+	if s.Properties == nil && s.AdditionalProperties == nil {
+		// An open struct with nothing declared keeps what it is given.
+		s.XPreserveUnknownFields = ptr(true)
+	}
+	return s
+}
+
+// isRequired: a field is required when it is regular (or marked `!`), has no
+// default and, for a struct, requires something itself. Optional fields (`?`)
+// and defaulted ones are not.
+func isRequired(it *cue.Iterator, v cue.Value) bool {
+	if it.IsOptional() {
+		return false
+	}
+	if _, ok := v.Default(); ok {
+		return false
+	}
+	if v.IsConcrete() && v.IncompleteKind() != cue.StructKind {
+		return false
+	}
+	if v.IncompleteKind() == cue.StructKind {
+		sub, err := v.Fields(cue.Optional(true))
+		if err != nil {
+			return false
+		}
+		for sub.Next() {
+			if isRequired(sub, sub.Value()) {
+				return true
+			}
+		}
+		return false
+	}
+	return true
+}
+
+func listSchema(v cue.Value) apiextensionsv1.JSONSchemaProps {
+	s := apiextensionsv1.JSONSchemaProps{Type: "array"}
+	if elem := v.LookupPath(cue.MakePath(cue.AnyIndex)); elem.Exists() {
+		es := schemaOf(elem)
+		s.Items = &apiextensionsv1.JSONSchemaPropsOrArray{Schema: &es}
+	} else {
+		s.Items = &apiextensionsv1.JSONSchemaPropsOrArray{Schema: &apiextensionsv1.JSONSchemaProps{XPreserveUnknownFields: ptr(true)}}
+	}
+	return s
+}
+
+// constrain reads bounds, lengths, patterns and enums from a scalar's syntax.
+func constrain(s *apiextensionsv1.JSONSchemaProps, n ast.Node) {
+	switch x := n.(type) {
+	case *ast.File: // a value using a builtin package comes with its imports
+		for _, d := range x.Decls {
+			constrain(s, d)
+		}
+	case *ast.EmbedDecl:
+		constrain(s, x.Expr)
+	case *ast.StructLit: // `{ string }`: an embedded scalar
+		for _, d := range x.Elts {
+			if e, ok := d.(*ast.EmbedDecl); ok {
+				constrain(s, e)
+			}
+		}
+	case *ast.ParenExpr:
+		constrain(s, x.X)
+	case *ast.BinaryExpr:
+		switch x.Op {
+		case token.AND:
+			constrain(s, x.X)
+			constrain(s, x.Y)
+		case token.OR:
+			alts := disjuncts(x, nil)
+			var lits, others []ast.Expr
+			for _, a := range alts {
+				if u, ok := a.(*ast.UnaryExpr); ok && u.Op == token.MUL {
+					a = u.X // the default; it is also one of the allowed values
+				}
+				if _, ok := a.(*ast.BasicLit); ok {
+					lits = append(lits, a)
+				} else {
+					others = append(others, a)
+				}
+			}
+			switch {
+			case len(others) == 0:
+				for _, l := range lits {
+					if raw, ok := literalJSON(l.(*ast.BasicLit)); ok {
+						s.Enum = append(s.Enum, apiextensionsv1.JSON{Raw: raw})
+					}
+				}
+			case len(others) == 1:
+				// `*1 | int32 & >=0`: the literal is only the default.
+				constrain(s, others[0])
+			}
+		}
+	case *ast.UnaryExpr:
+		lit, ok := x.X.(*ast.BasicLit)
+		if !ok {
+			return
+		}
+		switch x.Op {
+		case token.GEQ, token.GTR: // several bounds: the tightest wins
+			if f, ok := number(lit); ok && (s.Minimum == nil || f > *s.Minimum) {
+				s.Minimum = &f
+				s.ExclusiveMinimum = x.Op == token.GTR
+			}
+		case token.LEQ, token.LSS:
+			if f, ok := number(lit); ok && (s.Maximum == nil || f < *s.Maximum) {
+				s.Maximum = &f
+				s.ExclusiveMaximum = x.Op == token.LSS
+			}
+		case token.MAT:
+			if str, err := strconv.Unquote(lit.Value); err == nil {
+				s.Pattern = str
+			}
+		}
+	case *ast.Ident:
+		switch x.Name {
+		case "uint", "uint8", "uint16", "uint32", "uint64":
+			if zero := 0.0; s.Minimum == nil || *s.Minimum < 0 {
+				s.Minimum = &zero
+			}
+		case "int32":
+			s.Format = "int32"
+		case "int64":
+			s.Format = "int64"
+		}
+	case *ast.CallExpr:
+		sel, ok := x.Fun.(*ast.SelectorExpr)
+		if !ok || len(x.Args) != 1 {
+			return
+		}
+		pkg, ok := sel.X.(*ast.Ident)
+		if !ok {
+			return
+		}
+		lit, ok := x.Args[0].(*ast.BasicLit)
+		if !ok {
+			return
+		}
+		n, err := strconv.ParseInt(lit.Value, 10, 64)
+		if err != nil {
+			return
+		}
+		switch pkg.Name + "." + fmt.Sprint(sel.Sel) {
+		case "strings.MaxRunes":
+			s.MaxLength = &n
+		case "strings.MinRunes":
+			s.MinLength = &n
+		}
+	}
+}
+
+func disjuncts(e ast.Expr, out []ast.Expr) []ast.Expr {
+	if p, ok := e.(*ast.ParenExpr); ok {
+		e = p.X
+	}
+	if b, ok := e.(*ast.BinaryExpr); ok && b.Op == token.OR {
+		return disjuncts(b.Y, disjuncts(b.X, out))
+	}
+	return append(out, e)
+}
+
+func literalJSON(l *ast.BasicLit) ([]byte, bool) {
+	switch l.Kind {
+	case token.STRING:
+		str, err := strconv.Unquote(l.Value)
+		if err != nil {
+			return nil, false
+		}
+		b, _ := json.Marshal(str)
+		return b, true
+	case token.INT, token.FLOAT, token.TRUE, token.FALSE:
+		return []byte(l.Value), true
+	}
+	return nil, false
+}
+
+func number(l *ast.BasicLit) (float64, bool) {
+	f, err := strconv.ParseFloat(l.Value, 64)
+	return f, err == nil
+}
+
+// numberFormat turns the ranges CUE gives int32 and int64 into formats, as
+// Kubebuilder writes them, and drops the then-implied bounds.
+func numberFormat(s *apiextensionsv1.JSONSchemaProps) {
+	if s.Type != "integer" || s.Maximum == nil || s.ExclusiveMaximum {
+		return
+	}
+	switch *s.Maximum {
+	case math.MaxInt32:
+		s.Format = "int32"
+		s.Maximum = nil
+		if s.Minimum != nil && *s.Minimum == math.MinInt32 {
+			s.Minimum = nil
+		}
+	case math.MaxInt64:
+		s.Format = "int64"
+		s.Maximum = nil
+		if s.Minimum != nil && *s.Minimum == math.MinInt64 {
+			s.Minimum = nil
+		}
+	}
+}
+
+// docOf returns the field's doc comment, used as the schema's description.
+func docOf(v cue.Value) string {
+	var out string
+	for _, cg := range v.Doc() {
+		if t := cg.Text(); t != "" {
+			if out != "" {
+				out += "\n"
+			}
+			out += t
+		}
+	}
+	if len(out) > 0 && out[len(out)-1] == '\n' {
+		out = out[:len(out)-1]
+	}
+	return out
+}
+
+func ptr[T any](x T) *T { return &x }
