@@ -70,8 +70,7 @@ func (t *Template) CRD() *apiextensionsv1.CustomResourceDefinition {
 // HasResources reports whether the template declares external resources, so
 // its parents need a finalizer.
 func (t *Template) HasResources() bool {
-	it, err := t.value.LookupPath(pathResources).Fields()
-	return err == nil && it.Next()
+	return t.value.LookupPath(pathResources).Exists()
 }
 
 // Set is an immutable snapshot of every template of a directory.
@@ -244,7 +243,9 @@ func (c *compiler) checkMap(path string, v cue.Value, name string) error {
 	if !m.Exists() {
 		return nil
 	}
-	if k := m.IncompleteKind(); k&cue.StructKind == 0 {
+	// Bottom alone means "not known until a parent is filled in" (a
+	// comprehension over parent fields); only a definite non-struct is wrong.
+	if k := m.IncompleteKind(); k != cue.BottomKind && k&cue.StructKind == 0 {
 		return c.problemf(path, m, name, "must be a map of local name to object, not %v", k)
 	}
 	return nil

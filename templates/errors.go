@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"regexp"
+	"sort"
 	"strings"
 
 	"cuelang.org/go/cue"
@@ -79,28 +81,40 @@ func Summary(err error, max int) string {
 
 // problemf builds an Error with one problem at the position of v.
 func (c *compiler) problemf(tmpl string, v cue.Value, path string, format string, args ...any) *Error {
-	return &Error{Template: tmpl, Problems: []Problem{{Pos: position(c.root, v.Pos()), Path: path, Msg: fmt.Sprintf(format, args...)}}}
+	return &Error{Template: tmpl, Problems: []Problem{{Pos: userPos(c.root, v), Path: path, Msg: fmt.Sprintf(format, args...)}}}
 }
 
-// fromCUE converts a CUE error into an *Error with positions relative to root.
-func fromCUE(root, tmpl string, err error) *Error {
+// userPos returns the position of v in the user's files: its own, or that of
+// its first field when v itself starts in the engine's contract.
+func userPos(root string, v cue.Value) string {
+	if p := position(root, v.Pos()); p != "" {
+		return p
+	}
+	if it, err := v.Fields(cue.Optional(true)); err == nil {
+		for it.Next() {
+			if p := position(root, it.Value().Pos()); p != "" {
+				return p
+			}
+		}
+	}
+	return ""
+}
+
+// fromCUE converts a CUE error into an *Error with positions relative to
+// root. scope, when given, is the value the error's paths are in: a problem
+// CUE reports without a position gets the position of that path's
+// declaration in the template.
+func fromCUE(root, tmpl string, err error, scope ...cue.Value) *Error {
 	out := &Error{Template: tmpl}
 	seen := map[string]bool{}
-	for _, e := range cueerrors.Errors(err) {
-		format, args := e.Msg()
-		p := Problem{Path: strings.Join(e.Path(), "."), Msg: fmt.Sprintf(format, args...)}
-		p.Pos = position(root, e.Position())
-		if p.Pos == "" {
-			for _, ip := range e.InputPositions() {
-				if s := position(root, ip); s != "" {
-					p.Pos = s
-					break
-				}
-			}
+	for _, g := range groupDisjunctions(cueerrors.Errors(err)) {
+		p := Problem{Path: g.path, Msg: g.msg, Pos: g.pos(root)}
+		if p.Pos == "" && p.Path != "" && len(scope) > 0 {
+			p.Pos = userPos(root, scope[0].LookupPath(cue.ParsePath(p.Path)))
 		}
 		// Also name the other places that take part in a conflict.
 		var others []string
-		for _, ip := range e.InputPositions() {
+		for _, ip := range g.inputs {
 			if s := position(root, ip); s != "" && s != p.Pos && !contains(others, s) {
 				others = append(others, s)
 			}
@@ -119,6 +133,80 @@ func fromCUE(root, tmpl string, err error) *Error {
 		out.Problems = []Problem{{Msg: err.Error()}}
 	}
 	return out
+}
+
+// problemGroup is one reported problem made of one or more CUE errors.
+type problemGroup struct {
+	path     string
+	msg      string
+	position token.Pos
+	inputs   []token.Pos
+}
+
+func (g problemGroup) pos(root string) string {
+	if s := position(root, g.position); s != "" {
+		return s
+	}
+	for _, ip := range g.inputs {
+		if s := position(root, ip); s != "" {
+			return s
+		}
+	}
+	return ""
+}
+
+var (
+	emptyDisjunction = regexp.MustCompile(`^\d+ errors in empty disjunction:?$`)
+	conflicting      = regexp.MustCompile(`^conflicting values (.+) and (.+)$`)
+)
+
+// groupDisjunctions turns CUE's "N errors in empty disjunction" followed by
+// one error per failed branch into a single problem a user can read: the
+// branch that says why the value is wrong, or the list of allowed values.
+func groupDisjunctions(errs []cueerrors.Error) []problemGroup {
+	var out []problemGroup
+	for i := 0; i < len(errs); i++ {
+		e := errs[i]
+		format, args := e.Msg()
+		msg := fmt.Sprintf(format, args...)
+		path := strings.Join(e.Path(), ".")
+		if !emptyDisjunction.MatchString(msg) {
+			out = append(out, problemGroup{path: path, msg: msg, position: e.Position(), inputs: e.InputPositions()})
+			continue
+		}
+		var branches []cueerrors.Error
+		for i+1 < len(errs) && strings.Join(errs[i+1].Path(), ".") == path {
+			i++
+			branches = append(branches, errs[i])
+		}
+		out = append(out, summarize(path, branches))
+	}
+	return out
+}
+
+func summarize(path string, branches []cueerrors.Error) problemGroup {
+	var allowed []string
+	var value string
+	var inputs []token.Pos
+	for _, b := range branches {
+		format, args := b.Msg()
+		msg := fmt.Sprintf(format, args...)
+		m := conflicting.FindStringSubmatch(msg)
+		if m == nil {
+			// A real constraint failed (a bound, a length): that is the reason;
+			// the other branches are only the default not matching.
+			return problemGroup{path: path, msg: msg, position: b.Position(), inputs: b.InputPositions()}
+		}
+		allowed = append(allowed, m[1])
+		value = m[2]
+		inputs = append(inputs, b.InputPositions()...)
+	}
+	if len(allowed) == 0 {
+		return problemGroup{path: path, msg: "no allowed value matches"}
+	}
+	sort.SliceStable(inputs, func(i, j int) bool { return inputs[i].Offset() < inputs[j].Offset() })
+	sort.Strings(allowed)
+	return problemGroup{path: path, msg: fmt.Sprintf("invalid value %s (must be one of %s)", value, strings.Join(allowed, ", ")), inputs: inputs}
 }
 
 func contains(list []string, s string) bool {

@@ -75,12 +75,12 @@ func (t *Template) Evaluate(in Input) (res *Result, err error) {
 	}
 	v = v.FillPath(pathObserved, observed)
 	if err := v.LookupPath(pathParent).Validate(); err != nil {
-		return nil, fromCUE(t.root, t.Path, err)
+		return nil, fromCUE(t.root, t.Path, err, t.value)
 	}
 	// A required spec field left out is reported on the spec, not on the
 	// first child that happens to use it.
 	if err := v.LookupPath(pathSpec).Validate(cue.Concrete(true)); err != nil {
-		return nil, fromCUE(t.root, t.Path, err)
+		return nil, fromCUE(t.root, t.Path, err, t.value)
 	}
 	res = &Result{Pruned: pruned}
 	if res.Children, err = t.children(v); err != nil {
@@ -146,7 +146,7 @@ func (t *Template) children(v cue.Value) ([]Child, error) {
 			fv := cv.LookupPath(cue.ParsePath(f))
 			if s, err := fv.String(); err != nil || s == "" {
 				return nil, &Error{Template: t.Path, Problems: []Problem{{
-					Pos: position(t.root, cv.Pos()), Path: path + "." + f,
+					Pos: userPos(t.root, cv), Path: path + "." + f,
 					Msg: "every child needs a concrete, non-empty " + f,
 				}}}
 			}
@@ -182,7 +182,7 @@ func (t *Template) resources(v cue.Value) ([]Resource, error) {
 		r.Spec, _ = raw["spec"].(map[string]any)
 		r.DeletionPolicy, _ = raw["deletionPolicy"].(string)
 		bad := func(field, msg string) error {
-			return &Error{Template: t.Path, Problems: []Problem{{Pos: position(t.root, it.Value().Pos()), Path: path + "." + field, Msg: msg}}}
+			return &Error{Template: t.Path, Problems: []Problem{{Pos: userPos(t.root, it.Value()), Path: path + "." + field, Msg: msg}}}
 		}
 		if r.Provider == "" {
 			return nil, bad("provider", `every resource needs a provider, such as "gcs"`)
@@ -204,7 +204,7 @@ func (t *Template) resources(v cue.Value) ([]Resource, error) {
 // the plain types (int64 as float64 -> int64 below) Kubernetes can deep-copy.
 func export(t *Template, v cue.Value, path string, into any) error {
 	if err := v.Validate(cue.Concrete(true), cue.Final()); err != nil {
-		return fromCUE(t.root, t.Path, err)
+		return fromCUE(t.root, t.Path, err, t.value)
 	}
 	b, err := v.MarshalJSON()
 	if err != nil {
