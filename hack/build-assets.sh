@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds the local control plane into bin/ from Go modules, skipping what is
 # already there: kube-apiserver, kube-controller-manager, kube-scheduler and
-# kubectl (k8s.io/kubernetes through hack/tools), etcd and kwok.
+# kubectl (k8s.io/kubernetes through hack/tools), etcd (hack/tools/etcd) and kwok.
 # The first run takes about ten minutes on two cores; later runs take seconds.
 set -euo pipefail
 
@@ -47,8 +47,7 @@ for name in "${want[@]}"; do
     kube-*|kubectl)
       (cd "$root/hack/tools" && CGO_ENABLED=0 go build -trimpath -ldflags "$ldflags" -o "$bin/$name" "k8s.io/kubernetes/cmd/$name") ;;
     etcd)
-      CGO_ENABLED=0 GOBIN="$bin" go install -trimpath "go.etcd.io/etcd/server/v3@$ETCD_VERSION"
-      mv "$bin/v3" "$bin/etcd" ;;
+      (cd "$root/hack/tools/etcd" && CGO_ENABLED=0 go build -trimpath -o "$bin/etcd" go.etcd.io/etcd/server/v3) ;;
     kwok)
       CGO_ENABLED=0 GOBIN="$bin" go install -trimpath "sigs.k8s.io/kwok/cmd/kwok@$KWOK_VERSION" ;;
   esac
