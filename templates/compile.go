@@ -48,8 +48,9 @@ type Template struct {
 
 	root   string
 	value  cue.Value
-	crd    *apiextensionsv1.CustomResourceDefinition
-	schema *structuralschema.Structural // of the whole parent object, for pruning
+	crd        *apiextensionsv1.CustomResourceDefinition
+	schema     *structuralschema.Structural // of the whole parent object, for pruning
+	childKinds []schema.GroupVersionKind
 }
 
 // Policy holds the template's explicit permissions, from its top-level
@@ -193,6 +194,7 @@ func (c *compiler) compile(src source) (*Template, error) {
 			return nil, err
 		}
 	}
+	t.childKinds = childKindsOf(src.files, t.GVK)
 	if t.crd, err = c.buildCRD(src.path, t); err != nil {
 		return nil, err
 	}

@@ -223,3 +223,8 @@ func TestDiscoverSkipsHiddenAndConfigMapLinks(t *testing.T) {
 	require.Len(t, set.Templates(), 1)
 	assert.Equal(t, "mykind.cue", set.Templates()[0].Path)
 }
+
+func TestChildKinds(t *testing.T) {
+	assert.Equal(t, "[apps/v1, Kind=Deployment]", fmt.Sprint(loadOne(t, examples).ChildKinds()))
+	assert.Equal(t, "[/v1, Kind=ConfigMap]", fmt.Sprint(loadOne(t, "testdata/eval").ChildKinds()))
+}

@@ -15,6 +15,7 @@ desired children and its status; templates live in a directory and hot-reload.`,
 		SilenceErrors: true,
 	}
 	root.AddCommand(
+		newRunCommand(),
 		newRenderCommand(),
 		newVetCommand(),
 		newCRDsCommand(),

@@ -1,0 +1,143 @@
+package main
+
+import (
+	goflag "flag"
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/spf13/cobra"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	"github.com/cuengine/engine/engine"
+	"github.com/cuengine/engine/templates"
+)
+
+// runOptions are the flags of `engine run` (and of `engine dev`, which runs
+// the same engine against a local cluster).
+type runOptions struct {
+	templates               string
+	kubeconfig              string
+	metricsAddr             string
+	probeAddr               string
+	leaderElect             bool
+	leaderElectionNamespace string
+	leaderElectionID        string
+	maxConcurrentReconciles int
+	namespace               string
+	installCRDs             bool
+	forceCRDs               bool
+	requeueQPS              float64
+	resourceResync          time.Duration
+	rescanInterval          time.Duration
+	zap                     zap.Options
+}
+
+func (o *runOptions) addFlags(cmd *cobra.Command) {
+	f := cmd.Flags()
+	f.StringVar(&o.templates, "templates", "templates", "templates directory (watched: edits are applied live)")
+	f.StringVar(&o.metricsAddr, "metrics-bind-address", ":8080", `address of the Prometheus metrics endpoint ("0" disables it)`)
+	f.StringVar(&o.probeAddr, "health-probe-bind-address", ":8081", "address of the /healthz and /readyz endpoints")
+	f.BoolVar(&o.leaderElect, "leader-elect", false, "elect a leader among replicas: only the leader reconciles")
+	f.StringVar(&o.leaderElectionNamespace, "leader-election-namespace", "", "namespace of the leader election Lease (default: the pod's namespace)")
+	f.StringVar(&o.leaderElectionID, "leader-election-id", "engine.cuengine.dev", "name of the leader election Lease")
+	f.IntVar(&o.maxConcurrentReconciles, "max-concurrent-reconciles", 4, "reconcile workers per parent kind")
+	f.StringVar(&o.namespace, "namespace", "", "watch only this namespace (default: all namespaces)")
+	f.BoolVar(&o.installCRDs, "install-crds", false, "apply the CRDs generated from the templates at start and on every reload")
+	f.BoolVar(&o.forceCRDs, "force-crd-changes", false, "with --install-crds, apply CRD changes that could break stored objects")
+	f.Float64Var(&o.requeueQPS, "requeue-qps", 200, "parents requeued per second after a template change")
+	f.DurationVar(&o.resourceResync, "resource-resync", 10*time.Minute, "how often external resources are re-observed (jittered)")
+	f.DurationVar(&o.rescanInterval, "rescan-interval", time.Minute, "periodic rescan of the templates directory, a safety net behind file events")
+	zfs := goflag.NewFlagSet("zap", goflag.ContinueOnError)
+	o.zap.Development = false
+	o.zap.BindFlags(zfs)
+	f.AddGoFlagSet(zfs)
+}
+
+func newRunCommand() *cobra.Command {
+	o := &runOptions{}
+	cmd := &cobra.Command{
+		Use:   "run",
+		Short: "Reconcile every templated kind in the cluster (the controller)",
+		Long: `Run connects to the cluster (--kubeconfig, $KUBECONFIG, or in-cluster), starts
+one controller per template in --templates, and keeps them in line with the
+directory: edits take effect within seconds, a broken edit keeps the last good
+version serving.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctrl.SetLogger(zap.New(zap.UseFlagOptions(&o.zap)))
+			cfg, err := o.restConfig()
+			if err != nil {
+				return err
+			}
+			return o.run(cmd, cfg)
+		},
+	}
+	o.addFlags(cmd)
+	cmd.Flags().StringVar(&o.kubeconfig, "kubeconfig", "", "kubeconfig file (default: $KUBECONFIG, ~/.kube/config, or in-cluster)")
+	return cmd
+}
+
+func (o *runOptions) restConfig() (*rest.Config, error) {
+	if o.kubeconfig != "" {
+		return clientcmd.BuildConfigFromFlags("", o.kubeconfig)
+	}
+	return ctrl.GetConfig()
+}
+
+// run starts the manager and the engine and blocks until the command's
+// context ends.
+func (o *runOptions) run(cmd *cobra.Command, cfg *rest.Config) error {
+	ctx := cmd.Context()
+	logger := ctrl.Log.WithName("engine")
+	set, err := templates.Load(o.templates)
+	if err != nil {
+		return &exitError{code: 1, msg: "templates: " + err.Error()}
+	}
+	cfg.QPS, cfg.Burst = 200, 400 // the engine is the only client of its kinds
+	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
+		Metrics:                       metricsserver.Options{BindAddress: o.metricsAddr},
+		HealthProbeBindAddress:        o.probeAddr,
+		LeaderElection:                o.leaderElect,
+		LeaderElectionID:              o.leaderElectionID,
+		LeaderElectionNamespace:       o.leaderElectionNamespace,
+		LeaderElectionReleaseOnCancel: true,
+	})
+	if err != nil {
+		return fmt.Errorf("creating manager: %w", err)
+	}
+	eng, err := engine.New(mgr, engine.Options{
+		MaxConcurrentReconciles: o.maxConcurrentReconciles,
+		Namespace:               o.namespace,
+		Providers:               newProviders(ctx, logger),
+		RequeueQPS:              o.requeueQPS,
+		ResourceResync:          o.resourceResync,
+	})
+	if err != nil {
+		return err
+	}
+	eng.SetTemplates(set)
+	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
+		return err
+	}
+	if err := mgr.AddReadyzCheck("templates", func(*http.Request) error { return readiness(eng) }); err != nil {
+		return err
+	}
+	logger.Info("starting", "templates", set.Root, "kinds", len(set.Templates()), "leaderElect", o.leaderElect)
+	return mgr.Start(ctx)
+}
+
+// readiness fails while a kind's controller cannot run, naming it.
+func readiness(eng *engine.Engine) error {
+	for _, k := range eng.Status() {
+		if k.Error != "" {
+			return fmt.Errorf("%s (template %s): %s", k.Kind, k.Template, k.Error)
+		}
+	}
+	return nil
+}

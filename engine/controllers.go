@@ -1,0 +1,288 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"golang.org/x/time/rate"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/source"
+
+	"github.com/cuengine/engine/templates"
+)
+
+// kindController is the controller of one parent kind. It can be started and
+// stopped while the process runs; its template can be swapped in place.
+type kindController struct {
+	e   *Engine
+	gvk schema.GroupVersionKind
+	tpl atomic.Pointer[templates.Template]
+	rec *reconciler
+
+	// requeue carries parents to reconcile again after a template change.
+	requeue chan event.TypedGenericEvent[*unstructured.Unstructured]
+
+	mu       sync.Mutex
+	ctrl     controller.TypedController[reconcile.Request]
+	cancel   context.CancelFunc
+	running  bool
+	err      string
+	watching map[schema.GroupVersionKind]bool
+}
+
+func newKindController(e *Engine, t *templates.Template) *kindController {
+	kc := &kindController{e: e, gvk: t.GVK, watching: map[schema.GroupVersionKind]bool{},
+		requeue: make(chan event.TypedGenericEvent[*unstructured.Unstructured])}
+	kc.tpl.Store(t)
+	kc.rec = &reconciler{e: e, kc: kc}
+	return kc
+}
+
+func (kc *kindController) template() *templates.Template { return kc.tpl.Load() }
+
+func (kc *kindController) status() KindStatus {
+	kc.mu.Lock()
+	defer kc.mu.Unlock()
+	t := kc.template()
+	return KindStatus{Kind: kindString(kc.gvk), Template: t.Path, Revision: t.Hash, Running: kc.running, Error: kc.err}
+}
+
+func kindString(gvk schema.GroupVersionKind) string {
+	return gvk.Kind + "." + gvk.GroupVersion().String()
+}
+
+// start runs the controller in the background. Until the parent kind is
+// served by the apiserver (its CRD installed), it retries with backoff and
+// reports the error in Status, without affecting other kinds.
+func (kc *kindController) start(parent context.Context) {
+	ctx, cancel := context.WithCancel(parent)
+	kc.mu.Lock()
+	kc.cancel = cancel
+	kc.mu.Unlock()
+	logger := log.FromContext(parent).WithValues("kind", kindString(kc.gvk))
+	go func() {
+		backoff := wait.Backoff{Duration: time.Second, Factor: 2, Steps: 1 << 30, Cap: 30 * time.Second}
+		for attempt := 0; ; attempt++ {
+			err := kc.run(ctx)
+			if ctx.Err() != nil {
+				return
+			}
+			kc.setErr(err)
+			if attempt == 0 {
+				logger.Error(err, "parent kind cannot be watched; retrying", "template", kc.template().Path)
+			} else {
+				logger.V(1).Info("parent kind still cannot be watched", "error", err.Error())
+			}
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(backoff.Step()):
+			}
+		}
+	}()
+}
+
+func (kc *kindController) setErr(err error) {
+	kc.mu.Lock()
+	defer kc.mu.Unlock()
+	kc.running = false
+	kc.err = ""
+	if err != nil {
+		kc.err = err.Error()
+	}
+}
+
+// run builds and runs the controller until ctx ends or it fails to start.
+func (kc *kindController) run(ctx context.Context) error {
+	if _, err := kc.e.mgr.GetRESTMapper().RESTMapping(kc.gvk.GroupKind(), kc.gvk.Version); err != nil {
+		return fmt.Errorf("kind %s is not served by the cluster (is its CRD installed? `engine crds` prints it): %w", kindString(kc.gvk), err)
+	}
+	skip := true
+	ctrl, err := controller.NewTypedUnmanaged("engine-"+strings.ToLower(kindString(kc.gvk)), controller.TypedOptions[reconcile.Request]{
+		Reconciler:              kc.rec,
+		MaxConcurrentReconciles: kc.e.opts.MaxConcurrentReconciles,
+		SkipNameValidation:      &skip,
+	})
+	if err != nil {
+		return err
+	}
+	parent := &unstructured.Unstructured{}
+	parent.SetGroupVersionKind(kc.gvk)
+	if err := ctrl.Watch(source.Kind[*unstructured.Unstructured](kc.e.mgr.GetCache(), parent,
+		&handler.TypedEnqueueRequestForObject[*unstructured.Unstructured]{}, parentChanged())); err != nil {
+		return err
+	}
+	if err := ctrl.Watch(source.Channel(kc.requeue, &handler.TypedEnqueueRequestForObject[*unstructured.Unstructured]{})); err != nil {
+		return err
+	}
+	kc.mu.Lock()
+	kc.ctrl = ctrl
+	kc.watching = map[schema.GroupVersionKind]bool{}
+	kc.mu.Unlock()
+	for _, gvk := range kc.template().ChildKinds() {
+		if err := kc.watchChildren(ctx, gvk); err != nil {
+			log.FromContext(ctx).Error(err, "cannot watch child kind", "kind", kindString(kc.gvk), "child", gvk.String())
+		}
+	}
+	kc.mu.Lock()
+	kc.running, kc.err = true, ""
+	kc.mu.Unlock()
+	err = ctrl.Start(ctx)
+	if ctx.Err() == nil && err == nil {
+		err = fmt.Errorf("controller stopped")
+	}
+	if ctx.Err() != nil {
+		// Stopped on purpose: drop the parent informer so the cache stops
+		// watching a kind nobody reconciles.
+		_ = kc.e.mgr.GetCache().RemoveInformer(context.Background(), parent)
+	}
+	return err
+}
+
+// watchChildren makes events on children of one kind requeue their parents.
+// It is called for the template's known child kinds at start and for any
+// kind first seen in a reconcile.
+func (kc *kindController) watchChildren(ctx context.Context, gvk schema.GroupVersionKind) error {
+	kc.mu.Lock()
+	ctrl := kc.ctrl
+	already := kc.watching[gvk]
+	if !already {
+		kc.watching[gvk] = true
+	}
+	kc.mu.Unlock()
+	if already || ctrl == nil {
+		return nil
+	}
+	if err := kc.e.ensureChildIndex(ctx, gvk); err != nil {
+		kc.forgetWatch(gvk)
+		return err
+	}
+	child := &unstructured.Unstructured{}
+	child.SetGroupVersionKind(gvk)
+	if err := ctrl.Watch(source.Kind[*unstructured.Unstructured](kc.e.children, child, handler.TypedEnqueueRequestsFromMapFunc(kc.parentOf))); err != nil {
+		kc.forgetWatch(gvk)
+		return fmt.Errorf("watching %s: %w", gvk.Kind, err)
+	}
+	return nil
+}
+
+func (kc *kindController) forgetWatch(gvk schema.GroupVersionKind) {
+	kc.mu.Lock()
+	defer kc.mu.Unlock()
+	delete(kc.watching, gvk)
+}
+
+func (kc *kindController) watchedChildKinds() []schema.GroupVersionKind {
+	kc.mu.Lock()
+	defer kc.mu.Unlock()
+	out := make([]schema.GroupVersionKind, 0, len(kc.watching))
+	for gvk := range kc.watching {
+		out = append(out, gvk)
+	}
+	return out
+}
+
+// parentOf maps a child to its parent through the parent annotation, which
+// (unlike an owner reference) also works across namespaces.
+func (kc *kindController) parentOf(_ context.Context, child *unstructured.Unstructured) []reconcile.Request {
+	ref := child.GetAnnotations()[AnnotationParent]
+	parts := strings.Split(ref, "/")
+	if len(parts) != 3 || parts[0] != kc.gvk.GroupKind().String() {
+		return nil
+	}
+	return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: parts[1], Name: parts[2]}}}
+}
+
+// parentChanged lets through what a reconcile depends on: creation,
+// deletion, spec (generation), labels, annotations, finalizers and the
+// deletion timestamp. The engine's own status writes do not requeue.
+func parentChanged() predicate.TypedPredicate[*unstructured.Unstructured] {
+	return predicate.TypedFuncs[*unstructured.Unstructured]{
+		UpdateFunc: func(ev event.TypedUpdateEvent[*unstructured.Unstructured]) bool {
+			o, n := ev.ObjectOld, ev.ObjectNew
+			return o.GetGeneration() != n.GetGeneration() ||
+				!equalStringMaps(o.GetLabels(), n.GetLabels()) ||
+				!equalStringMaps(o.GetAnnotations(), n.GetAnnotations()) ||
+				strings.Join(o.GetFinalizers(), ",") != strings.Join(n.GetFinalizers(), ",") ||
+				!o.GetDeletionTimestamp().Equal(n.GetDeletionTimestamp())
+		},
+	}
+}
+
+func equalStringMaps(a, b map[string]string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for k, v := range a {
+		if bv, ok := b[k]; !ok || bv != v {
+			return false
+		}
+	}
+	return true
+}
+
+// update swaps in a new version of the template and requeues every parent of
+// the kind, at a bounded rate.
+func (kc *kindController) update(t *templates.Template) {
+	old := kc.tpl.Swap(t)
+	if old.Hash == t.Hash {
+		return
+	}
+	kc.mu.Lock()
+	ctx := kc.e.ctx
+	kc.mu.Unlock()
+	for _, gvk := range t.ChildKinds() {
+		if err := kc.watchChildren(ctx, gvk); err != nil {
+			log.FromContext(ctx).Error(err, "cannot watch child kind", "kind", kindString(kc.gvk), "child", gvk.String())
+		}
+	}
+	go kc.requeueAll(ctx)
+}
+
+// requeueAll queues every parent of the kind, no faster than RequeueQPS.
+func (kc *kindController) requeueAll(ctx context.Context) {
+	list := &unstructured.UnstructuredList{}
+	list.SetGroupVersionKind(kc.gvk.GroupVersion().WithKind(kc.gvk.Kind + "List"))
+	var opts []client.ListOption
+	if ns := kc.e.opts.Namespace; ns != "" {
+		opts = append(opts, client.InNamespace(ns))
+	}
+	if err := kc.e.mgr.GetCache().List(ctx, list, opts...); err != nil {
+		log.FromContext(ctx).Error(err, "cannot list parents to requeue", "kind", kindString(kc.gvk))
+		return
+	}
+	limiter := rate.NewLimiter(rate.Limit(kc.e.opts.RequeueQPS), 1)
+	for i := range list.Items {
+		if err := limiter.Wait(ctx); err != nil {
+			return
+		}
+		select {
+		case kc.requeue <- event.TypedGenericEvent[*unstructured.Unstructured]{Object: &list.Items[i]}:
+		case <-ctx.Done():
+			return
+		}
+	}
+}
+
+func (kc *kindController) stop() {
+	kc.mu.Lock()
+	defer kc.mu.Unlock()
+	if kc.cancel != nil {
+		kc.cancel()
+	}
+	kc.running = false
+}

@@ -1,0 +1,222 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"sync"
+	"time"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+	"sigs.k8s.io/controller-runtime/pkg/recorder"
+
+	"github.com/cuengine/engine/providers"
+	"github.com/cuengine/engine/templates"
+)
+
+// Options configure an Engine.
+type Options struct {
+	// MaxConcurrentReconciles is the number of workers per parent kind.
+	MaxConcurrentReconciles int
+	// Namespace restricts the engine to one namespace; "" watches all.
+	Namespace string
+	// Providers serve the templates' external resources; nil means none.
+	Providers *providers.Registry
+	// RequeueQPS bounds how fast parents are requeued after a template
+	// change, so a fleet of thousands does not stampede the apiserver.
+	RequeueQPS float64
+	// ResourceResync is how often external resources are re-observed.
+	ResourceResync time.Duration
+}
+
+// Engine runs one controller per templated parent kind. Templates are
+// swapped with SetTemplates while it runs.
+type Engine struct {
+	mgr       manager.Manager
+	opts      Options
+	children  cache.Cache // children only: label-selected by managed-by=engine
+	writer    client.Client
+	apiReader client.Reader
+	scoper    Scoper
+	recorder  recorder.EventRecorder
+
+	mu      sync.Mutex
+	set     *templates.Set
+	kinds   map[schema.GroupVersionKind]*kindController
+	ctx     context.Context // set once the engine runs (is leader)
+
+	indexMu sync.Mutex // held while registering an index
+	indexed map[schema.GroupVersionKind]bool
+}
+
+// indexParentUID is the child cache index on the parent-uid label.
+const indexParentUID = "engine.parentUID"
+
+// New builds an Engine on a manager. It adds its child cache and itself to
+// the manager; controllers start when the manager starts (after leader
+// election when enabled).
+func New(mgr manager.Manager, opts Options) (*Engine, error) {
+	if opts.MaxConcurrentReconciles <= 0 {
+		opts.MaxConcurrentReconciles = 4
+	}
+	if opts.RequeueQPS <= 0 {
+		opts.RequeueQPS = 200
+	}
+	if opts.ResourceResync <= 0 {
+		opts.ResourceResync = 10 * time.Minute
+	}
+	if opts.Providers == nil {
+		opts.Providers = providers.NewRegistry()
+	}
+	childCache, err := newChildCache(mgr.GetConfig(), mgr, opts.Namespace)
+	if err != nil {
+		return nil, err
+	}
+	if err := mgr.Add(childCache); err != nil {
+		return nil, err
+	}
+	e := &Engine{
+		mgr:       mgr,
+		opts:      opts,
+		children:  childCache,
+		writer:    mgr.GetClient(),
+		apiReader: mgr.GetAPIReader(),
+		scoper:    MapperScoper{Mapper: mgr.GetRESTMapper()},
+		recorder:  mgr.GetEventRecorder("engine"),
+		kinds:     map[schema.GroupVersionKind]*kindController{},
+		indexed:   map[schema.GroupVersionKind]bool{},
+	}
+	if err := mgr.Add(e); err != nil {
+		return nil, err
+	}
+	return e, nil
+}
+
+// newChildCache returns a cache that holds only objects labelled
+// managed-by=engine, whatever their kind.
+func newChildCache(cfg *rest.Config, mgr manager.Manager, namespace string) (cache.Cache, error) {
+	opts := cache.Options{
+		HTTPClient:           mgr.GetHTTPClient(),
+		Scheme:               mgr.GetScheme(),
+		Mapper:               mgr.GetRESTMapper(),
+		DefaultLabelSelector: labels.SelectorFromSet(labels.Set{LabelManagedBy: ManagedByValue}),
+	}
+	if namespace != "" {
+		opts.DefaultNamespaces = map[string]cache.Config{namespace: {}}
+	}
+	return cache.New(cfg, opts)
+}
+
+// NeedLeaderElection implements manager.LeaderElectionRunnable: only the
+// leader reconciles.
+func (e *Engine) NeedLeaderElection() bool { return true }
+
+// Start implements manager.Runnable. It starts a controller per template and
+// stops them all when ctx ends.
+func (e *Engine) Start(ctx context.Context) error {
+	e.mu.Lock()
+	e.ctx = ctx
+	set := e.set
+	e.mu.Unlock()
+	if set != nil {
+		e.SetTemplates(set)
+	}
+	<-ctx.Done()
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for gvk, kc := range e.kinds {
+		kc.stop()
+		delete(e.kinds, gvk)
+	}
+	return nil
+}
+
+// SetTemplates makes set the running templates: a controller starts for each
+// new kind, a changed template replaces the old one and requeues its
+// parents, and a removed kind's controller stops, leaving its children as
+// they are. Before the engine starts, it only records the set.
+func (e *Engine) SetTemplates(set *templates.Set) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.set = set
+	if e.ctx == nil {
+		return
+	}
+	logger := log.FromContext(e.ctx)
+	wanted := map[schema.GroupVersionKind]*templates.Template{}
+	for _, t := range set.Templates() {
+		wanted[t.GVK] = t
+	}
+	for gvk, kc := range e.kinds {
+		if _, ok := wanted[gvk]; !ok {
+			logger.Info("template removed: stopping its controller, leaving its children in place", "kind", gvk.String(), "template", kc.template().Path)
+			kc.stop()
+			delete(e.kinds, gvk)
+		}
+	}
+	for gvk, t := range wanted {
+		if kc, ok := e.kinds[gvk]; ok {
+			kc.update(t)
+			continue
+		}
+		kc := newKindController(e, t)
+		e.kinds[gvk] = kc
+		kc.start(e.ctx)
+	}
+}
+
+// KindStatus describes one parent kind's controller, for readiness details.
+type KindStatus struct {
+	Kind     string
+	Template string
+	Revision string
+	Running  bool
+	Error    string
+}
+
+// Status lists the state of every kind's controller, sorted by kind.
+func (e *Engine) Status() []KindStatus {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	var out []KindStatus
+	for _, kc := range e.kinds {
+		out = append(out, kc.status())
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Kind < out[j].Kind })
+	return out
+}
+
+// ensureChildIndex registers the parent-uid index for a child kind once.
+func (e *Engine) ensureChildIndex(ctx context.Context, gvk schema.GroupVersionKind) error {
+	e.indexMu.Lock()
+	defer e.indexMu.Unlock()
+	if e.indexed[gvk] {
+		return nil
+	}
+	obj := &unstructured.Unstructured{}
+	obj.SetGroupVersionKind(gvk)
+	err := e.children.IndexField(ctx, obj, indexParentUID, func(o client.Object) []string {
+		if uid := o.GetLabels()[LabelParentUID]; uid != "" {
+			return []string{uid}
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("indexing %s children: %w", gvk.Kind, err)
+	}
+	e.indexed[gvk] = true
+	return nil
+}
+
+// isNamespaced reports whether a kind is namespaced, from the REST mapper.
+func (e *Engine) isNamespaced(gvk schema.GroupVersionKind) (bool, error) {
+	return apiutil.IsGVKNamespaced(gvk, e.mgr.GetRESTMapper())
+}

@@ -1,0 +1,11 @@
+package localcluster
+
+import "syscall"
+
+// sysProcAttr puts each control-plane process in its own process group, so a
+// Ctrl-C in the terminal reaches only our process, which then stops the
+// cluster in order, and has the kernel kill it if our process dies without
+// calling Stop.
+func sysProcAttr() *syscall.SysProcAttr {
+	return &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+}

@@ -1,0 +1,74 @@
+package templates
+
+import (
+	"sort"
+	"strconv"
+
+	"cuelang.org/go/cue/ast"
+	"cuelang.org/go/cue/parser"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+)
+
+// ChildKinds returns the kinds of children the template can produce, as far
+// as its source shows: every struct with a literal apiVersion and kind,
+// including children inside comprehensions that only appear for some
+// parents. The engine watches these kinds from the start (and RBAC
+// generation grants them); a kind computed at run time is picked up when
+// first produced.
+func (t *Template) ChildKinds() []schema.GroupVersionKind {
+	return append([]schema.GroupVersionKind(nil), t.childKinds...)
+}
+
+// childKindsOf scans the source files for literal apiVersion/kind pairs.
+func childKindsOf(files []string, parent schema.GroupVersionKind) []schema.GroupVersionKind {
+	seen := map[schema.GroupVersionKind]bool{}
+	for _, f := range files {
+		af, err := parser.ParseFile(f, nil)
+		if err != nil {
+			continue // compile already reported it
+		}
+		ast.Walk(af, func(n ast.Node) bool {
+			s, ok := n.(*ast.StructLit)
+			if !ok {
+				return true
+			}
+			apiVersion, kind := literalField(s, "apiVersion"), literalField(s, "kind")
+			if apiVersion == "" || kind == "" {
+				return true
+			}
+			gv, err := schema.ParseGroupVersion(apiVersion)
+			if err != nil {
+				return true
+			}
+			if gvk := gv.WithKind(kind); gvk != parent {
+				seen[gvk] = true
+			}
+			return true
+		}, nil)
+	}
+	out := make([]schema.GroupVersionKind, 0, len(seen))
+	for gvk := range seen {
+		out = append(out, gvk)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].String() < out[j].String() })
+	return out
+}
+
+func literalField(s *ast.StructLit, name string) string {
+	for _, e := range s.Elts {
+		f, ok := e.(*ast.Field)
+		if !ok {
+			continue
+		}
+		label, _, err := ast.LabelName(f.Label)
+		if err != nil || label != name {
+			continue
+		}
+		if lit, ok := f.Value.(*ast.BasicLit); ok {
+			if v, err := strconv.Unquote(lit.Value); err == nil {
+				return v
+			}
+		}
+	}
+	return ""
+}
