@@ -48,10 +48,10 @@ type Engine struct {
 	scoper    Scoper
 	recorder  recorder.EventRecorder
 
-	mu      sync.Mutex
-	set     *templates.Set
-	kinds   map[schema.GroupVersionKind]*kindController
-	ctx     context.Context // set once the engine runs (is leader)
+	mu    sync.Mutex
+	set   *templates.Set
+	kinds map[schema.GroupVersionKind]*kindController
+	ctx   context.Context // set once the engine runs (is leader)
 
 	indexMu sync.Mutex // held while registering an index
 	indexed map[schema.GroupVersionKind]bool

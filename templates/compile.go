@@ -46,8 +46,8 @@ type Template struct {
 	// Policy says where the template's children may be written.
 	Policy Policy
 
-	root   string
-	value  cue.Value
+	root       string
+	value      cue.Value
 	crd        *apiextensionsv1.CustomResourceDefinition
 	schema     *structuralschema.Structural // of the whole parent object, for pruning
 	childKinds []schema.GroupVersionKind
