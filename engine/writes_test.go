@@ -1,0 +1,149 @@
+package engine_test
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	appsv1 "k8s.io/api/apps/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/kubernetes"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/cuengine/engine/engine"
+)
+
+// writes reads the apiserver's own request counters and returns the number
+// of write requests (create, update, patch, apply, delete) per
+// resource[/subresource].
+func writes(t *testing.T) map[string]int {
+	t.Helper()
+	cs, err := kubernetes.NewForConfig(cfg)
+	require.NoError(t, err)
+	raw, err := cs.RESTClient().Get().AbsPath("/metrics").DoRaw(context.Background())
+	require.NoError(t, err)
+	out := map[string]int{}
+	sc := bufio.NewScanner(strings.NewReader(string(raw)))
+	sc.Buffer(make([]byte, 1024*1024), 1024*1024)
+	for sc.Scan() {
+		line := sc.Text()
+		if !strings.HasPrefix(line, "apiserver_request_total{") {
+			continue
+		}
+		labels := parseLabels(line[len("apiserver_request_total{"):strings.LastIndex(line, "}")])
+		switch labels["verb"] {
+		case "POST", "PUT", "PATCH", "APPLY", "DELETE":
+		default:
+			continue
+		}
+		v, err := strconv.ParseFloat(strings.TrimSpace(line[strings.LastIndex(line, "}")+1:]), 64)
+		require.NoError(t, err)
+		key := labels["resource"]
+		if sub := labels["subresource"]; sub != "" {
+			key += "/" + sub
+		}
+		out[key] += int(v)
+	}
+	return out
+}
+
+func parseLabels(s string) map[string]string {
+	out := map[string]string{}
+	for _, part := range strings.Split(s, ",") {
+		k, v, ok := strings.Cut(part, "=")
+		if ok {
+			out[k] = strings.Trim(v, `"`)
+		}
+	}
+	return out
+}
+
+func delta(before, after map[string]int, key string) int { return after[key] - before[key] }
+
+// settle waits until the write counters stop moving for a while: the engine
+// has finished reacting. Bounded; it checks a condition, it does not sleep
+// for a fixed time to synchronize.
+func settle(t *testing.T) map[string]int {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	last := writes(t)
+	stable := 0
+	for time.Now().Before(deadline) {
+		time.Sleep(200 * time.Millisecond)
+		cur := writes(t)
+		if fmt.Sprint(cur) == fmt.Sprint(last) {
+			stable++
+			if stable == 5 { // one second without a write
+				return cur
+			}
+			continue
+		}
+		stable, last = 0, cur
+	}
+	t.Fatal("writes did not settle")
+	return nil
+}
+
+func TestWriteDiscipline(t *testing.T) {
+	ctx := context.Background()
+	ns := namespace(t)
+	mk := parent(myKindGVK, ns, "counted", map[string]any{"deploymentName": "counted"})
+	require.NoError(t, k8s.Create(ctx, mk))
+	eventually(t, "Synced", func(ctx context.Context) (bool, error) {
+		c, err := condition(ctx, mk, engine.ConditionSynced)
+		return c != nil && c.Status == metav1.ConditionTrue, err
+	})
+	before := settle(t)
+
+	t.Run("a repeated event writes nothing", func(t *testing.T) {
+		// A label on the parent and an annotation on the child each trigger
+		// a reconcile whose inputs change nothing the engine writes.
+		require.NoError(t, k8s.Patch(ctx, mk, client.RawPatch("application/merge-patch+json", []byte(`{"metadata":{"labels":{"team":"a"}}}`))))
+		d, err := getDeployment(ctx, ns, "counted")
+		require.NoError(t, err)
+		require.NoError(t, k8s.Patch(ctx, d, client.RawPatch("application/merge-patch+json", []byte(`{"metadata":{"annotations":{"note":"x"}}}`))))
+		after := settle(t)
+		assert.Equal(t, 1, delta(before, after, "deployments"), "only the test's own patch of the Deployment")
+		assert.Equal(t, 1, delta(before, after, "mykinds"), "only the test's own patch of the MyKind")
+		assert.Equal(t, 0, delta(before, after, "mykinds/status"), "no status write")
+		before = after
+	})
+
+	t.Run("a spec change is one apply and one status write", func(t *testing.T) {
+		require.NoError(t, k8s.Patch(ctx, mk, client.RawPatch("application/merge-patch+json", []byte(`{"spec":{"replicas":2}}`))))
+		eventually(t, "replicas 2", func(ctx context.Context) (bool, error) {
+			d, err := getDeployment(ctx, ns, "counted")
+			return err == nil && *d.Spec.Replicas == 2, err
+		})
+		after := settle(t)
+		assert.Equal(t, 1, delta(before, after, "mykinds"), "the test's patch")
+		assert.Equal(t, 1, delta(before, after, "deployments"), "one apply of the changed child")
+		assert.Equal(t, 1, delta(before, after, "mykinds/status"), "one status write (observedGeneration)")
+		before = after
+	})
+
+	t.Run("a child status change is one status write and no apply", func(t *testing.T) {
+		d, err := getDeployment(ctx, ns, "counted")
+		require.NoError(t, err)
+		d.Status = appsv1.DeploymentStatus{ObservedGeneration: d.Generation, Replicas: 2, ReadyReplicas: 2, AvailableReplicas: 2, UpdatedReplicas: 2}
+		require.NoError(t, k8s.Status().Update(ctx, d))
+		eventually(t, "readyReplicas 2", func(ctx context.Context) (bool, error) {
+			cur := &unstructured.Unstructured{}
+			cur.SetGroupVersionKind(myKindGVK)
+			err := k8s.Get(ctx, client.ObjectKeyFromObject(mk), cur)
+			n, _, _ := unstructured.NestedInt64(cur.Object, "status", "readyReplicas")
+			return n == 2, err
+		})
+		after := settle(t)
+		assert.Equal(t, 0, delta(before, after, "deployments"), "no apply")
+		assert.Equal(t, 1, delta(before, after, "deployments/status"), "the test's own status update")
+		assert.Equal(t, 1, delta(before, after, "mykinds/status"), "one status write")
+	})
+}
