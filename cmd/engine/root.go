@@ -16,6 +16,7 @@ desired children and its status; templates live in a directory and hot-reload.`,
 	}
 	root.AddCommand(
 		newRunCommand(),
+		newDevCommand(),
 		newRenderCommand(),
 		newVetCommand(),
 		newCRDsCommand(),

@@ -7,6 +7,10 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -101,6 +105,7 @@ func (o *runOptions) run(cmd *cobra.Command, cfg *rest.Config) error {
 	}
 	cfg.QPS, cfg.Burst = 200, 400 // the engine is the only client of its kinds
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
+		Scheme:                        newScheme(),
 		Metrics:                       metricsserver.Options{BindAddress: o.metricsAddr},
 		HealthProbeBindAddress:        o.probeAddr,
 		LeaderElection:                o.leaderElect,
@@ -140,4 +145,13 @@ func readiness(eng *engine.Engine) error {
 		}
 	}
 	return nil
+}
+
+// newScheme knows the built-in kinds and CRDs (for --install-crds); every
+// templated kind is handled as unstructured.
+func newScheme() *runtime.Scheme {
+	s := runtime.NewScheme()
+	utilruntime.Must(clientgoscheme.AddToScheme(s))
+	utilruntime.Must(apiextensionsv1.AddToScheme(s))
+	return s
 }

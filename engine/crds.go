@@ -1,0 +1,86 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/cuengine/engine/templates"
+)
+
+// CRDError is a CRD the engine refused to apply because the change could
+// break objects already stored.
+type CRDError struct {
+	CRD     string
+	Changes []string
+}
+
+func (e *CRDError) Error() string {
+	return fmt.Sprintf("CRD %s not updated: the change could break stored objects (use --force-crd-changes to apply it anyway): %s",
+		e.CRD, strings.Join(e.Changes, "; "))
+}
+
+// InstallCRDs server-side applies the CRD generated from every template and
+// waits until each is Established. A CRD whose change could break stored
+// objects (a removed field, a narrowed type) is refused with a *CRDError
+// unless force is set; the others are still applied.
+func InstallCRDs(ctx context.Context, c client.Client, set *templates.Set, force bool) error {
+	var errs []error
+	for _, t := range set.Templates() {
+		crd := t.CRD()
+		if err := installCRD(ctx, c, crd, force); err != nil {
+			errs = append(errs, fmt.Errorf("template %s: %w", t.Path, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func installCRD(ctx context.Context, c client.Client, crd *apiextensionsv1.CustomResourceDefinition, force bool) error {
+	live := &apiextensionsv1.CustomResourceDefinition{}
+	err := c.Get(ctx, client.ObjectKey{Name: crd.Name}, live)
+	switch {
+	case apierrors.IsNotFound(err):
+	case err != nil:
+		return fmt.Errorf("reading CRD %s: %w", crd.Name, err)
+	case !force:
+		if changes := templates.BreakingChanges(live, crd); len(changes) > 0 {
+			return &CRDError{CRD: crd.Name, Changes: changes}
+		}
+	}
+	content, err := runtime.DefaultUnstructuredConverter.ToUnstructured(crd)
+	if err != nil {
+		return err
+	}
+	delete(content, "status")
+	u := &unstructured.Unstructured{Object: content}
+	unstructured.RemoveNestedField(u.Object, "metadata", "creationTimestamp")
+	if err := c.Apply(ctx, client.ApplyConfigurationFromUnstructured(u), client.FieldOwner(FieldManager), client.ForceOwnership); err != nil {
+		return fmt.Errorf("applying CRD %s: %w", crd.Name, err)
+	}
+	waitCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	err = wait.PollUntilContextCancel(waitCtx, 100*time.Millisecond, true, func(ctx context.Context) (bool, error) {
+		if err := c.Get(ctx, client.ObjectKey{Name: crd.Name}, live); err != nil {
+			return false, nil
+		}
+		for _, cond := range live.Status.Conditions {
+			if cond.Type == apiextensionsv1.Established && cond.Status == apiextensionsv1.ConditionTrue {
+				return true, nil
+			}
+		}
+		return false, nil
+	})
+	if err != nil {
+		return fmt.Errorf("CRD %s was not Established within 30s", crd.Name)
+	}
+	return nil
+}
