@@ -46,7 +46,6 @@ func TestMyKindEndToEnd(t *testing.T) {
 	out := kubectl(t, "-n", ns, "apply", "-f", filepath.Join(repo, "examples/crs/mykind.yaml"))
 	assert.Contains(t, out, "mykind.webapp.my.domain/mykind-sample created")
 
-
 	eventually(t, "Deployment mykind", 30*time.Second, func(ctx context.Context) (bool, error) {
 		_, err := kube.AppsV1().Deployments(ns).Get(ctx, "mykind", metav1.GetOptions{})
 		return err == nil, err

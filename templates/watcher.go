@@ -310,7 +310,7 @@ func relevant(ev fsnotify.Event) bool {
 		return false
 	}
 	base := filepath.Base(ev.Name)
-	return !strings.HasPrefix(base, ".") || strings.HasPrefix(base, "..")
+	return !strings.HasPrefix(base, ".")
 }
 
 // watchNew watches a directory created under a watched one, and its

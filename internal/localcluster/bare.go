@@ -41,18 +41,23 @@ func (c *Cluster) startBare(ctx context.Context, assets string, prog *progress) 
 // newEnv configures an envtest environment whose data, certificates and logs
 // live in c.Dir, its apiserver advertising only the loopback address.
 func (c *Cluster) newEnv(assets string) (*envtest.Environment, error) {
+	// envtest reuses certificates it finds but then does not know their CA,
+	// so a reused Dir starts with fresh ones.
 	certDir := filepath.Join(c.Dir, "apiserver")
+	if err := os.RemoveAll(certDir); err != nil {
+		return nil, fmt.Errorf("clearing apiserver certificate directory: %w", err)
+	}
 	if err := os.MkdirAll(certDir, 0o700); err != nil {
 		return nil, fmt.Errorf("creating apiserver certificate directory: %w", err)
 	}
-	etcdLog, err := os.Create(filepath.Join(c.Dir, "etcd.log"))
+	etcdLog, err := openLog(c.Dir, "etcd")
 	if err != nil {
-		return nil, fmt.Errorf("creating etcd log: %w", err)
+		return nil, err
 	}
 	c.logFiles = append(c.logFiles, etcdLog)
-	apiLog, err := os.Create(filepath.Join(c.Dir, "kube-apiserver.log"))
+	apiLog, err := openLog(c.Dir, "kube-apiserver")
 	if err != nil {
-		return nil, fmt.Errorf("creating kube-apiserver log: %w", err)
+		return nil, err
 	}
 	c.logFiles = append(c.logFiles, apiLog)
 	apiserver := &envtest.APIServer{
@@ -105,7 +110,7 @@ func (c *Cluster) writeBareKubeconfig(env *envtest.Environment) error {
 func (c *Cluster) bareFailure(err error) error {
 	errs := []error{err}
 	for _, name := range []string{"etcd", "kube-apiserver"} {
-		path := filepath.Join(c.Dir, name+".log")
+		path := logPath(c.Dir, name)
 		errs = append(errs, fmt.Errorf("--- last lines of %s ---\n%s", path, logTail(path)))
 	}
 	return errors.Join(errs...)

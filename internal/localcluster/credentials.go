@@ -3,6 +3,8 @@ package localcluster
 import (
 	"crypto/rand"
 	"encoding/hex"
+	"encoding/pem"
+	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -34,10 +36,11 @@ const (
 type credentials struct {
 	certFile  string // serving certificate followed by its CA, PEM
 	keyFile   string // serving key, PEM
+	caFile    string // the CA of the serving certificate alone, PEM
 	saKeyFile string // service-account signing key, PEM
 	tokenFile string // --token-auth-file
 	token     string // admin bearer token
-	caData    []byte // contents of certFile, to verify the apiserver
+	caData    []byte // contents of caFile, to verify the apiserver
 }
 
 // writeCredentials generates a self-signed serving certificate for the
@@ -50,6 +53,7 @@ func writeCredentials(dir string) (*credentials, error) {
 	cr := &credentials{
 		certFile:  filepath.Join(dir, "apiserver.crt"),
 		keyFile:   filepath.Join(dir, "apiserver.key"),
+		caFile:    filepath.Join(dir, "ca.crt"),
 		saKeyFile: filepath.Join(dir, "service-account.key"),
 		tokenFile: filepath.Join(dir, "tokens.csv"),
 	}
@@ -77,7 +81,29 @@ func (cr *credentials) writeServingCert() error {
 	if err := os.WriteFile(cr.keyFile, key, 0o600); err != nil {
 		return fmt.Errorf("writing serving key: %w", err)
 	}
-	cr.caData = cert
+	return cr.writeCA(cert)
+}
+
+// writeCA writes the CA certificates of bundle alone: kube-controller-manager
+// publishes its root CA file as a ClusterTrustBundle, which takes only CAs.
+func (cr *credentials) writeCA(bundle []byte) error {
+	certs, err := certutil.ParseCertsPEM(bundle)
+	if err != nil {
+		return fmt.Errorf("parsing serving certificate: %w", err)
+	}
+	var ca []byte
+	for _, c := range certs {
+		if c.IsCA {
+			ca = append(ca, pem.EncodeToMemory(&pem.Block{Type: certutil.CertificateBlockType, Bytes: c.Raw})...)
+		}
+	}
+	if len(ca) == 0 {
+		return errors.New("serving certificate bundle has no CA")
+	}
+	if err := os.WriteFile(cr.caFile, ca, 0o644); err != nil {
+		return fmt.Errorf("writing CA certificate: %w", err)
+	}
+	cr.caData = ca
 	return nil
 }
 

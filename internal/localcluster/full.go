@@ -176,7 +176,7 @@ func (s *fullStart) startComponents(context.Context) error {
 			"--controllers=*,-nodeipam",
 			"--leader-elect=false",
 			"--service-account-private-key-file=" + s.creds.saKeyFile,
-			"--root-ca-file=" + s.creds.certFile,
+			"--root-ca-file=" + s.creds.caFile,
 			"--bind-address=" + loopback,
 			"--secure-port=" + strconv.Itoa(s.ports.controllerManager),
 			"--profiling=false",
@@ -201,7 +201,7 @@ func (s *fullStart) startComponents(context.Context) error {
 // createNode creates the fake node kwok manages.
 func (s *fullStart) createNode(ctx context.Context) error {
 	_, err := s.client.CoreV1().Nodes().Create(ctx, fakeNode(), metav1.CreateOptions{})
-	if err != nil {
+	if err != nil && !apierrors.IsAlreadyExists(err) { // a reused Dir keeps it
 		return fmt.Errorf("creating node %s: %w", nodeName, err)
 	}
 	return nil

@@ -2,8 +2,10 @@ package localcluster
 
 import (
 	"context"
+	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -142,6 +144,7 @@ func TestBare(t *testing.T) {
 	require.NoError(t, c.Stop())
 	require.NoError(t, c.Stop(), "a second Stop is harmless")
 	require.NoDirExists(t, dir)
+	require.Empty(t, processesMentioning(t, dir), "Stop left envtest processes running")
 }
 
 func TestFull(t *testing.T) {
@@ -201,4 +204,65 @@ func TestStartFailureQuotesLog(t *testing.T) {
 	require.Error(t, err)
 	require.ErrorContains(t, err, "boom-from-the-log")
 	require.NoError(t, p.stop())
+}
+
+func TestStopKillsProcessIgnoringSIGTERM(t *testing.T) {
+	p, err := startProcess("/bin", t.TempDir(), "sh", "-c", `trap "" TERM; echo trapped; exec sleep 120`)
+	require.NoError(t, err)
+	eventually(t, t.Context(), 10*time.Second, "for the shell to ignore SIGTERM", func(context.Context) (bool, error) {
+		return strings.Contains(logTail(p.logPath), "trapped"), nil
+	})
+	started := time.Now()
+	require.NoError(t, p.stop())
+	require.GreaterOrEqual(t, time.Since(started), stopGrace)
+	require.ErrorIs(t, syscall.Kill(p.pid(), 0), syscall.ESRCH)
+}
+
+func TestFullStartFailureQuotesLogAndCleansUp(t *testing.T) {
+	built, err := AssetsDir()
+	require.NoError(t, err, "run `make assets`")
+	assets := t.TempDir()
+	require.NoError(t, os.Symlink(filepath.Join(built, "etcd"), filepath.Join(assets, "etcd")))
+	writeScript(t, assets, "kube-apiserver", "echo fake-apiserver-cannot-start; exit 1")
+	for _, name := range []string{"kube-controller-manager", "kube-scheduler", "kwok"} {
+		writeScript(t, assets, name, "exit 1")
+	}
+	t.Setenv(assetsEnv, assets)
+
+	dir := t.TempDir()
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	_, err = Start(ctx, Options{Full: true, Dir: dir, Progress: logWriter{t}})
+	t.Logf("Start failed as expected: %v", err)
+	require.ErrorContains(t, err, "kube-apiserver exited unexpectedly")
+	require.ErrorContains(t, err, "fake-apiserver-cannot-start")
+	require.Empty(t, processesMentioning(t, dir), "Start left processes running after failing")
+	require.DirExists(t, dir, "a given Dir is kept, with its logs")
+}
+
+// writeScript writes an executable shell script named name into dir.
+func writeScript(t *testing.T, dir, name, body string) {
+	t.Helper()
+	require.NoError(t, os.WriteFile(filepath.Join(dir, name), []byte("#!/bin/sh\n"+body+"\n"), 0o755))
+}
+
+// processesMentioning returns the pids of running processes whose command
+// line contains s.
+func processesMentioning(t *testing.T, s string) []int {
+	t.Helper()
+	cmdlines, err := filepath.Glob("/proc/[0-9]*/cmdline")
+	require.NoError(t, err)
+	var pids []int
+	for _, path := range cmdlines {
+		data, err := os.ReadFile(path)
+		if err != nil || !strings.Contains(string(data), s) {
+			continue
+		}
+		pid, err := strconv.Atoi(filepath.Base(filepath.Dir(path)))
+		require.NoError(t, err)
+		if pid != os.Getpid() {
+			pids = append(pids, pid)
+		}
+	}
+	return pids
 }

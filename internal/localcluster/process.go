@@ -32,10 +32,9 @@ type process struct {
 // startProcess starts binary name from binDir with args, its stdout and
 // stderr going to <logDir>/<name>.log.
 func startProcess(binDir, logDir, name string, args ...string) (*process, error) {
-	logPath := filepath.Join(logDir, name+".log")
-	logFile, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	logFile, err := openLog(logDir, name)
 	if err != nil {
-		return nil, fmt.Errorf("creating log file for %s: %w", name, err)
+		return nil, err
 	}
 	cmd := exec.Command(filepath.Join(binDir, name), args...)
 	cmd.Stdout = logFile
@@ -45,7 +44,7 @@ func startProcess(binDir, logDir, name string, args ...string) (*process, error)
 		logFile.Close()
 		return nil, fmt.Errorf("starting %s: %w", name, err)
 	}
-	p := &process{name: name, logPath: logPath, cmd: cmd, done: make(chan struct{})}
+	p := &process{name: name, logPath: logFile.Name(), cmd: cmd, done: make(chan struct{})}
 	go func() {
 		p.waitErr = cmd.Wait()
 		logFile.Close()
@@ -96,6 +95,21 @@ func (p *process) stop() error {
 	}
 	<-p.done
 	return nil
+}
+
+// logPath returns the path of the log file of component name.
+func logPath(dir, name string) string {
+	return filepath.Join(dir, name+".log")
+}
+
+// openLog opens the log file of component name for appending, so that the
+// logs of a reused Dir accumulate.
+func openLog(dir, name string) (*os.File, error) {
+	f, err := os.OpenFile(logPath(dir, name), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("opening log file of %s: %w", name, err)
+	}
+	return f, nil
 }
 
 // logTail returns the last lines of the file at path, at most logTailBytes.
