@@ -168,13 +168,18 @@ func (r *reconciler) applyResources(ctx context.Context, parent *unstructured.Un
 		cancel()
 		if err != nil {
 			reason, retryable := providers.Classify(err)
-			if reason == providers.ReasonNameConflict && rec.Attempt+1 < maxNameAttempts {
-				// Someone else holds the name: move to the next one,
-				// recorded before the next create.
+			if reason == providers.ReasonNameConflict && rec.Attempt+1 < maxNameAttempts && !everCreated(parent, res.Name, rec.ExternalName) {
+				// Someone else holds the name and we never had a resource
+				// under it: move to the next name, recorded before the
+				// next create. (Had we created it, the conflict means its
+				// ownership mark was removed: a new name would leak it.)
 				return ctrl.Result{}, true, r.nextName(ctx, parent, p, req, *rec)
 			}
 			st.syncFailed(reason, fmt.Sprintf("resource %s (%s): %v", res.Name, rec.ExternalName, err))
-			st.setResource(res.Name, rec, providers.Observation{}, false)
+			if _, found, _ := unstructured.NestedMap(parent.Object, "status", "resources", res.Name); !found {
+				// Mirror the recorded name; a known observation is kept.
+				st.setResource(res.Name, rec, providers.Observation{}, false)
+			}
 			if retryable {
 				result = ctrl.Result{Requeue: true}
 			}
@@ -191,6 +196,13 @@ func (r *reconciler) applyResources(ctx context.Context, parent *unstructured.Un
 		}
 	}
 	return result, false, nil
+}
+
+// everCreated reports whether status.resources says the resource existed
+// under this external name.
+func everCreated(parent *unstructured.Unstructured, name, externalName string) bool {
+	entry, _, _ := unstructured.NestedMap(parent.Object, "status", "resources", name)
+	return entry["externalName"] == externalName && entry["exists"] == true
 }
 
 func findResource(list []templates.Resource, name string) bool {

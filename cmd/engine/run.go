@@ -119,7 +119,7 @@ func (o *runOptions) run(cmd *cobra.Command, cfg *rest.Config) error {
 	eng, err := engine.New(mgr, engine.Options{
 		MaxConcurrentReconciles: o.maxConcurrentReconciles,
 		Namespace:               o.namespace,
-		Providers:               newProviders(ctx, logger),
+		Providers:               newProviders(logger),
 		RequeueQPS:              o.requeueQPS,
 		ResourceResync:          o.resourceResync,
 	})
