@@ -96,6 +96,12 @@ func (kc *kindController) start(parent context.Context) {
 	}()
 }
 
+func (kc *kindController) isRunning() bool {
+	kc.mu.Lock()
+	defer kc.mu.Unlock()
+	return kc.running
+}
+
 func (kc *kindController) setErr(err error) {
 	kc.mu.Lock()
 	defer kc.mu.Unlock()

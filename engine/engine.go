@@ -35,6 +35,11 @@ type Options struct {
 	RequeueQPS float64
 	// ResourceResync is how often external resources are re-observed.
 	ResourceResync time.Duration
+	// InstallCRDs applies the CRDs generated from the templates when the
+	// engine starts (as leader) and on every reload.
+	InstallCRDs bool
+	// ForceCRDChanges applies CRD changes that could break stored objects.
+	ForceCRDChanges bool
 }
 
 // Engine runs one controller per templated parent kind. Templates are
@@ -48,10 +53,11 @@ type Engine struct {
 	scoper    Scoper
 	recorder  recorder.EventRecorder
 
-	mu    sync.Mutex
-	set   *templates.Set
-	kinds map[schema.GroupVersionKind]*kindController
-	ctx   context.Context // set once the engine runs (is leader)
+	mu        sync.Mutex
+	set       *templates.Set
+	kinds     map[schema.GroupVersionKind]*kindController
+	ctx       context.Context // set once the engine runs (is leader)
+	reloadErr error           // why the templates on disk are not served
 
 	indexMu sync.Mutex // held while registering an index
 	indexed map[schema.GroupVersionKind]bool
@@ -126,6 +132,13 @@ func (e *Engine) Start(ctx context.Context) error {
 	e.ctx = ctx
 	set := e.set
 	e.mu.Unlock()
+	if set != nil && e.opts.InstallCRDs {
+		if err := InstallCRDs(ctx, e.writer, set, e.opts.ForceCRDChanges); err != nil {
+			// The kinds whose CRD is missing report it in Status and retry.
+			log.FromContext(ctx).Error(err, "installing CRDs")
+			e.setReloadErr(err)
+		}
+	}
 	if set != nil {
 		e.SetTemplates(set)
 	}
@@ -162,7 +175,9 @@ func (e *Engine) SetTemplates(set *templates.Set) {
 			delete(e.kinds, gvk)
 		}
 	}
+	metricRevision.Reset()
 	for gvk, t := range wanted {
+		metricRevision.WithLabelValues(kindString(gvk), t.Path, t.Hash).Set(1)
 		if kc, ok := e.kinds[gvk]; ok {
 			kc.update(t)
 			continue

@@ -9,6 +9,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"time"
 
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -100,7 +101,9 @@ func (r *reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 // evaluate runs the template and turns its children into the objects to
 // apply. An evaluation error is recorded on the status and returned.
 func (r *reconciler) evaluate(t *templates.Template, parent *unstructured.Unstructured, observed map[string]any, st *statusUpdate) (*templates.Result, []*unstructured.Unstructured, error) {
+	start := time.Now()
 	out, err := t.Evaluate(templates.Input{Parent: parent, Observed: observed})
+	metricEvaluateSeconds.WithLabelValues(kindString(t.GVK)).Observe(time.Since(start).Seconds())
 	if err != nil {
 		st.templateFailed(err)
 		return nil, nil, err

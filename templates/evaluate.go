@@ -67,21 +67,15 @@ func (t *Template) Evaluate(in Input) (res *Result, err error) {
 			}}}
 		}
 	}()
-	parent, pruned := t.parentInput(in.Parent)
-	v := t.value.FillPath(pathParent, parent)
+	v, pruned, err := t.fillParent(in.Parent)
+	if err != nil {
+		return nil, err
+	}
 	observed := in.Observed
 	if observed == nil {
 		observed = map[string]any{}
 	}
 	v = v.FillPath(pathObserved, observed)
-	if err := v.LookupPath(pathParent).Validate(); err != nil {
-		return nil, fromCUE(t.root, t.Path, err, t.value)
-	}
-	// A required spec field left out is reported on the spec, not on the
-	// first child that happens to use it.
-	if err := v.LookupPath(pathSpec).Validate(cue.Concrete(true)); err != nil {
-		return nil, fromCUE(t.root, t.Path, err, t.value)
-	}
 	res = &Result{Pruned: pruned}
 	if res.Children, err = t.children(v); err != nil {
 		return nil, err
@@ -220,4 +214,32 @@ func export(t *Template, v cue.Value, path string, into any) error {
 // numbers become int64, others float64.
 func unmarshalJSON(b []byte, into any) error {
 	return utiljson.Unmarshal(b, into)
+}
+
+// ValidateParent checks a parent object against the template's schema only,
+// without producing children: what a reload uses to make sure a new schema
+// still accepts every live object of its kind.
+func (t *Template) ValidateParent(obj *unstructured.Unstructured) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = &Error{Template: t.Path, Problems: []Problem{{Msg: fmt.Sprintf("validation panicked: %v", r)}}}
+		}
+	}()
+	_, _, err = t.fillParent(obj)
+	return err
+}
+
+// fillParent fills the template with the parent and checks it against the
+// schema: conflicts first, then required spec fields left out (reported on
+// the spec, not on the first child that happens to use them).
+func (t *Template) fillParent(obj *unstructured.Unstructured) (cue.Value, []string, error) {
+	parent, pruned := t.parentInput(obj)
+	v := t.value.FillPath(pathParent, parent)
+	if err := v.LookupPath(pathParent).Validate(); err != nil {
+		return v, nil, fromCUE(t.root, t.Path, err, t.value)
+	}
+	if err := v.LookupPath(pathSpec).Validate(cue.Concrete(true)); err != nil {
+		return v, nil, fromCUE(t.root, t.Path, err, t.value)
+	}
+	return v, pruned, nil
 }

@@ -38,7 +38,9 @@ type WatcherOptions struct {
 	// Rescan is the interval of a periodic re-read of the directory, a safety
 	// net behind fsnotify for missed events (network filesystems, symlinks to
 	// files outside the directory, directories that could not be watched).
-	// Zero means DefaultRescan; negative disables the rescan.
+	// A change found by the rescan is loaded like one signalled by events:
+	// once the content has not changed for Debounce. Zero means
+	// DefaultRescan; negative disables the rescan.
 	Rescan time.Duration
 	// OnReload, when set, is called after every reload attempt that changes
 	// what the Watcher serves or reports; see Watcher. It is called from the
@@ -59,9 +61,9 @@ type ReloadEvent struct {
 	// for logs. "cue.mod" stands for a change under cue.mod/. It may be empty
 	// when only the error state changed.
 	Changed []string
-	// Duration runs from the first file event of the burst (or from the start
-	// of a rescan) to the end of the load: the time from a file change to the
-	// swap.
+	// Duration runs from the first file event of the burst (or from the
+	// rescan that noticed the change) to the end of the load: the time from a
+	// file change to the swap.
 	Duration time.Duration
 }
 
@@ -178,7 +180,7 @@ func (w *Watcher) Run(ctx context.Context) error {
 	if err := fsw.Add(w.dir); err != nil {
 		return fmt.Errorf("watching templates directory: %w", err)
 	}
-	w.check(fsw, time.Now())
+	w.check(time.Now(), w.refresh(fsw))
 	close(w.ready)
 
 	var rescan <-chan time.Time
@@ -193,6 +195,7 @@ func (w *Watcher) Run(ctx context.Context) error {
 	var (
 		pending    bool
 		burstStart time.Time
+		settle     digest // the scan that started a rescan burst; nil for an event burst
 	)
 	arm := func() {
 		now := time.Now()
@@ -219,6 +222,7 @@ func (w *Watcher) Run(ctx context.Context) error {
 			if ev.Has(fsnotify.Create) {
 				watchNew(fsw, ev.Name)
 			}
+			settle = nil
 			arm()
 		case _, ok := <-fsw.Errors:
 			if !ok {
@@ -226,34 +230,61 @@ func (w *Watcher) Run(ctx context.Context) error {
 			}
 			// Events may have been lost (typically a queue overflow): a full
 			// reload after the debounce recovers them.
+			settle = nil
 			arm()
 		case <-timer.C:
 			if !pending {
 				continue
 			}
 			pending = false
-			w.check(fsw, burstStart)
+			files := w.refresh(fsw)
+			if settle != nil && files != nil && !maps.Equal(files, settle) && time.Since(burstStart) < maxBurst*w.debounce {
+				// Still changing, without events: wait until it settles.
+				settle, pending = files, true
+				timer.Reset(w.debounce)
+				continue
+			}
+			settle = nil
+			w.check(burstStart, files)
 		case <-rescan:
 			if pending {
 				continue // the debounced reload is about to run
 			}
-			w.check(fsw, time.Now())
+			files := w.refresh(fsw)
+			if w.unchanged(files) {
+				continue
+			}
+			// Load once the change has settled, as for events: the rescan may
+			// have caught a file halfway through being written.
+			settle = files
+			arm()
 		}
 	}
 }
 
-// check runs one reload attempt: it refreshes the watches, loads the
-// directory unless nothing Load reads has changed since the last successful
-// attempt, and publishes what changed.
-func (w *Watcher) check(fsw *fsnotify.Watcher, start time.Time) {
-	dirs, files, scanErr := scan(w.dir)
-	if scanErr == nil {
-		syncWatches(fsw, dirs)
-	} else {
-		files = nil
+// refresh scans the directory, brings the watches up to date and returns the
+// digest of its .cue files, nil if the directory cannot be read.
+func (w *Watcher) refresh(fsw *fsnotify.Watcher) digest {
+	dirs, files, err := scan(w.dir)
+	if err != nil {
 		_ = fsw.Add(w.dir) // the directory may be back; Load reports the error otherwise
+		return nil
 	}
-	if files != nil && !w.failing && w.lastFiles != nil && maps.Equal(files, w.lastFiles) {
+	syncWatches(fsw, dirs)
+	return files
+}
+
+// unchanged reports whether files, the current digest, shows nothing new
+// since the last reload attempt, which succeeded.
+func (w *Watcher) unchanged(files digest) bool {
+	return files != nil && !w.failing && w.lastFiles != nil && maps.Equal(files, w.lastFiles)
+}
+
+// check runs one reload attempt on the content described by files (nil when
+// unknown): it loads the directory unless nothing has changed since the last
+// successful attempt, and publishes what changed.
+func (w *Watcher) check(start time.Time, files digest) {
+	if w.unchanged(files) {
 		return
 	}
 	w.lastFiles = files
@@ -310,7 +341,7 @@ func relevant(ev fsnotify.Event) bool {
 		return false
 	}
 	base := filepath.Base(ev.Name)
-	return !strings.HasPrefix(base, ".")
+	return !strings.HasPrefix(base, ".") || strings.HasPrefix(base, "..")
 }
 
 // watchNew watches a directory created under a watched one, and its

@@ -283,8 +283,12 @@ func TestWatcherBurst(t *testing.T) {
 	defer func() { close(stop); wg.Wait() }()
 
 	file := filepath.Join(dir, "mykind.cue")
+	var versions [][]byte
 	for i := 1; i <= 20; i++ {
-		writeFile(t, file, mykindSource(t, fmt.Sprintf("nginx:burst%d", i)))
+		versions = append(versions, mykindSource(t, fmt.Sprintf("nginx:burst%d", i)))
+	}
+	for _, b := range versions {
+		require.NoError(t, os.WriteFile(file, b, 0o644))
 	}
 	set := h.nextSet()
 	assert.Equal(t, "nginx:burst20", imageOf(t, set))

@@ -16,6 +16,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/cuengine/engine/engine"
@@ -122,11 +123,24 @@ func (o *runOptions) run(cmd *cobra.Command, cfg *rest.Config) error {
 		Providers:               newProviders(logger),
 		RequeueQPS:              o.requeueQPS,
 		ResourceResync:          o.resourceResync,
+		InstallCRDs:             o.installCRDs,
+		ForceCRDChanges:         o.forceCRDs,
 	})
 	if err != nil {
 		return err
 	}
 	eng.SetTemplates(set)
+	watcher, err := templates.NewWatcher(set.Root, set, templates.WatcherOptions{
+		Rescan:   o.rescanInterval,
+		OnReload: func(ev templates.ReloadEvent) { eng.Reload(ctrl.LoggerInto(ctx, logger), ev) },
+	})
+	if err != nil {
+		return err
+	}
+	// Every replica follows the directory, so a new leader serves the latest.
+	if err := mgr.Add(manager.RunnableFunc(watcher.Run)); err != nil {
+		return err
+	}
 	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
 		return err
 	}
@@ -137,8 +151,12 @@ func (o *runOptions) run(cmd *cobra.Command, cfg *rest.Config) error {
 	return mgr.Start(ctx)
 }
 
-// readiness fails while a kind's controller cannot run, naming it.
+// readiness fails while the templates on disk cannot be served (the last
+// good version keeps running) or a kind's controller cannot run, and says why.
 func readiness(eng *engine.Engine) error {
+	if err := eng.ReloadError(); err != nil {
+		return fmt.Errorf("templates on disk not served (the last good version is): %w", err)
+	}
 	for _, k := range eng.Status() {
 		if k.Error != "" {
 			return fmt.Errorf("%s (template %s): %s", k.Kind, k.Template, k.Error)

@@ -1,0 +1,188 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	"golang.org/x/time/rate"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+
+	"github.com/cuengine/engine/templates"
+)
+
+// ReasonTemplateReloadFailed is the reason of the Warning event put on the
+// parents of a kind whose template was edited into something that cannot
+// be served. They keep being reconciled with the last good version.
+const ReasonTemplateReloadFailed = "TemplateReloadFailed"
+
+// maxInvalidParents bounds how many failing parents a refused reload names.
+const maxInvalidParents = 5
+
+// Reload applies one event of the templates watcher. A good set replaces the
+// running one (after its CRDs are installed, with --install-crds, and after
+// checking that every live parent of a changed kind still satisfies the
+// new schema); anything else keeps the last good version serving and makes
+// the failure visible: an error log with positions, metrics, the readiness
+// check, and a Warning event on the parents of the affected kinds.
+func (e *Engine) Reload(ctx context.Context, ev templates.ReloadEvent) {
+	logger := log.FromContext(ctx)
+	err := ev.Err
+	if err == nil {
+		err = e.accept(ctx, ev.Set)
+	}
+	if err != nil {
+		metricReloads.WithLabelValues("failure").Inc()
+		metricReloadHealthy.Set(0)
+		logger.Error(err, "template reload refused; the last good templates keep serving", "changed", ev.Changed)
+		e.reportReloadFailure(ctx, err)
+		return
+	}
+	metricReloads.WithLabelValues("success").Inc()
+	metricReloadHealthy.Set(1)
+	metricReloadSeconds.Observe(ev.Duration.Seconds())
+	e.setReloadErr(nil)
+	logger.Info("templates reloaded", "changed", ev.Changed, "seconds", ev.Duration.Seconds())
+}
+
+// accept checks a new set against the cluster and swaps it in.
+func (e *Engine) accept(ctx context.Context, set *templates.Set) error {
+	if err := e.checkLiveParents(ctx, set); err != nil {
+		return err
+	}
+	if e.opts.InstallCRDs && e.isLeader() {
+		if err := InstallCRDs(ctx, e.writer, set, e.opts.ForceCRDChanges); err != nil {
+			return err
+		}
+	}
+	e.SetTemplates(set)
+	return nil
+}
+
+// checkLiveParents refuses a schema change that live parents of the kind no
+// longer satisfy: serving it would turn every one of them InvalidSpec.
+func (e *Engine) checkLiveParents(ctx context.Context, set *templates.Set) error {
+	var problems []string
+	for _, t := range set.Templates() {
+		kc := e.kind(t.GVK)
+		if kc == nil || kc.template().Hash == t.Hash || !kc.isRunning() {
+			continue
+		}
+		parents, err := e.listParents(ctx, t.GVK)
+		if err != nil {
+			return err
+		}
+		bad := 0
+		for i := range parents {
+			if err := t.ValidateParent(&parents[i]); err != nil {
+				bad++
+				if bad <= maxInvalidParents {
+					problems = append(problems, fmt.Sprintf("%s %s/%s: %s", t.GVK.Kind, parents[i].GetNamespace(), parents[i].GetName(), templates.Summary(err, 1)))
+				}
+			}
+		}
+		if bad > maxInvalidParents {
+			problems = append(problems, fmt.Sprintf("and %d more %s objects", bad-maxInvalidParents, t.GVK.Kind))
+		}
+	}
+	if len(problems) > 0 {
+		return fmt.Errorf("the new schema rejects live objects (change them first, or relax the template): %s", strings.Join(problems, "; "))
+	}
+	return nil
+}
+
+func (e *Engine) kind(gvk schema.GroupVersionKind) *kindController {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.kinds[gvk]
+}
+
+func (e *Engine) isLeader() bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.ctx != nil
+}
+
+// listParents lists the parents of a kind from the cache.
+func (e *Engine) listParents(ctx context.Context, gvk schema.GroupVersionKind) ([]unstructured.Unstructured, error) {
+	list := &unstructured.UnstructuredList{}
+	list.SetGroupVersionKind(gvk.GroupVersion().WithKind(gvk.Kind + "List"))
+	var opts []client.ListOption
+	if e.opts.Namespace != "" {
+		opts = append(opts, client.InNamespace(e.opts.Namespace))
+	}
+	if err := e.mgr.GetCache().List(ctx, list, opts...); err != nil {
+		return nil, fmt.Errorf("listing %s: %w", gvk.Kind, err)
+	}
+	return list.Items, nil
+}
+
+// ReloadError returns why the templates on disk are not being served, or
+// nil when they are.
+func (e *Engine) ReloadError() error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.reloadErr
+}
+
+func (e *Engine) setReloadErr(err error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.reloadErr = err
+}
+
+// reportReloadFailure records the error and, once per distinct error, puts
+// a Warning event on every parent of the affected kinds, at a bounded rate.
+func (e *Engine) reportReloadFailure(ctx context.Context, err error) {
+	e.mu.Lock()
+	same := e.reloadErr != nil && e.reloadErr.Error() == err.Error()
+	e.reloadErr = err
+	leader := e.ctx != nil
+	e.mu.Unlock()
+	if same || !leader {
+		return
+	}
+	kinds := e.affectedKinds(err)
+	msg := "the template on disk cannot be served, this object is reconciled with the last good version: " + templates.Summary(err, 3)
+	go func() {
+		limiter := rate.NewLimiter(rate.Limit(e.opts.RequeueQPS), 1)
+		for _, gvk := range kinds {
+			parents, err := e.listParents(ctx, gvk)
+			if err != nil {
+				continue
+			}
+			for i := range parents {
+				if limiter.Wait(ctx) != nil {
+					return
+				}
+				e.recorder.Eventf(&parents[i], nil, corev1.EventTypeWarning, ReasonTemplateReloadFailed, "Reload", "%s", truncate(msg))
+			}
+		}
+	}()
+}
+
+// affectedKinds maps a reload error to the kinds whose templates failed;
+// an error that names no template affects every kind.
+func (e *Engine) affectedKinds(err error) []schema.GroupVersionKind {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	paths := map[string]bool{}
+	var le *templates.LoadError
+	if errors.As(err, &le) {
+		for _, te := range le.Errors {
+			paths[te.Template] = true
+		}
+	}
+	var out []schema.GroupVersionKind
+	for gvk, kc := range e.kinds {
+		if len(paths) == 0 || paths[kc.template().Path] {
+			out = append(out, gvk)
+		}
+	}
+	return out
+}
