@@ -72,6 +72,9 @@ func buildEngine() error {
 	return cmd.Run()
 }
 
+// execCommand is exec.Command, named for the one-shot commands of tests.
+var execCommand = exec.Command
+
 // kubectl runs the real kubectl against the cluster.
 func kubectl(t *testing.T, args ...string) string {
 	t.Helper()

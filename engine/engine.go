@@ -58,9 +58,11 @@ type Engine struct {
 	kinds     map[schema.GroupVersionKind]*kindController
 	ctx       context.Context // set once the engine runs (is leader)
 	reloadErr error           // why the templates on disk are not served
+	reloadGen uint64          // counts reload events; a retry stops when it moves
 
-	indexMu sync.Mutex // held while registering an index
-	indexed map[schema.GroupVersionKind]bool
+	acceptMu sync.Mutex // serializes reloads: one set is checked and swapped at a time
+	indexMu  sync.Mutex // held while registering an index
+	indexed  map[schema.GroupVersionKind]bool
 }
 
 // indexParentUID is the child cache index on the parent-uid label.

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"golang.org/x/time/rate"
 	corev1 "k8s.io/api/core/v1"
@@ -32,9 +33,21 @@ const maxInvalidParents = 5
 // check, and a Warning event on the parents of the affected kinds.
 func (e *Engine) Reload(ctx context.Context, ev templates.ReloadEvent) {
 	logger := log.FromContext(ctx)
+	e.acceptMu.Lock()
+	defer e.acceptMu.Unlock()
+	e.mu.Lock()
+	e.reloadGen++
+	gen := e.reloadGen
+	e.mu.Unlock()
 	err := ev.Err
 	if err == nil {
-		err = e.accept(ctx, ev.Set)
+		if err = e.accept(ctx, ev.Set); err != nil {
+			// The files are fine but the cluster refused them (live
+			// objects the new schema rejects, a CRD change): the watcher
+			// will not send them again, so retry until they pass or a
+			// newer edit replaces them.
+			go e.retryAccept(ctx, gen, ev)
+		}
 	}
 	if err != nil {
 		metricReloads.WithLabelValues("failure").Inc()
@@ -48,6 +61,42 @@ func (e *Engine) Reload(ctx context.Context, ev templates.ReloadEvent) {
 	metricReloadSeconds.Observe(ev.Duration.Seconds())
 	e.setReloadErr(nil)
 	logger.Info("templates reloaded", "changed", ev.Changed, "seconds", ev.Duration.Seconds())
+}
+
+// retryAccept retries a refused set with backoff while it is the latest.
+func (e *Engine) retryAccept(ctx context.Context, gen uint64, ev templates.ReloadEvent) {
+	for delay := 2 * time.Second; ; delay = min(2*delay, time.Minute) {
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(delay):
+		}
+		if e.retryOnce(ctx, gen, ev) {
+			return
+		}
+	}
+}
+
+// retryOnce makes one retry and reports whether retrying is over: the set
+// was accepted, or a newer reload superseded it.
+func (e *Engine) retryOnce(ctx context.Context, gen uint64, ev templates.ReloadEvent) bool {
+	e.acceptMu.Lock()
+	defer e.acceptMu.Unlock()
+	e.mu.Lock()
+	latest := e.reloadGen == gen
+	e.mu.Unlock()
+	if !latest {
+		return true
+	}
+	if err := e.accept(ctx, ev.Set); err != nil {
+		e.reportReloadFailure(ctx, err)
+		return false
+	}
+	metricReloads.WithLabelValues("success").Inc()
+	metricReloadHealthy.Set(1)
+	e.setReloadErr(nil)
+	log.FromContext(ctx).Info("templates reloaded after a retry", "changed", ev.Changed)
+	return true
 }
 
 // accept checks a new set against the cluster and swaps it in.

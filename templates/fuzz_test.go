@@ -19,7 +19,7 @@ func FuzzEvaluate(f *testing.F) {
 	f.Add(`{"replicas":1e300}`)
 	f.Add(`null`)
 	f.Add(`[]`)
-	mk := loadOne(f, examples)
+	mk := loadOne(f, examples, "mykind")
 	widget := loadOne(f, "testdata/eval")
 	f.Fuzz(func(t *testing.T, specJSON string) {
 		var spec any

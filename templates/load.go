@@ -79,8 +79,21 @@ func discover(root string) ([]source, error) {
 			}
 		}
 	}
+	shared, err := cueFilesUnder(filepath.Join(root, "cue.mod"))
+	if err != nil {
+		return nil, err
+	}
 	for i := range out {
-		if err := out[i].read(root); err != nil {
+		deps := shared
+		if len(out[i].files) > 0 && filepath.Dir(out[i].files[0]) != root {
+			// Packages nested in a template's directory can be imported by it.
+			nested, err := cueFilesUnder(filepath.Dir(out[i].files[0]))
+			if err != nil {
+				return nil, err
+			}
+			deps = append(append([]string{}, shared...), nested...)
+		}
+		if err := out[i].read(root, deps); err != nil {
 			return nil, err
 		}
 	}
@@ -108,9 +121,47 @@ func cueFiles(dir string) ([]string, error) {
 	return files, nil
 }
 
-// read hashes the files and finds their package name.
-func (s *source) read(root string) error {
+// cueFilesUnder lists every .cue file below dir, recursively, sorted; none
+// when dir does not exist.
+func cueFilesUnder(dir string) ([]string, error) {
+	var out []string
+	err := filepath.WalkDir(dir, func(path string, d os.DirEntry, err error) error {
+		if err != nil {
+			if os.IsNotExist(err) {
+				return filepath.SkipDir
+			}
+			return err
+		}
+		if d.IsDir() && path != dir && strings.HasPrefix(d.Name(), ".") {
+			return filepath.SkipDir
+		}
+		if !d.IsDir() && strings.HasSuffix(path, ".cue") {
+			out = append(out, path)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("reading %s: %w", dir, err)
+	}
+	sort.Strings(out)
+	return out, nil
+}
+
+// read hashes the template's files and the packages it may import (deps),
+// so an edit of an imported package is a new revision too, and finds the
+// package name.
+func (s *source) read(root string, deps []string) error {
 	h := sha256.New()
+	for _, f := range deps {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			return fmt.Errorf("reading %s: %w", rel(root, f), err)
+		}
+		io.WriteString(h, rel(root, f))
+		h.Write([]byte{0})
+		h.Write(b)
+		h.Write([]byte{0})
+	}
 	for _, f := range s.files {
 		b, err := os.ReadFile(f)
 		if err != nil {

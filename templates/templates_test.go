@@ -28,12 +28,20 @@ func mykind(spec map[string]any) *unstructured.Unstructured {
 	}}
 }
 
-func loadOne(t testing.TB, dir string) *Template {
+// loadOne loads a templates directory and returns its first template, or
+// the one named by name.
+func loadOne(t testing.TB, dir string, name ...string) *Template {
 	t.Helper()
 	set, err := Load(dir)
 	require.NoError(t, err)
 	require.NotEmpty(t, set.Templates())
-	return set.Templates()[0]
+	for _, tm := range set.Templates() {
+		if len(name) == 0 || tm.Name == name[0] {
+			return tm
+		}
+	}
+	t.Fatalf("no template %v in %s", name, dir)
+	return nil
 }
 
 // golden compares got with testdata/golden/name, or rewrites it with -update.
@@ -78,7 +86,7 @@ func TestLoadMissingDirectory(t *testing.T) {
 }
 
 func TestEvaluateMyKind(t *testing.T) {
-	tm := loadOne(t, examples)
+	tm := loadOne(t, examples, "mykind")
 	res, err := tm.Evaluate(Input{Parent: mykind(map[string]any{"deploymentName": "mykind", "foo": "bar"})})
 	require.NoError(t, err)
 	assert.Equal(t, []string{"spec.foo"}, res.Pruned)
@@ -99,7 +107,7 @@ func TestEvaluateMyKind(t *testing.T) {
 }
 
 func TestEvaluateErrors(t *testing.T) {
-	mk := loadOne(t, examples)
+	mk := loadOne(t, examples, "mykind")
 	widget := loadOne(t, "testdata/eval")
 	w := func(spec map[string]any) *unstructured.Unstructured {
 		return &unstructured.Unstructured{Object: map[string]any{
@@ -169,7 +177,7 @@ func TestCRDGolden(t *testing.T) {
 			golden(t, "crd-"+tm.Name+".yaml", b)
 		}
 	}
-	spec := loadOne(t, examples).CRD().Spec.Versions[0].Schema.OpenAPIV3Schema.Properties["spec"]
+	spec := loadOne(t, examples, "mykind").CRD().Spec.Versions[0].Schema.OpenAPIV3Schema.Properties["spec"]
 	assert.Equal(t, []string{"deploymentName"}, spec.Required)
 	assert.Equal(t, int64(64), *spec.Properties["deploymentName"].MaxLength)
 	assert.Equal(t, 0.0, *spec.Properties["replicas"].Minimum)
@@ -180,7 +188,7 @@ func TestCRDGolden(t *testing.T) {
 // TestConcurrentEvaluate evaluates one compiled template from many goroutines;
 // run under -race it proves a Template is safe to share between workers.
 func TestConcurrentEvaluate(t *testing.T) {
-	tm := loadOne(t, examples)
+	tm := loadOne(t, examples, "mykind")
 	var wg sync.WaitGroup
 	errs := make(chan error, 8)
 	for g := 0; g < 8; g++ {
@@ -225,12 +233,12 @@ func TestDiscoverSkipsHiddenAndConfigMapLinks(t *testing.T) {
 }
 
 func TestChildKinds(t *testing.T) {
-	assert.Equal(t, "[apps/v1, Kind=Deployment]", fmt.Sprint(loadOne(t, examples).ChildKinds()))
+	assert.Equal(t, "[apps/v1, Kind=Deployment]", fmt.Sprint(loadOne(t, examples, "mykind").ChildKinds()))
 	assert.Equal(t, "[/v1, Kind=ConfigMap]", fmt.Sprint(loadOne(t, "testdata/eval").ChildKinds()))
 }
 
 func TestBreakingChanges(t *testing.T) {
-	base := loadOne(t, examples).CRD()
+	base := loadOne(t, examples, "mykind").CRD()
 	assert.Empty(t, BreakingChanges(base, base.DeepCopy()))
 
 	narrowed := base.DeepCopy()

@@ -406,8 +406,9 @@ func TestWatcherCueMod(t *testing.T) {
 	ev := h.next()
 	require.NoError(t, ev.Err)
 	assert.Equal(t, "nginx:lib2", imageOf(t, ev.Set))
-	assert.Equal(t, []string{"cue.mod"}, ev.Changed)
-	assert.Equal(t, initial.Templates()[0].Hash, ev.Set.Templates()[0].Hash)
+	assert.Equal(t, []string{"cue.mod", "mykind.cue"}, ev.Changed)
+	// The imported package is part of the template's revision.
+	assert.NotEqual(t, initial.Templates()[0].Hash, ev.Set.Templates()[0].Hash)
 }
 
 func TestWatcherRescan(t *testing.T) {

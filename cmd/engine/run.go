@@ -3,7 +3,6 @@ package main
 import (
 	goflag "flag"
 	"fmt"
-	"net/http"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -14,7 +13,6 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
@@ -108,7 +106,7 @@ func (o *runOptions) run(cmd *cobra.Command, cfg *rest.Config) error {
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                        newScheme(),
 		Metrics:                       metricsserver.Options{BindAddress: o.metricsAddr},
-		HealthProbeBindAddress:        o.probeAddr,
+		HealthProbeBindAddress:        "0", // served by probeServer, with reasons
 		LeaderElection:                o.leaderElect,
 		LeaderElectionID:              o.leaderElectionID,
 		LeaderElectionNamespace:       o.leaderElectionNamespace,
@@ -141,11 +139,10 @@ func (o *runOptions) run(cmd *cobra.Command, cfg *rest.Config) error {
 	if err := mgr.Add(manager.RunnableFunc(watcher.Run)); err != nil {
 		return err
 	}
-	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
-		return err
-	}
-	if err := mgr.AddReadyzCheck("templates", func(*http.Request) error { return readiness(eng) }); err != nil {
-		return err
+	if o.probeAddr != "0" && o.probeAddr != "" {
+		if err := mgr.Add(&probeServer{addr: o.probeAddr, eng: eng}); err != nil {
+			return err
+		}
 	}
 	logger.Info("starting", "templates", set.Root, "kinds", len(set.Templates()), "leaderElect", o.leaderElect)
 	return mgr.Start(ctx)

@@ -1,0 +1,54 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/cuengine/engine/engine"
+)
+
+// probeServer serves /healthz and /readyz. Unlike controller-runtime's
+// probe endpoint, which withholds the reason of a failed check, /readyz
+// says what is wrong (a template on disk that cannot be served, a kind
+// whose CRD is missing), so `kubectl describe pod` and curl show it.
+type probeServer struct {
+	addr string
+	eng  *engine.Engine
+}
+
+// NeedLeaderElection: every replica answers probes.
+func (p *probeServer) NeedLeaderElection() bool { return false }
+
+// Start implements manager.Runnable.
+func (p *probeServer) Start(ctx context.Context) error {
+	mux := http.NewServeMux()
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
+		fmt.Fprintln(w, "ok")
+	})
+	mux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
+		if err := readiness(p.eng); err != nil {
+			http.Error(w, "not ready: "+err.Error(), http.StatusInternalServerError)
+			return
+		}
+		fmt.Fprintln(w, "ok")
+	})
+	ln, err := net.Listen("tcp", p.addr)
+	if err != nil {
+		return fmt.Errorf("health probe endpoint: %w", err)
+	}
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	go func() {
+		<-ctx.Done()
+		shutdown, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(shutdown)
+	}()
+	if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		return err
+	}
+	return nil
+}
