@@ -115,7 +115,7 @@ func startEngine(t *testing.T, dir string, extra ...string) *engineProc {
 	t.Helper()
 	probe := freeAddr(t)
 	args := append([]string{"run", "--templates", dir, "--kubeconfig", cluster.Kubeconfig,
-		"--metrics-bind-address", "0", "--health-probe-bind-address", probe}, extra...)
+		"--metrics-bind-address", "0", "--health-probe-bind-address", probe}, extra...) // a later --kubeconfig wins
 	p := &engineProc{cmd: exec.Command(filepath.Join(bin, "engine"), args...), log: &syncBuffer{}, probe: probe, done: make(chan struct{})}
 	p.cmd.Stdout, p.cmd.Stderr = p.log, p.log
 	p.cmd.Env = os.Environ()

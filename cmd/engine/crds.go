@@ -3,6 +3,8 @@ package main
 import (
 	"fmt"
 
+	"strings"
+
 	"github.com/spf13/cobra"
 	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/yaml"
@@ -57,4 +59,9 @@ func crdYAML(t *templates.Template) ([]byte, error) {
 		delete(md, "creationTimestamp")
 	}
 	return yaml.Marshal(obj)
+}
+
+// dropCreationTimestamp removes the null creationTimestamp Go's types print.
+func dropCreationTimestamp(doc string) string {
+	return strings.Replace(doc, "  creationTimestamp: null\n", "", 1)
 }

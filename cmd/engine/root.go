@@ -19,6 +19,7 @@ desired children and its status; templates live in a directory and hot-reload.`,
 		newDevCommand(),
 		newRenderCommand(),
 		newVetCommand(),
+		newRBACCommand(),
 		newCRDsCommand(),
 		newVersionCommand(),
 	)
