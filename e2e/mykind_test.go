@@ -15,7 +15,10 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 )
 
-var myKinds = schema.GroupVersionResource{Group: "webapp.my.domain", Version: "v1", Resource: "mykinds"}
+var (
+	myKinds     = schema.GroupVersionResource{Group: "webapp.my.domain", Version: "v1", Resource: "mykinds"}
+	websitesGVR = schema.GroupVersionResource{Group: "test.cuengine.dev", Version: "v1", Resource: "websites"}
+)
 
 // condition returns the status of a condition of a parent ("" if absent).
 func condition(ctx context.Context, gvr schema.GroupVersionResource, ns, name, condType string) (string, string, error) {
@@ -155,14 +158,13 @@ kind: Website
 metadata: {name: shop}
 spec: {image: nginx:1.27, replicas: 2, content: "<h1>shop</h1>"}
 `)
-	websites := schema.GroupVersionResource{Group: "test.cuengine.dev", Version: "v1", Resource: "websites"}
 	eventually(t, "Website Ready with 2 available", 60*time.Second, func(ctx context.Context) (bool, error) {
-		u, err := dyn.Resource(websites).Namespace(ns).Get(ctx, "shop", metav1.GetOptions{})
+		u, err := dyn.Resource(websitesGVR).Namespace(ns).Get(ctx, "shop", metav1.GetOptions{})
 		if err != nil {
 			return false, err
 		}
 		n, _, _ := unstructured.NestedInt64(u.Object, "status", "available")
-		status, _, err := condition(ctx, websites, ns, "shop", "Ready")
+		status, _, err := condition(ctx, websitesGVR, ns, "shop", "Ready")
 		return n == 2 && status == "True", err
 	})
 	assert.Contains(t, kubectl(t, "-n", ns, "get", "configmap", "shop-content", "-o", "jsonpath={.data.index\\.html}"), "<h1>shop</h1>")

@@ -122,6 +122,7 @@ func (kc *kindController) run(ctx context.Context) error {
 		Reconciler:              kc.rec,
 		MaxConcurrentReconciles: kc.e.opts.MaxConcurrentReconciles,
 		SkipNameValidation:      &skip,
+		Logger:                  kc.e.mgr.GetLogger(),
 	})
 	if err != nil {
 		return err

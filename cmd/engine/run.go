@@ -31,6 +31,9 @@ type runOptions struct {
 	leaderElect             bool
 	leaderElectionNamespace string
 	leaderElectionID        string
+	leaseDuration           time.Duration
+	renewDeadline           time.Duration
+	retryPeriod             time.Duration
 	maxConcurrentReconciles int
 	namespace               string
 	installCRDs             bool
@@ -49,6 +52,9 @@ func (o *runOptions) addFlags(cmd *cobra.Command) {
 	f.BoolVar(&o.leaderElect, "leader-elect", false, "elect a leader among replicas: only the leader reconciles")
 	f.StringVar(&o.leaderElectionNamespace, "leader-election-namespace", "", "namespace of the leader election Lease (default: the pod's namespace)")
 	f.StringVar(&o.leaderElectionID, "leader-election-id", "engine.cuengine.dev", "name of the leader election Lease")
+	f.DurationVar(&o.leaseDuration, "leader-election-lease-duration", 15*time.Second, "how long a non-renewed lease stays valid: a killed leader is replaced within about this time")
+	f.DurationVar(&o.renewDeadline, "leader-election-renew-deadline", 10*time.Second, "how long the leader keeps retrying to renew before giving up leadership")
+	f.DurationVar(&o.retryPeriod, "leader-election-retry-period", 2*time.Second, "how often candidates try to acquire or renew the lease")
 	f.IntVar(&o.maxConcurrentReconciles, "max-concurrent-reconciles", 4, "reconcile workers per parent kind")
 	f.StringVar(&o.namespace, "namespace", "", "watch only this namespace (default: all namespaces)")
 	f.BoolVar(&o.installCRDs, "install-crds", false, "apply the CRDs generated from the templates at start and on every reload")
@@ -111,6 +117,9 @@ func (o *runOptions) run(cmd *cobra.Command, cfg *rest.Config) error {
 		LeaderElectionID:              o.leaderElectionID,
 		LeaderElectionNamespace:       o.leaderElectionNamespace,
 		LeaderElectionReleaseOnCancel: true,
+		LeaseDuration:                 &o.leaseDuration,
+		RenewDeadline:                 &o.renewDeadline,
+		RetryPeriod:                   &o.retryPeriod,
 	})
 	if err != nil {
 		return fmt.Errorf("creating manager: %w", err)

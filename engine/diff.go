@@ -1,0 +1,219 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+
+	"github.com/pmezard/go-difflib/difflib"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
+
+	"github.com/cuengine/engine/templates"
+)
+
+// DiffSummary counts, per parent kind, what a template change would do.
+type DiffSummary struct {
+	Kind      string
+	Parents   int
+	Created   int
+	Changed   int
+	Pruned    int
+	Unchanged int
+	Conflicts int
+	Failed    int // parents the new template cannot evaluate
+}
+
+// Changes is the number of objects that would change.
+func (s DiffSummary) Changes() int { return s.Created + s.Changed + s.Pruned }
+
+// Differ computes what the templates would change in a live cluster. It is
+// read-only: it lists and gets, and runs server-side apply as a dry run, so
+// the apiserver's defaulting and admission shape the result, but it never
+// persists anything.
+type Differ struct {
+	Client client.Client
+	Mapper meta.RESTMapper
+	Out    io.Writer
+}
+
+// DiffKind diffs every live parent of the template's kind (or only the given
+// parents, when any) and writes a unified diff per object to Out.
+func (d *Differ) DiffKind(ctx context.Context, t *templates.Template, only []*unstructured.Unstructured) (DiffSummary, error) {
+	sum := DiffSummary{Kind: kindString(t.GVK)}
+	parents := only
+	if len(parents) == 0 {
+		list := &unstructured.UnstructuredList{}
+		list.SetGroupVersionKind(t.GVK.GroupVersion().WithKind(t.GVK.Kind + "List"))
+		if err := d.Client.List(ctx, list); err != nil {
+			return sum, fmt.Errorf("listing %s: %w", t.GVK.Kind, err)
+		}
+		for i := range list.Items {
+			parents = append(parents, &list.Items[i])
+		}
+	}
+	for _, p := range parents {
+		sum.Parents++
+		if err := d.diffParent(ctx, t, p, &sum); err != nil {
+			return sum, err
+		}
+	}
+	return sum, nil
+}
+
+func (d *Differ) diffParent(ctx context.Context, t *templates.Template, parent *unstructured.Unstructured, sum *DiffSummary) error {
+	existing, err := d.children(ctx, t, parent)
+	if err != nil {
+		return err
+	}
+	out, err := t.Evaluate(templates.Input{Parent: parent, Observed: observedState(existing)})
+	if err != nil {
+		sum.Failed++
+		fmt.Fprintf(d.Out, "# %s %s/%s: the new template fails: %s\n", parent.GetKind(), parent.GetNamespace(), parent.GetName(), templates.Summary(err, 3))
+		return nil
+	}
+	var desired []*unstructured.Unstructured
+	for _, c := range out.Children {
+		obj, err := Desired(parent, t.Policy, MapperScoper{Mapper: d.Mapper}, c)
+		if err != nil {
+			sum.Failed++
+			fmt.Fprintf(d.Out, "# %s %s/%s: %v\n", parent.GetKind(), parent.GetNamespace(), parent.GetName(), err)
+			continue
+		}
+		desired = append(desired, obj)
+	}
+	for _, obj := range desired {
+		if err := d.diffChild(ctx, parent, obj, find(existing, obj), sum); err != nil {
+			return err
+		}
+	}
+	for _, c := range existing {
+		if find(desired, c) == nil {
+			sum.Pruned++
+			d.write(parent, c, "pruned", clean(c), "")
+		}
+	}
+	return nil
+}
+
+// diffChild dry-runs the apply of one desired child and diffs the result
+// against the live object.
+func (d *Differ) diffChild(ctx context.Context, parent, obj, live *unstructured.Unstructured, sum *DiffSummary) error {
+	if live == nil {
+		cur := &unstructured.Unstructured{}
+		cur.SetGroupVersionKind(obj.GroupVersionKind())
+		err := d.Client.Get(ctx, client.ObjectKeyFromObject(obj), cur)
+		switch {
+		case apierrors.IsNotFound(err):
+		case err != nil:
+			return fmt.Errorf("reading %s %s: %w", obj.GetKind(), obj.GetName(), err)
+		case controllerOf(cur) == nil || controllerOf(cur).UID != parent.GetUID():
+			sum.Conflicts++
+			fmt.Fprintf(d.Out, "# %s %s/%s: %s %s/%s exists and is not controlled by it: left untouched\n",
+				parent.GetKind(), parent.GetNamespace(), parent.GetName(), obj.GetKind(), obj.GetNamespace(), obj.GetName())
+			return nil
+		default:
+			live = cur
+		}
+	}
+	applied := obj.DeepCopy()
+	setAnnotation(applied, AnnotationAppliedHash, appliedHash(obj))
+	err := d.Client.Apply(ctx, client.ApplyConfigurationFromUnstructured(applied), client.FieldOwner(FieldManager), client.ForceOwnership, client.DryRunAll)
+	if err != nil {
+		sum.Failed++
+		fmt.Fprintf(d.Out, "# %s %s/%s: the apiserver would refuse %s %s: %v\n", parent.GetKind(), parent.GetNamespace(), parent.GetName(), obj.GetKind(), obj.GetName(), err)
+		return nil
+	}
+	after := clean(applied)
+	if live == nil {
+		sum.Created++
+		d.write(parent, obj, "created", "", after)
+		return nil
+	}
+	before := clean(live)
+	if before == after {
+		sum.Unchanged++
+		return nil
+	}
+	sum.Changed++
+	d.write(parent, obj, "changed", before, after)
+	return nil
+}
+
+// children lists the parent's existing children of every kind its template
+// can produce.
+func (d *Differ) children(ctx context.Context, t *templates.Template, parent *unstructured.Unstructured) ([]*unstructured.Unstructured, error) {
+	var out []*unstructured.Unstructured
+	for _, gvk := range t.ChildKinds() {
+		list := &unstructured.UnstructuredList{}
+		list.SetGroupVersionKind(gvk.GroupVersion().WithKind(gvk.Kind + "List"))
+		if err := d.Client.List(ctx, list, client.MatchingLabels{LabelParentUID: string(parent.GetUID())}); err != nil {
+			if meta.IsNoMatchError(err) {
+				continue
+			}
+			return nil, fmt.Errorf("listing %s: %w", gvk.Kind, err)
+		}
+		for i := range list.Items {
+			out = append(out, &list.Items[i])
+		}
+	}
+	return out, nil
+}
+
+// clean renders an object as YAML without the fields that change on every
+// write (resource version, managed fields, status...).
+func clean(obj *unstructured.Unstructured) string {
+	if obj == nil {
+		return ""
+	}
+	c := obj.DeepCopy()
+	for _, f := range [][]string{
+		{"metadata", "managedFields"}, {"metadata", "resourceVersion"}, {"metadata", "generation"},
+		{"metadata", "creationTimestamp"}, {"metadata", "uid"}, {"metadata", "annotations", AnnotationAppliedHash},
+		{"metadata", "annotations", "deployment.kubernetes.io/revision"}, {"status"},
+	} {
+		unstructured.RemoveNestedField(c.Object, f...)
+	}
+	if len(c.GetAnnotations()) == 0 {
+		unstructured.RemoveNestedField(c.Object, "metadata", "annotations")
+	}
+	b, err := yaml.Marshal(c.Object)
+	if err != nil {
+		return fmt.Sprintf("# %v\n", err)
+	}
+	return string(b)
+}
+
+func (d *Differ) write(parent, obj *unstructured.Unstructured, what, before, after string) {
+	name := fmt.Sprintf("%s %s/%s", obj.GetKind(), obj.GetNamespace(), obj.GetName())
+	text, _ := difflib.GetUnifiedDiffString(difflib.UnifiedDiff{
+		A: difflib.SplitLines(before), B: difflib.SplitLines(after),
+		FromFile: "live/" + name, ToFile: "new/" + name, Context: 3,
+	})
+	fmt.Fprintf(d.Out, "# %s %s/%s: %s %s\n%s", parent.GetKind(), parent.GetNamespace(), parent.GetName(), name, what, text)
+}
+
+// FormatSummary writes one line per kind.
+func FormatSummary(w io.Writer, sums []DiffSummary) {
+	sort.Slice(sums, func(i, j int) bool { return sums[i].Kind < sums[j].Kind })
+	for _, s := range sums {
+		var parts []string
+		for _, p := range []struct {
+			n    int
+			what string
+		}{{s.Created, "created"}, {s.Changed, "changed"}, {s.Pruned, "pruned"}, {s.Unchanged, "unchanged"}, {s.Conflicts, "conflicts"}, {s.Failed, "failed"}} {
+			if p.n > 0 {
+				parts = append(parts, fmt.Sprintf("%d %s", p.n, p.what))
+			}
+		}
+		if len(parts) == 0 {
+			parts = []string{"no children"}
+		}
+		fmt.Fprintf(w, "%s: %d parents: %s\n", s.Kind, s.Parents, strings.Join(parts, ", "))
+	}
+}
