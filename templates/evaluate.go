@@ -67,15 +67,10 @@ func (t *Template) Evaluate(in Input) (res *Result, err error) {
 			}}}
 		}
 	}()
-	v, pruned, err := t.fillParent(in.Parent)
-	if err != nil {
+	v, pruned := t.fill(in.Parent, in.Observed)
+	if err := t.checkParent(v); err != nil {
 		return nil, err
 	}
-	observed := in.Observed
-	if observed == nil {
-		observed = map[string]any{}
-	}
-	v = v.FillPath(pathObserved, observed)
 	res = &Result{Pruned: pruned}
 	if res.Children, err = t.children(v); err != nil {
 		return nil, err
@@ -136,20 +131,20 @@ func (t *Template) children(v cue.Value) ([]Child, error) {
 		name := it.Selector().Unquoted()
 		cv := it.Value()
 		path := "children." + it.Selector().String()
-		for _, f := range []string{"apiVersion", "kind", "metadata.name"} {
-			fv := cv.LookupPath(cue.ParsePath(f))
-			if s, err := fv.String(); err != nil || s == "" {
+		obj := map[string]any{}
+		if err := export(t, cv, path, &obj); err != nil {
+			return nil, err
+		}
+		u := &unstructured.Unstructured{Object: obj}
+		for f, got := range map[string]string{"apiVersion": u.GetAPIVersion(), "kind": u.GetKind(), "metadata.name": u.GetName()} {
+			if got == "" {
 				return nil, &Error{Template: t.Path, Problems: []Problem{{
 					Pos: userPos(t.root, cv), Path: path + "." + f,
 					Msg: "every child needs a concrete, non-empty " + f,
 				}}}
 			}
 		}
-		obj := map[string]any{}
-		if err := export(t, cv, path, &obj); err != nil {
-			return nil, err
-		}
-		out = append(out, Child{Name: name, Object: &unstructured.Unstructured{Object: obj}})
+		out = append(out, Child{Name: name, Object: u})
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
 	return out, nil
@@ -194,15 +189,17 @@ func (t *Template) resources(v cue.Value) ([]Resource, error) {
 	return out, nil
 }
 
-// export checks that v is concrete and decodes it through JSON, which yields
-// the plain types (int64 as float64 -> int64 below) Kubernetes can deep-copy.
+// export decodes a concrete value through JSON, which yields the plain
+// types Kubernetes can deep-copy. MarshalJSON refuses anything that is not
+// concrete; only then is the (slower) validation run, for its positioned
+// messages.
 func export(t *Template, v cue.Value, path string, into any) error {
-	if err := v.Validate(cue.Concrete(true), cue.Final()); err != nil {
-		return fromCUE(t.root, t.Path, err, t.value)
-	}
 	b, err := v.MarshalJSON()
 	if err != nil {
-		return fromCUE(t.root, t.Path, err)
+		if verr := v.Validate(cue.Concrete(true), cue.Final()); verr != nil {
+			err = verr
+		}
+		return fromCUE(t.root, t.Path, err, t.value)
 	}
 	if err := unmarshalJSON(b, into); err != nil {
 		return &Error{Template: t.Path, Problems: []Problem{{Path: path, Msg: err.Error()}}}
@@ -225,21 +222,38 @@ func (t *Template) ValidateParent(obj *unstructured.Unstructured) (err error) {
 			err = &Error{Template: t.Path, Problems: []Problem{{Msg: fmt.Sprintf("validation panicked: %v", r)}}}
 		}
 	}()
-	_, _, err = t.fillParent(obj)
-	return err
+	v, _ := t.fill(obj, nil)
+	return t.checkParent(v)
 }
 
-// fillParent fills the template with the parent and checks it against the
-// schema: conflicts first, then required spec fields left out (reported on
-// the spec, not on the first child that happens to use them).
-func (t *Template) fillParent(obj *unstructured.Unstructured) (cue.Value, []string, error) {
+// fill unifies the template with the parent (pruned to the schema) and the
+// observed state, in one unification: much cheaper than a FillPath each.
+func (t *Template) fill(obj *unstructured.Unstructured, observed map[string]any) (cue.Value, []string) {
 	parent, pruned := t.parentInput(obj)
-	v := t.value.FillPath(pathParent, parent)
+	if observed == nil {
+		observed = map[string]any{}
+	}
+	in := t.value.Context().Encode(map[string]any{"parent": parent, "observed": observed})
+	return t.value.Unify(in), pruned
+}
+
+// checkParent reports a parent that violates the schema: a conflict, or a
+// required spec field left out (reported on the spec, not on the first
+// child that happens to use it). Exporting the spec is the fast check; the
+// validations run only to explain a failure.
+func (t *Template) checkParent(v cue.Value) error {
+	spec := v.LookupPath(pathSpec)
+	if !spec.Exists() {
+		return nil
+	}
+	if _, err := spec.MarshalJSON(); err == nil {
+		return nil
+	}
 	if err := v.LookupPath(pathParent).Validate(); err != nil {
-		return v, nil, fromCUE(t.root, t.Path, err, t.value)
+		return fromCUE(t.root, t.Path, err, t.value)
 	}
-	if err := v.LookupPath(pathSpec).Validate(cue.Concrete(true)); err != nil {
-		return v, nil, fromCUE(t.root, t.Path, err, t.value)
+	if err := spec.Validate(cue.Concrete(true)); err != nil {
+		return fromCUE(t.root, t.Path, err, t.value)
 	}
-	return v, pruned, nil
+	return nil
 }
