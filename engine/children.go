@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"sort"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -56,6 +57,12 @@ func (r *reconciler) desiredChildren(t *templates.Template, parent *unstructured
 		}
 		desired = append(desired, obj)
 	}
+	// Namespaces first, then the rest in the template's order, as kubectl
+	// and Helm do: a child in a namespace the template also creates can be
+	// applied in the same reconcile.
+	sort.SliceStable(desired, func(i, j int) bool {
+		return desired[i].GetKind() == "Namespace" && desired[j].GetKind() != "Namespace"
+	})
 	return desired
 }
 

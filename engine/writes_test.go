@@ -113,6 +113,7 @@ func TestWriteDiscipline(t *testing.T) {
 		assert.Equal(t, 1, delta(before, after, "deployments"), "only the test's own patch of the Deployment")
 		assert.Equal(t, 1, delta(before, after, "mykinds"), "only the test's own patch of the MyKind")
 		assert.Equal(t, 0, delta(before, after, "mykinds/status"), "no status write")
+		assert.Equal(t, 0, delta(before, after, "events"), "no event for a no-op reconcile")
 		before = after
 	})
 

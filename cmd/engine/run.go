@@ -13,6 +13,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
@@ -109,8 +110,13 @@ func (o *runOptions) run(cmd *cobra.Command, cfg *rest.Config) error {
 		return &exitError{code: 1, msg: "templates: " + err.Error()}
 	}
 	cfg.QPS, cfg.Burst = 200, 400 // the engine is the only client of its kinds
+	var cacheOpts cache.Options
+	if o.namespace != "" {
+		cacheOpts.DefaultNamespaces = map[string]cache.Config{o.namespace: {}}
+	}
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                        newScheme(),
+		Cache:                         cacheOpts,
 		Metrics:                       metricsserver.Options{BindAddress: o.metricsAddr},
 		HealthProbeBindAddress:        "0", // served by probeServer, with reasons
 		LeaderElection:                o.leaderElect,
