@@ -33,8 +33,9 @@ type gcsFront struct {
 	srv   *httptest.Server
 	proxy *httputil.ReverseProxy
 
-	mu       sync.Mutex
-	onCreate func(w http.ResponseWriter, forward func()) // nil: forward normally
+	mu        sync.Mutex
+	onCreate  func(w http.ResponseWriter, forward func()) // nil: forward normally
+	onRequest func(w http.ResponseWriter, r *http.Request) bool
 }
 
 func newGCSFront(t *testing.T, target string) *gcsFront {
@@ -44,8 +45,11 @@ func newGCSFront(t *testing.T, target string) *gcsFront {
 	f := &gcsFront{proxy: httputil.NewSingleHostReverseProxy(u)}
 	f.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		f.mu.Lock()
-		hook := f.onCreate
+		hook, answer := f.onCreate, f.onRequest
 		f.mu.Unlock()
+		if answer != nil && answer(w, r) {
+			return // answered by the test
+		}
 		if hook != nil && r.Method == http.MethodPost && strings.HasSuffix(r.URL.Path, "/storage/v1/b") {
 			hook(w, func() { f.proxy.ServeHTTP(w, r) })
 			return
@@ -60,6 +64,13 @@ func (f *gcsFront) setOnCreate(hook func(w http.ResponseWriter, forward func()))
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.onCreate = hook
+}
+
+// setOnRequest lets a test answer any request itself (return true).
+func (f *gcsFront) setOnRequest(hook func(w http.ResponseWriter, r *http.Request) bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.onRequest = hook
 }
 
 func (f *gcsFront) host() string { return strings.TrimPrefix(f.srv.URL, "http://") }
