@@ -282,3 +282,23 @@ func copyDir(from, to string) error {
 	}
 	return nil
 }
+
+// TestRemovedTemplateStillFinishesDeletions: removing a template must not
+// leave its objects stuck on the engine's finalizer, nor leak their buckets.
+func TestRemovedTemplateStillFinishesDeletions(t *testing.T) {
+	emu := startEmulator(t)
+	dir := templatesDir(t, "examples/templates/gcs.cue", "examples/templates/mykind.cue")
+	installCRDs(t, dir)
+	t.Setenv("STORAGE_EMULATOR_HOST", emu.Host())
+	eng := startEngine(t, dir)
+	ns := namespace(t)
+	kubectl(t, "-n", ns, "apply", "-f", repo+"/examples/crs/gcs.yaml")
+	uid, _ := gcsReady(t, ns, "example")
+
+	require.NoError(t, os.Remove(dir+"/gcs.cue"))
+	eventually(t, "the engine to retire the Gcs kind", 30*time.Second, func(ctx context.Context) (bool, error) {
+		return strings.Contains(eng.log.String(), "deletions of its objects are still finished"), nil
+	})
+	kubectl(t, "-n", ns, "delete", "gcs", "example", "--timeout=60s")
+	assert.Empty(t, bucketsOf(t, emu, uid))
+}

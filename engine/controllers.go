@@ -32,6 +32,8 @@ type kindController struct {
 	gvk schema.GroupVersionKind
 	tpl atomic.Pointer[templates.Template]
 	rec *reconciler
+	// retired: the template was removed; only deletions are finished.
+	retired atomic.Bool
 
 	// requeue carries parents to reconcile again after a template change.
 	requeue chan event.TypedGenericEvent[*unstructured.Unstructured]
@@ -58,7 +60,7 @@ func (kc *kindController) status() KindStatus {
 	kc.mu.Lock()
 	defer kc.mu.Unlock()
 	t := kc.template()
-	return KindStatus{Kind: kindString(kc.gvk), Template: t.Path, Revision: t.Hash, Running: kc.running, Error: kc.err}
+	return KindStatus{Kind: kindString(kc.gvk), Template: t.Path, Revision: t.Hash, Running: kc.running, Retired: kc.retired.Load(), Error: kc.err}
 }
 
 func kindString(gvk schema.GroupVersionKind) string {

@@ -171,16 +171,26 @@ func (e *Engine) SetTemplates(set *templates.Set) {
 		wanted[t.GVK] = t
 	}
 	for gvk, kc := range e.kinds {
-		if _, ok := wanted[gvk]; !ok {
-			logger.Info("template removed: stopping its controller, leaving its children in place", "kind", gvk.String(), "template", kc.template().Path)
-			kc.stop()
-			delete(e.kinds, gvk)
+		if _, ok := wanted[gvk]; ok || kc.retired.Load() {
+			continue
 		}
+		t := kc.template()
+		if t.HasResources() || t.Policy.CrossNamespace || t.Policy.ClusterScoped {
+			// Its parents may carry the engine's finalizer: keep finishing
+			// their deletions (which need no template), and nothing else.
+			logger.Info("template removed: its children are left in place; deletions of its objects are still finished", "kind", gvk.String(), "template", t.Path)
+			kc.retired.Store(true)
+			continue
+		}
+		logger.Info("template removed: stopping its controller, leaving its children in place", "kind", gvk.String(), "template", t.Path)
+		kc.stop()
+		delete(e.kinds, gvk)
 	}
 	metricRevision.Reset()
 	for gvk, t := range wanted {
 		metricRevision.WithLabelValues(kindString(gvk), t.Path, t.Hash).Set(1)
 		if kc, ok := e.kinds[gvk]; ok {
+			kc.retired.Store(false)
 			kc.update(t)
 			continue
 		}
@@ -196,7 +206,9 @@ type KindStatus struct {
 	Template string
 	Revision string
 	Running  bool
-	Error    string
+	// Retired: the template was removed; only deletions are finished.
+	Retired bool
+	Error   string
 }
 
 // Status lists the state of every kind's controller, sorted by kind.

@@ -47,6 +47,9 @@ func (r *reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 		r.settled.Delete(parent.GetUID())
 		return r.finalize(ctx, t, parent)
 	}
+	if r.kc.retired.Load() {
+		return ctrl.Result{}, nil // the template is gone: children are left as they are
+	}
 
 	existing, err := r.observe(ctx, parent)
 	if err != nil {
