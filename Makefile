@@ -38,8 +38,12 @@ dev: assets build ## Start a local cluster with the example templates and the en
 	$(BIN)/engine dev --templates examples/templates
 
 .PHONY: bench
-bench: assets build ## Run the benchmarks (engine vs hand-written controller vs raw apiserver).
-	$(GO) test -run '^$$' -bench . -benchmem ./templates
+bench: N ?= 1000
+bench: ROUNDS ?= 3
+bench: WORKERS ?= 4
+bench: assets build ## Run the benchmarks: template micro-benchmarks, then engine vs hand-written controller vs raw apiserver (N, ROUNDS, WORKERS).
+	$(GO) test -run '^$$' -bench . -benchmem ./bench/micro
+	$(GO) run ./bench/cmd/bench -n $(N) -rounds $(ROUNDS) -workers $(WORKERS)
 
 .PHONY: fmt
 fmt: ## Format the code.

@@ -1,0 +1,102 @@
+// Command bench runs the engine-versus-reference benchmark of package
+// bench/harness and prints the report as Markdown on stdout; progress goes
+// to stderr. Run it from the repository root after `make assets build`:
+//
+//	go run ./bench/cmd/bench -n 1000 -rounds 3 -workers 4
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/go-logr/logr"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
+
+	"github.com/cuengine/engine/bench/harness"
+)
+
+func main() {
+	os.Exit(run())
+}
+
+// run parses the flags, runs the benchmark and prints the report, also
+// the partial one of a failed run.
+func run() int {
+	cfg := harness.Config{}
+	var controllers, logDir string
+	flag.IntVar(&cfg.N, "n", 1000, "number of MyKind parents")
+	flag.IntVar(&cfg.Rounds, "rounds", 3, "rounds; each runs every controller once, alternating which goes first")
+	flag.IntVar(&cfg.Workers, "workers", 4, "reconcile workers of each controller (--max-concurrent-reconciles)")
+	flag.IntVar(&cfg.Clients, "clients", 16, "concurrent harness requests")
+	flag.StringVar(&controllers, "controllers", "engine,reference", "controllers to run, comma-separated")
+	flag.BoolVar(&cfg.Raw, "raw", true, "also time the harness creating the Deployments itself, per round")
+	flag.DurationVar(&cfg.PhaseTimeout, "phase-timeout", 10*time.Minute, "bound on each phase")
+	flag.DurationVar(&cfg.ReloadTimeout, "reload-timeout", 30*time.Second, "phase (e) is n/a when no Deployment changes within this")
+	flag.StringVar(&cfg.Templates, "templates", "", "engine templates directory (default examples/templates)")
+	flag.StringVar(&logDir, "logs", "", "directory for controller logs (default a new temporary directory, kept)")
+	flag.Parse()
+	cfg.Controllers = strings.Split(controllers, ",")
+	// envtest, which starts the control plane, logs through
+	// controller-runtime; its failures are returned as errors.
+	ctrllog.SetLogger(logr.Discard())
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	var err error
+	if cfg.Root, err = repoRoot(); err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		return 1
+	}
+	if cfg.LogDir, err = makeLogDir(logDir); err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		return 1
+	}
+	rep, err := harness.Run(ctx, cfg)
+	if rep != nil {
+		rep.Write(os.Stdout)
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		return 1
+	}
+	return 0
+}
+
+// makeLogDir creates the log directory, a temporary one if dir is empty.
+func makeLogDir(dir string) (string, error) {
+	if dir == "" {
+		return os.MkdirTemp("", "cuengine-bench-")
+	}
+	dir, err := filepath.Abs(dir)
+	if err != nil {
+		return "", err
+	}
+	return dir, os.MkdirAll(dir, 0o755)
+}
+
+// repoRoot walks up from the working directory to the directory holding
+// go.mod and bin/.
+func repoRoot() (string, error) {
+	dir, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			return dir, nil
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return "", errors.New("no go.mod above the working directory: run from the repository")
+		}
+		dir = parent
+	}
+}

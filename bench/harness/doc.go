@@ -1,0 +1,27 @@
+// Package harness benchmarks the engine against a hand-written
+// controller-runtime controller (bench/reference) doing the same job: one
+// nginx Deployment per MyKind, its replicas kept in line, its ready replicas
+// copied into the MyKind's status.
+//
+// For each controller run it starts a fresh bare control plane (etcd and
+// kube-apiserver, from internal/localcluster; no controllers, so the harness
+// itself plays the Deployment controller by writing Deployment status),
+// installs the MyKind CRD that `engine crds` generates, starts the controller
+// under test as a separate process, and times workload phases, each ending
+// when the harness's informers (not polling) observe the expected state:
+//
+//	(a) create N MyKinds            -> N Deployments with the right replicas
+//	(b) set every Deployment status -> every MyKind's status.readyReplicas
+//	(c) delete 10% of Deployments   -> recreated
+//	(d) change replicas on 10%      -> Deployments scaled
+//	(e) edit the template's image   -> N Deployments rolled (engine only)
+//
+// It also records the controller process's CPU time and peak RSS from /proc,
+// and the requests the controller made, by verb and resource, from the
+// apiserver's own apiserver_request_total counters minus the harness's own
+// requests (counted client-side). A raw run, the harness creating N
+// Deployments itself, gives the apiserver's limit for phase (a).
+//
+// The package owns the workload, the measurements and the report; it does
+// not own the control plane (internal/localcluster) or the controllers.
+package harness

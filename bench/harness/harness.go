@@ -1,0 +1,330 @@
+package harness
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"time"
+
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+)
+
+// Controller names.
+const (
+	Engine    = "engine"
+	Reference = "reference"
+)
+
+// Config configures a benchmark invocation.
+type Config struct {
+	// Root is the repository root. bin/ there holds the engine and the
+	// control plane; bin/reference is built there.
+	Root string
+	// Templates is the engine's templates directory (copied per run, since
+	// phase (e) edits it); empty means examples/templates under Root.
+	Templates string
+	// N is the number of parents.
+	N int
+	// Rounds is how many times each controller runs, alternating.
+	Rounds int
+	// Workers is each controller's --max-concurrent-reconciles.
+	Workers int
+	// Clients is the harness's request concurrency.
+	Clients int
+	// Controllers lists the controllers to run (Engine, Reference).
+	Controllers []string
+	// Raw adds, per round, a run of the harness creating the Deployments
+	// itself, with no controller.
+	Raw bool
+	// PhaseTimeout bounds each phase.
+	PhaseTimeout time.Duration
+	// ReloadTimeout is how long phase (e) waits for the first Deployment
+	// with the new image before reporting hot reload as not available.
+	ReloadTimeout time.Duration
+	// LogDir receives each controller run's log and templates copy; empty
+	// means a new temporary directory, which is kept.
+	LogDir string
+	// Progress receives progress lines; nil means os.Stderr.
+	Progress io.Writer
+}
+
+// Harness runs the benchmark.
+type Harness struct {
+	cfg  Config
+	log  *logger
+	crds []*apiextensionsv1.CustomResourceDefinition
+}
+
+// controllerSpec says how to run one controller under test.
+type controllerSpec struct {
+	name      string
+	bin       string
+	hotReload bool
+	args      func(kubeconfig, templates string) []string
+}
+
+// Run runs every round and returns the report. On failure it returns the
+// report of the runs that completed, and the error.
+func Run(ctx context.Context, cfg Config) (*Report, error) {
+	h, err := newHarness(ctx, cfg)
+	if err != nil {
+		return nil, err
+	}
+	rep := newReport(h.cfg)
+	for round := 1; round <= h.cfg.Rounds; round++ {
+		for _, name := range h.order(round) {
+			res, err := h.runController(ctx, h.spec(name), round)
+			if err != nil {
+				return rep, fmt.Errorf("%s, round %d: %w", name, round, err)
+			}
+			rep.Runs = append(rep.Runs, res)
+		}
+		if h.cfg.Raw {
+			d, err := h.runRaw(ctx, round)
+			if err != nil {
+				return rep, fmt.Errorf("raw, round %d: %w", round, err)
+			}
+			rep.Raw = append(rep.Raw, d)
+		}
+	}
+	rep.LoadEnd = loadAverage()
+	return rep, nil
+}
+
+// newHarness checks the configuration, builds bin/reference and reads the
+// CRDs.
+func newHarness(ctx context.Context, cfg Config) (*Harness, error) {
+	if cfg.Progress == nil {
+		cfg.Progress = os.Stderr
+	}
+	if cfg.Templates == "" {
+		cfg.Templates = filepath.Join(cfg.Root, "examples", "templates")
+	}
+	if cfg.N < 10 || cfg.Rounds < 1 || cfg.Workers < 1 || cfg.Clients < 1 {
+		return nil, fmt.Errorf("need N >= 10 and at least one round, worker and client")
+	}
+	if cfg.LogDir == "" {
+		dir, err := os.MkdirTemp("", "cuengine-bench-")
+		if err != nil {
+			return nil, fmt.Errorf("creating the log directory: %w", err)
+		}
+		cfg.LogDir = dir
+	}
+	for _, name := range cfg.Controllers {
+		if name != Engine && name != Reference {
+			return nil, fmt.Errorf("unknown controller %q: want %s or %s", name, Engine, Reference)
+		}
+	}
+	h := &Harness{cfg: cfg, log: &logger{w: cfg.Progress}}
+	engineBin := filepath.Join(cfg.Root, "bin", Engine)
+	if _, err := os.Stat(engineBin); err != nil {
+		return nil, fmt.Errorf("%s not found (run `make build`): %w", engineBin, err)
+	}
+	if err := h.buildReference(ctx); err != nil {
+		return nil, err
+	}
+	crds, err := loadCRDs(ctx, engineBin, cfg.Templates)
+	if err != nil {
+		return nil, err
+	}
+	h.crds = crds
+	h.log.printf("N=%d rounds=%d workers=%d clients=%d; logs in %s", cfg.N, cfg.Rounds, cfg.Workers, cfg.Clients, cfg.LogDir)
+	return h, nil
+}
+
+// buildReference builds bin/reference from bench/reference.
+func (h *Harness) buildReference(ctx context.Context) error {
+	h.log.printf("building bin/reference")
+	cmd := exec.CommandContext(ctx, "go", "build", "-o", filepath.Join("bin", Reference), "./bench/reference")
+	cmd.Dir = h.cfg.Root
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("building bin/reference: %w\n%s", err, out)
+	}
+	return nil
+}
+
+// order alternates which controller goes first, so neither always runs on
+// the fresher machine.
+func (h *Harness) order(round int) []string {
+	out := append([]string(nil), h.cfg.Controllers...)
+	if round%2 == 0 {
+		for i, j := 0, len(out)-1; i < j; i, j = i+1, j-1 {
+			out[i], out[j] = out[j], out[i]
+		}
+	}
+	return out
+}
+
+// spec returns how to run a controller.
+func (h *Harness) spec(name string) controllerSpec {
+	workers := strconv.Itoa(h.cfg.Workers)
+	bin := filepath.Join(h.cfg.Root, "bin", name)
+	if name == Engine {
+		return controllerSpec{name: name, bin: bin, hotReload: true, args: func(kubeconfig, templates string) []string {
+			return []string{"run", "--templates", templates, "--kubeconfig", kubeconfig,
+				"--metrics-bind-address", "0", "--health-probe-bind-address", "0", "--max-concurrent-reconciles", workers}
+		}}
+	}
+	return controllerSpec{name: name, bin: bin, args: func(kubeconfig, _ string) []string {
+		return []string{"--kubeconfig", kubeconfig, "--max-concurrent-reconciles", workers}
+	}}
+}
+
+// runController measures one controller on a fresh control plane.
+func (h *Harness) runController(ctx context.Context, spec controllerSpec, round int) (res *runResult, err error) {
+	h.log.printf("=== %s, round %d/%d: fresh control plane", spec.name, round, h.cfg.Rounds)
+	e, err := h.startEnv(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer func() { err = errors.Join(err, e.stop()) }()
+	w, err := startWatcher(ctx, e.cs, e.dyn)
+	if err != nil {
+		return nil, err
+	}
+	defer w.close()
+	base := filepath.Join(h.cfg.LogDir, fmt.Sprintf("r%d-%s", round, spec.name))
+	templates := ""
+	if spec.hotReload {
+		// Phase (e) edits the templates: the engine watches a copy.
+		templates = base + "-templates"
+		if err := copyDir(h.cfg.Templates, templates); err != nil {
+			return nil, fmt.Errorf("copying the templates: %w", err)
+		}
+	}
+	p, err := startProcess(spec.bin, spec.args(e.cluster.Kubeconfig, templates), base+".log")
+	if err != nil {
+		return nil, err
+	}
+	defer func() { err = errors.Join(err, p.stop()) }()
+	h.log.printf("started %s (pid %d, log %s)", spec.name, p.cmd.Process.Pid, p.logPath)
+	wl := newWorkload(e, w, h.cfg.N, h.cfg.Clients)
+	if err := wl.warmUp(ctx, h.log, p.alive); err != nil {
+		return nil, err
+	}
+	return h.measure(ctx, wl, p, spec, templates, round)
+}
+
+// measure runs the phases and collects times, requests and usage.
+func (h *Harness) measure(ctx context.Context, wl *workload, p *process, spec controllerSpec, templates string, round int) (*runResult, error) {
+	res := &runResult{controller: spec.name, round: round, phases: map[string]time.Duration{},
+		skipped: map[string]string{}, requests: map[string]counts{}, parents: map[string]int{},
+		phaseCPU: map[string]time.Duration{}, busy: map[string]time.Duration{}}
+	prev, err := h.settle(ctx, wl, p)
+	if err != nil {
+		return nil, err
+	}
+	phases := []phase{wl.createPhase(), wl.statusPhase(), wl.recreatePhase(), wl.scalePhase()}
+	if spec.hotReload {
+		phases = append(phases, wl.reloadPhase(templates, h.cfg.ReloadTimeout))
+	}
+	for _, ph := range phases {
+		if prev, err = h.measurePhase(ctx, wl, p, ph, prev, res); err != nil {
+			return nil, err
+		}
+	}
+	return res, nil
+}
+
+// measurePhase runs one phase, waits for the controller to settle and
+// records the phase's time, requests and usage in res. It returns the
+// snapshot taken once the controller settled.
+func (h *Harness) measurePhase(ctx context.Context, wl *workload, p *process, ph phase, prev snapshot, res *runResult) (snapshot, error) {
+	start := time.Now()
+	d, err := h.runPhase(ctx, wl, ph, p.alive)
+	if errors.Is(err, errNotSupported) {
+		h.log.printf("  %s: n/a (%v)", phaseTitles[ph.key], err)
+		res.skipped[ph.key] = fmt.Sprintf("no Deployment changed within %s", h.cfg.ReloadTimeout)
+		return prev, nil
+	}
+	if err != nil {
+		return prev, err
+	}
+	snap, err := h.settle(ctx, wl, p)
+	if err != nil {
+		return prev, err
+	}
+	res.phases[ph.key], res.parents[ph.key] = d, ph.parents
+	res.requests[ph.key] = snap.controllerRequests(prev)
+	res.phaseCPU[ph.key] = snap.cpu - prev.cpu
+	res.busy[ph.key] = wl.w.lastEventAt().Sub(start)
+	if ph.key == phaseScale {
+		res.cpu, res.rss = snap.cpu, snap.rss
+	}
+	res.cpuEnd, res.rssEnd = snap.cpu, snap.rss
+	return snap, nil
+}
+
+// runRaw times the harness creating the Deployments itself.
+func (h *Harness) runRaw(ctx context.Context, round int) (d time.Duration, err error) {
+	h.log.printf("=== raw, round %d/%d: fresh control plane", round, h.cfg.Rounds)
+	e, err := h.startEnv(ctx)
+	if err != nil {
+		return 0, err
+	}
+	defer func() { err = errors.Join(err, e.stop()) }()
+	w, err := startWatcher(ctx, e.cs, e.dyn)
+	if err != nil {
+		return 0, err
+	}
+	defer w.close()
+	wl := newWorkload(e, w, h.cfg.N, h.cfg.Clients)
+	return h.runPhase(ctx, wl, wl.rawPhase(), func() error { return nil })
+}
+
+// runPhase starts tracking the phase's goal, acts, and returns the time
+// until the goal was reached.
+func (h *Harness) runPhase(ctx context.Context, wl *workload, ph phase, alive func() error) (time.Duration, error) {
+	title := phaseTitles[ph.key]
+	t := wl.w.track(ph.goal())
+	h.log.printf("  %s ...", title)
+	start := time.Now()
+	acted := make(chan error, 1)
+	go func() { acted <- ph.act(ctx) }()
+	waitErr := wl.await(ctx, t, title, h.cfg.PhaseTimeout, ph.stall, h.log, alive)
+	elapsed := time.Since(start)
+	if err := <-acted; err != nil {
+		return 0, err
+	}
+	if waitErr != nil {
+		return 0, waitErr
+	}
+	h.log.printf("  %s: %s", title, round(elapsed))
+	return elapsed, nil
+}
+
+// logger writes timestamped progress lines.
+type logger struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+// printf writes one progress line.
+func (l *logger) printf(format string, args ...any) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	fmt.Fprintf(l.w, "bench %s "+format+"\n", append([]any{time.Now().Format("15:04:05")}, args...)...)
+}
+
+// since returns the time since start, rounded for progress lines.
+func since(start time.Time) time.Duration { return round(time.Since(start)) }
+
+// round rounds a duration for display.
+func round(d time.Duration) time.Duration { return d.Round(10 * time.Millisecond) }
+
+// loadAverage returns the 1, 5 and 15 minute load averages, for the report.
+func loadAverage() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil || len(b) == 0 {
+		return "unknown"
+	}
+	var one, five, fifteen string
+	fmt.Sscan(string(b), &one, &five, &fifteen)
+	return one + " " + five + " " + fifteen
+}

@@ -1,0 +1,76 @@
+package harness
+
+import (
+	"net/http"
+	"net/url"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+func TestParseRequestTotals(t *testing.T) {
+	raw := []byte(`# HELP apiserver_request_total Counter of apiserver requests
+# TYPE apiserver_request_total counter
+apiserver_request_total{code="201",component="apiserver",dry_run="",group="apps",resource="deployments",scope="resource",subresource="",verb="APPLY",version="v1"} 7
+apiserver_request_total{code="409",component="apiserver",dry_run="",group="apps",resource="deployments",scope="resource",subresource="",verb="APPLY",version="v1"} 2
+apiserver_request_total{code="200",component="apiserver",dry_run="",group="webapp.my.domain",resource="mykinds",scope="resource",subresource="status",verb="PUT",version="v1"} 3
+apiserver_request_duration_seconds_count{verb="PUT"} 99
+`)
+	got, err := parseRequestTotals(raw)
+	require.NoError(t, err)
+	assert.Equal(t, counts{"APPLY deployments": 9, "PUT mykinds/status": 3}, got)
+}
+
+func TestParseLabels(t *testing.T) {
+	assert.Equal(t, map[string]string{"a": `x,"y`, "b": ""}, parseLabels(`a="x,\"y",b=""`))
+}
+
+func TestClassify(t *testing.T) {
+	tests := []struct {
+		method, path, contentType, want string
+	}{
+		{"GET", "/apis/apps/v1/deployments?watch=true", "", "WATCH deployments"},
+		{"GET", "/apis/apps/v1/namespaces/bench/deployments", "", "LIST deployments"},
+		{"GET", "/apis/apps/v1/namespaces/bench/deployments/web", "", "GET deployments"},
+		{"PUT", "/apis/apps/v1/namespaces/bench/deployments/web/status", "", "PUT deployments/status"},
+		{"PATCH", "/apis/apps/v1/namespaces/bench/deployments/web", "application/apply-patch+yaml", "APPLY deployments"},
+		{"POST", "/apis/webapp.my.domain/v1/namespaces/bench/mykinds", "", "POST mykinds"},
+		{"POST", "/api/v1/namespaces", "", "POST namespaces"},
+		{"DELETE", "/api/v1/namespaces/bench/events", "", "DELETECOLLECTION events"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.want, func(t *testing.T) {
+			u, err := url.Parse(tt.path)
+			require.NoError(t, err)
+			req := &http.Request{Method: tt.method, URL: u, Header: http.Header{}}
+			req.Header.Set("Content-Type", tt.contentType)
+			assert.Equal(t, tt.want, classify(req))
+		})
+	}
+}
+
+func TestControllerRequests(t *testing.T) {
+	before := snapshot{api: counts{"POST mykinds": 1}, own: counts{"POST mykinds": 1}}
+	after := snapshot{
+		api: counts{"POST mykinds": 11, "APPLY deployments": 10, "PUT leases": 3, "WATCH deployments": 2},
+		own: counts{"POST mykinds": 11},
+	}
+	assert.Equal(t, counts{"APPLY deployments": 10}, after.controllerRequests(before))
+}
+
+func TestParseProc(t *testing.T) {
+	cpu, err := parseCPU("4242 (my engine) S 1 2 3 4 5 6 7 8 9 10 250 50 0 0 20 0")
+	require.NoError(t, err)
+	assert.Equal(t, 3*time.Second, cpu)
+	hwm, err := parseHWM("Name:\tengine\nVmPeak:\t 9 kB\nVmHWM:\t  2048 kB\nVmRSS:\t 1 kB\n")
+	require.NoError(t, err)
+	assert.Equal(t, int64(2<<20), hwm)
+}
+
+func TestMedian(t *testing.T) {
+	assert.Equal(t, 2.0, median([]float64{3, 1, 2}))
+	assert.Equal(t, 2.5, median([]float64{4, 1, 2, 3}))
+	assert.Equal(t, 0.0, median(nil))
+}

@@ -1,0 +1,161 @@
+package harness
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// stopGrace is how long a controller has to exit after SIGTERM.
+const stopGrace = 10 * time.Second
+
+// userHZ is the unit of the CPU times in /proc/<pid>/stat (USER_HZ, fixed
+// at 100 by the Linux ABI).
+const userHZ = 100
+
+// process is a controller under test, running as a child process whose
+// output goes to a log file.
+type process struct {
+	cmd     *exec.Cmd
+	logPath string
+	logFile *os.File
+	exited  chan struct{}
+	waitErr error
+}
+
+// startProcess starts bin with args, its stdout and stderr appended to
+// logPath.
+func startProcess(bin string, args []string, logPath string) (*process, error) {
+	f, err := os.Create(logPath)
+	if err != nil {
+		return nil, fmt.Errorf("creating controller log: %w", err)
+	}
+	cmd := exec.Command(bin, args...)
+	cmd.Stdout, cmd.Stderr = f, f
+	if err := cmd.Start(); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("starting %s: %w", bin, err)
+	}
+	p := &process{cmd: cmd, logPath: logPath, logFile: f, exited: make(chan struct{})}
+	go func() {
+		p.waitErr = cmd.Wait()
+		close(p.exited)
+	}()
+	return p, nil
+}
+
+// alive returns an error, quoting the end of the log, once the process has
+// exited.
+func (p *process) alive() error {
+	select {
+	case <-p.exited:
+		return fmt.Errorf("controller %s exited (%v); last lines of %s:\n%s",
+			p.cmd.Path, p.waitErr, p.logPath, tail(p.logPath, 20))
+	default:
+		return nil
+	}
+}
+
+// usage returns the process's CPU time so far (user + system) and its peak
+// resident set size (VmHWM) in bytes.
+func (p *process) usage() (cpu time.Duration, peakRSS int64, err error) {
+	pid := p.cmd.Process.Pid
+	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0, 0, fmt.Errorf("reading controller CPU time: %w", err)
+	}
+	if cpu, err = parseCPU(string(stat)); err != nil {
+		return 0, 0, err
+	}
+	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0, 0, fmt.Errorf("reading controller memory: %w", err)
+	}
+	peakRSS, err = parseHWM(string(status))
+	return cpu, peakRSS, err
+}
+
+// parseCPU returns utime + stime from the content of /proc/<pid>/stat.
+func parseCPU(stat string) (time.Duration, error) {
+	// Fields after the command name, which is in parentheses and may
+	// contain spaces: state is field 3, utime 14 and stime 15.
+	end := strings.LastIndexByte(stat, ')')
+	if end < 0 {
+		return 0, fmt.Errorf("malformed /proc stat %q", stat)
+	}
+	fields := strings.Fields(stat[end+1:])
+	if len(fields) < 13 {
+		return 0, fmt.Errorf("malformed /proc stat %q", stat)
+	}
+	var ticks int64
+	for _, f := range fields[11:13] {
+		n, err := strconv.ParseInt(f, 10, 64)
+		if err != nil {
+			return 0, fmt.Errorf("malformed /proc stat %q: %w", stat, err)
+		}
+		ticks += n
+	}
+	return time.Duration(ticks) * time.Second / userHZ, nil
+}
+
+// parseHWM returns VmHWM in bytes from the content of /proc/<pid>/status.
+func parseHWM(status string) (int64, error) {
+	for _, line := range strings.Split(status, "\n") {
+		rest, ok := strings.CutPrefix(line, "VmHWM:")
+		if !ok {
+			continue
+		}
+		fields := strings.Fields(rest)
+		if len(fields) != 2 || fields[1] != "kB" {
+			break
+		}
+		kib, err := strconv.ParseInt(fields[0], 10, 64)
+		if err != nil {
+			return 0, fmt.Errorf("malformed VmHWM %q: %w", line, err)
+		}
+		return kib * 1024, nil
+	}
+	return 0, errors.New("no VmHWM in /proc status")
+}
+
+// stop sends SIGTERM, then SIGKILL if the process has not exited after
+// stopGrace, and closes the log.
+func (p *process) stop() error {
+	defer p.logFile.Close()
+	select {
+	case <-p.exited:
+		return nil
+	default:
+	}
+	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		return fmt.Errorf("stopping controller: %w", err)
+	}
+	select {
+	case <-p.exited:
+		return nil
+	case <-time.After(stopGrace):
+	}
+	if err := p.cmd.Process.Kill(); err != nil {
+		return fmt.Errorf("killing controller: %w", err)
+	}
+	<-p.exited
+	return nil
+}
+
+// tail returns the last n lines of a file, for error messages.
+func tail(path string, n int) string {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return err.Error()
+	}
+	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}

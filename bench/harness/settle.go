@@ -1,0 +1,58 @@
+package harness
+
+import (
+	"context"
+	"time"
+)
+
+// Settling: after a phase, the controller may still be writing (status,
+// events). The next phase starts, and the phase's requests are counted,
+// only once the watched objects have been quiet for quietPeriod and the
+// apiserver's write counters stopped moving.
+const (
+	quietPeriod   = time.Second
+	settleTick    = 500 * time.Millisecond
+	settleTimeout = time.Minute
+)
+
+// snapshot is the state of the counters at one point of a run.
+type snapshot struct {
+	api, own counts
+	cpu      time.Duration
+	rss      int64
+}
+
+// controllerRequests returns the requests the controller made since an
+// earlier snapshot: the apiserver's count minus the harness's own.
+func (s snapshot) controllerRequests(since snapshot) counts {
+	return s.api.minus(since.api).minus(s.own.minus(since.own)).attributable()
+}
+
+// settle waits until the controller has finished reacting, then returns a
+// snapshot of the counters and of the controller's resource usage.
+func (h *Harness) settle(ctx context.Context, wl *workload, p *process) (snapshot, error) {
+	start := time.Now()
+	ticker := time.NewTicker(settleTick)
+	defer ticker.Stop()
+	var last counts
+	for {
+		api, own, err := wl.scrape(ctx)
+		if err != nil {
+			return snapshot{}, err
+		}
+		stable := last != nil && api.attributable().writes() == last.attributable().writes()
+		if timedOut := time.Since(start) > settleTimeout; (stable && wl.w.quietFor(quietPeriod)) || timedOut {
+			if timedOut {
+				h.log.printf("  warning: the controller was still writing after %s", settleTimeout)
+			}
+			cpu, rss, err := p.usage()
+			return snapshot{api: api, own: own, cpu: cpu, rss: rss}, err
+		}
+		last = api
+		select {
+		case <-ctx.Done():
+			return snapshot{}, ctx.Err()
+		case <-ticker.C:
+		}
+	}
+}
