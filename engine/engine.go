@@ -116,6 +116,7 @@ func newChildCache(cfg *rest.Config, mgr manager.Manager, namespace string) (cac
 		Scheme:               mgr.GetScheme(),
 		Mapper:               mgr.GetRESTMapper(),
 		DefaultLabelSelector: labels.SelectorFromSet(labels.Set{LabelManagedBy: ManagedByValue}),
+		DefaultTransform:     cache.TransformStripManagedFields(),
 	}
 	if namespace != "" {
 		opts.DefaultNamespaces = map[string]cache.Config{namespace: {}}

@@ -21,6 +21,10 @@ import (
 	"github.com/cuengine/engine/templates"
 )
 
+// deferredStatusDelay bounds how long a status write waits for the watch
+// event of a child write.
+const deferredStatusDelay = 10 * time.Second
+
 // reconciler reconciles the parents of one kind.
 type reconciler struct {
 	e  *Engine
@@ -95,6 +99,14 @@ func (r *reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 		return ctrl.Result{}, err
 	}
 	st.setReady(out, desired, existing)
+	if writes+deletes > 0 && st.synced.ok() {
+		// The watch event of what was just written brings a reconcile that
+		// sees the result; its status is the one worth writing. (The
+		// requeue is a safety net for a write the apiserver found to be a
+		// no-op, which sends no event.)
+		st.deferred = true
+		return ctrl.Result{RequeueAfter: deferredStatusDelay}, nil
+	}
 	if writes == 0 && deletes == 0 && st.synced.ok() && len(out.Resources) == 0 {
 		st.onWritten = func() { r.settled.Store(parent.GetUID(), fp) }
 	}

@@ -77,6 +77,7 @@ type statusUpdate struct {
 	synced      condition
 	ready       condition
 	onWritten   func()
+	deferred    bool // children were written: the next reconcile writes the status
 
 	// resources holds status.resources entries to set (nil value: remove).
 	resources map[string]map[string]any
@@ -111,7 +112,7 @@ func (s *statusUpdate) resourcesWaiting() []string {
 	var out []string
 	for name, e := range s.resources {
 		if e != nil && e["ready"] != true {
-			out = append(out, fmt.Sprintf("resource %s (%v) is not ready", name, e["externalName"]))
+			out = append(out, fmt.Sprintf("resource %s (%v)", name, e["externalName"]))
 		}
 	}
 	sort.Strings(out)
@@ -177,20 +178,19 @@ func (s *statusUpdate) setReady(out *templates.Result, desired, existing []*unst
 		}
 		return
 	}
+	// The message names what is not ready, not why: a child going from
+	// "missing" to "0 of 1 replicas" to ready changes it once, not thrice,
+	// so readiness progress costs no extra status writes.
 	waiting := s.resourcesWaiting()
 	for _, d := range desired {
-		live := find(existing, d)
-		switch {
-		case live == nil:
-			waiting = append(waiting, fmt.Sprintf("%s %s does not exist yet", d.GetKind(), d.GetName()))
-		default:
-			if ok, why := childReady(live); !ok {
-				waiting = append(waiting, fmt.Sprintf("%s %s: %s", d.GetKind(), d.GetName(), why))
-			}
+		if live := find(existing, d); live == nil {
+			waiting = append(waiting, fmt.Sprintf("%s %s", d.GetKind(), d.GetName()))
+		} else if ok, _ := childReady(live); !ok {
+			waiting = append(waiting, fmt.Sprintf("%s %s", d.GetKind(), d.GetName()))
 		}
 	}
 	if len(waiting) > 0 {
-		s.ready = condition{status: metav1.ConditionFalse, reason: ReasonWaiting, message: truncate(strings.Join(waiting, "; "))}
+		s.ready = condition{status: metav1.ConditionFalse, reason: ReasonWaiting, message: truncate("waiting for " + strings.Join(waiting, ", "))}
 		return
 	}
 	s.ready = condition{status: metav1.ConditionTrue, reason: ReasonReady, message: "all children are ready"}
@@ -200,7 +200,7 @@ func (s *statusUpdate) setReady(out *templates.Result, desired, existing []*unst
 // Warning event when Synced turns False or its message changes. A reconcile
 // that failed with a transient error leaves the status alone.
 func (r *reconciler) writeStatus(ctx context.Context, parent *unstructured.Unstructured, st *statusUpdate, result ctrl.Result, rerr error) (ctrl.Result, error) {
-	if rerr != nil {
+	if rerr != nil || st.deferred {
 		return result, rerr
 	}
 	old, _, _ := unstructured.NestedMap(parent.Object, "status")

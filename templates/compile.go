@@ -51,6 +51,7 @@ type Template struct {
 	crd        *apiextensionsv1.CustomResourceDefinition
 	schema     *structuralschema.Structural // of the whole parent object, for pruning
 	childKinds []schema.GroupVersionKind
+	observed   observedUse
 }
 
 // Policy holds the template's explicit permissions, from its top-level
@@ -195,6 +196,7 @@ func (c *compiler) compile(src source) (*Template, error) {
 		}
 	}
 	t.childKinds = childKindsOf(src.files, t.GVK)
+	t.observed = observedUseOf(src.files)
 	if t.crd, err = c.buildCRD(src.path, t); err != nil {
 		return nil, err
 	}

@@ -230,6 +230,7 @@ func (t *Template) ValidateParent(obj *unstructured.Unstructured) (err error) {
 // observed state, in one unification: much cheaper than a FillPath each.
 func (t *Template) fill(obj *unstructured.Unstructured, observed map[string]any) (cue.Value, []string) {
 	parent, pruned := t.parentInput(obj)
+	observed = t.observed.filter(observed)
 	if observed == nil {
 		observed = map[string]any{}
 	}

@@ -109,8 +109,12 @@ func (o *runOptions) run(cmd *cobra.Command, cfg *rest.Config) error {
 	if err != nil {
 		return &exitError{code: 1, msg: "templates: " + err.Error()}
 	}
-	cfg.QPS, cfg.Burst = 200, 400 // the engine is the only client of its kinds
-	var cacheOpts cache.Options
+	if cfg.QPS == 0 {
+		cfg.QPS = -1 // as controller-runtime does: the apiserver's priority and fairness limits
+	}
+	// The engine never reads managed fields: not keeping them in the cache
+	// saves most of an applied object's memory.
+	cacheOpts := cache.Options{DefaultTransform: cache.TransformStripManagedFields()}
 	if o.namespace != "" {
 		cacheOpts.DefaultNamespaces = map[string]cache.Config{o.namespace: {}}
 	}
