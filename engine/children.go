@@ -23,7 +23,8 @@ func (r *reconciler) observe(ctx context.Context, parent *unstructured.Unstructu
 	for _, gvk := range r.kc.watchedChildKinds() {
 		list := &unstructured.UnstructuredList{}
 		list.SetGroupVersionKind(gvk.GroupVersion().WithKind(gvk.Kind + "List"))
-		if err := r.e.children.List(ctx, list, client.MatchingFields{indexParentUID: string(parent.GetUID())}); err != nil {
+		// The cached objects are only read, never modified: no deep copy.
+		if err := r.e.children.List(ctx, list, client.MatchingFields{indexParentUID: string(parent.GetUID())}, client.UnsafeDisableDeepCopy); err != nil {
 			return nil, fmt.Errorf("listing %s children: %w", gvk.Kind, err)
 		}
 		for i := range list.Items {
