@@ -35,6 +35,8 @@ type Config struct {
 	Rounds int
 	// Workers is each controller's --max-concurrent-reconciles.
 	Workers int
+	// EngineArgs are extra flags for the engine, e.g. --requeue-qps 500.
+	EngineArgs []string
 	// Clients is the harness's request concurrency.
 	Clients int
 	// Controllers lists the controllers to run (Engine, Reference).
@@ -167,8 +169,8 @@ func (h *Harness) spec(name string) controllerSpec {
 	bin := filepath.Join(h.cfg.Root, "bin", name)
 	if name == Engine {
 		return controllerSpec{name: name, bin: bin, hotReload: true, args: func(kubeconfig, templates string) []string {
-			return []string{"run", "--templates", templates, "--kubeconfig", kubeconfig,
-				"--metrics-bind-address", "0", "--health-probe-bind-address", "0", "--max-concurrent-reconciles", workers}
+			return append([]string{"run", "--templates", templates, "--kubeconfig", kubeconfig,
+				"--metrics-bind-address", "0", "--health-probe-bind-address", "0", "--max-concurrent-reconciles", workers}, h.cfg.EngineArgs...)
 		}}
 	}
 	return controllerSpec{name: name, bin: bin, args: func(kubeconfig, _ string) []string {

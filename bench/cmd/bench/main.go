@@ -41,6 +41,10 @@ func run() int {
 	flag.DurationVar(&cfg.PhaseTimeout, "phase-timeout", 10*time.Minute, "bound on each phase")
 	flag.DurationVar(&cfg.ReloadTimeout, "reload-timeout", 30*time.Second, "phase (e) is n/a when no Deployment changes within this")
 	flag.StringVar(&cfg.Templates, "templates", "", "engine templates directory (default examples/templates)")
+	flag.Func("engine-arg", "extra flag for the engine, repeatable (e.g. -engine-arg=--requeue-qps=500)", func(v string) error {
+		cfg.EngineArgs = append(cfg.EngineArgs, v)
+		return nil
+	})
 	flag.StringVar(&logDir, "logs", "", "directory for controller logs (default a new temporary directory, kept)")
 	flag.Parse()
 	cfg.Controllers = strings.Split(controllers, ",")
