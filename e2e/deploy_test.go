@@ -64,8 +64,11 @@ func TestDeployGeneratedManifests(t *testing.T) {
 		got, err := os.ReadFile(filepath.Join(repo, g.file))
 		require.NoError(t, err)
 		if string(got) != want {
-			t.Errorf("%s differs from `engine %s` at %s\n%s", g.file, g.args[0], firstDifference(string(got), want), regenerateConfig)
+			t.Errorf("%s differs from `engine %s` at %s", g.file, g.args[0], firstDifference(string(got), want))
 		}
+	}
+	if t.Failed() {
+		t.Log(regenerateConfig)
 	}
 }
 
@@ -97,7 +100,13 @@ func TestDeployKustomize(t *testing.T) {
 	pod := d.Spec.Template.Spec
 	require.Len(t, pod.Containers, 1)
 	c := pod.Containers[0]
-	assert.True(t, strings.HasPrefix(c.Image, deployImage+":v"), "image %s is pinned to a release by kustomization.yaml", c.Image)
+	assert.True(t, strings.HasPrefix(c.Image, deployImage+":v"), "image %s is pinned to a release", c.Image)
+	raw, err := os.ReadFile(filepath.Join(repo, "config/deployment.yaml"))
+	require.NoError(t, err)
+	var plain appsv1.Deployment
+	require.NoError(t, yaml.Unmarshal(raw, &plain))
+	assert.Equal(t, c.Image, plain.Spec.Template.Spec.Containers[0].Image,
+		"config/deployment.yaml (used without kustomize) and the images: of config/kustomization.yaml name the same release")
 	require.NotEmpty(t, c.Args)
 	assert.Equal(t, "run", c.Args[0])
 	flags := parseFlags(c.Args[1:])
@@ -149,7 +158,9 @@ func TestDeployKustomize(t *testing.T) {
 	// The templates as the kubelet mounts them are examples/templates, and
 	// they vet.
 	dir := m.mountedTemplates(t)
-	assertSameTree(t, filepath.Join(repo, "examples/templates"), dir)
+	if !assertSameTree(t, filepath.Join(repo, "examples/templates"), dir) {
+		t.Log(regenerateConfig)
+	}
 	out, err := runEngine("vet", "--templates", dir)
 	assert.NoError(t, err, out)
 }
@@ -283,6 +294,7 @@ func TestDeployApply(t *testing.T) {
 	for _, name := range []string{
 		"engine_template_reload_healthy 1", "engine_template_revision{", "engine_template_evaluation_duration_seconds_bucket{",
 		"controller_runtime_reconcile_total{", "controller_runtime_reconcile_errors_total{", "workqueue_depth{",
+		`leader_election_master_status{name="engine.cuengine.dev"} 1`,
 	} {
 		assert.Contains(t, body, name)
 	}
@@ -385,13 +397,14 @@ func (m *deployManifests) mountedTemplates(t *testing.T) string {
 		require.NoError(t, os.WriteFile(path, []byte(data), 0o644))
 	}
 	for k := range cm.Data {
-		assert.True(t, projected[k], "ConfigMap key %q has no item in the templates volume, so it is not mounted\n%s", k, regenerateConfig)
+		assert.True(t, projected[k], "ConfigMap key %q has no item in the templates volume (config/deployment.yaml), so it is not mounted", k)
 	}
 	return dir
 }
 
-// assertSameTree compares every file under two directories.
-func assertSameTree(t *testing.T, want, got string) {
+// assertSameTree compares every file under two directories and reports
+// whether they hold the same.
+func assertSameTree(t *testing.T, want, got string) bool {
 	t.Helper()
 	w, g := readTree(t, want), readTree(t, got)
 	var names []string
@@ -404,16 +417,21 @@ func assertSameTree(t *testing.T, want, got string) {
 		}
 	}
 	sort.Strings(names)
+	same := true
 	for _, n := range names {
 		switch wb, ok := w[n]; {
 		case !ok:
-			t.Errorf("%s is mounted but not in %s\n%s", n, want, regenerateConfig)
+			t.Errorf("%s is mounted but not in %s", n, want)
 		case g[n] == nil:
-			t.Errorf("%s is not mounted\n%s", n, regenerateConfig)
+			t.Errorf("%s is not mounted", n)
 		case !bytes.Equal(wb, g[n]):
-			t.Errorf("the mounted %s differs from %s at %s\n%s", n, filepath.Join(want, n), firstDifference(string(g[n]), string(wb)), regenerateConfig)
+			t.Errorf("the mounted %s differs from %s at %s", n, filepath.Join(want, n), firstDifference(string(g[n]), string(wb)))
+		default:
+			continue
 		}
+		same = false
 	}
+	return same
 }
 
 func readTree(t *testing.T, dir string) map[string][]byte {

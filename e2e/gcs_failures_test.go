@@ -93,6 +93,17 @@ func TestGcsFailureModes(t *testing.T) {
 		assert.Equal(t, []string{physical}, bucketsOf(t, emu, uid), "orphaned, not deleted")
 	})
 
+	t.Run("forceDestroy deletes a non-empty bucket with its objects", func(t *testing.T) {
+		apply("scratch", ", forceDestroy: true")
+		uid, physical := gcsReady(t, ns, "scratch")
+		w := client.Bucket(physical).Object("tmp.txt").NewWriter(context.Background())
+		_, err := w.Write([]byte("throw away"))
+		require.NoError(t, err)
+		require.NoError(t, w.Close())
+		kubectl(t, "-n", ns, "delete", "gcs", "scratch", "--timeout=60s")
+		assert.Empty(t, bucketsOf(t, emu, uid))
+	})
+
 	t.Run("an immutable field change is refused, not a second bucket", func(t *testing.T) {
 		apply("moving", "")
 		uid, physical := gcsReady(t, ns, "moving")

@@ -42,6 +42,7 @@ func (r *reconciler) finalize(ctx context.Context, t *templates.Template, parent
 		return ctrl.Result{}, err
 	}
 	orphanAll := parent.GetAnnotations()[AnnotationDeletionPolicy] == templates.DeletionPolicyOrphan
+	specs := lastSpecs(t, parent)
 	for _, rec := range records {
 		if orphanAll || rec.DeletionPolicy == templates.DeletionPolicyOrphan {
 			logger.Info("orphaning external resource", "resource", rec.Name, "externalName", rec.ExternalName)
@@ -52,7 +53,7 @@ func (r *reconciler) finalize(ctx context.Context, t *templates.Template, parent
 			st.syncFailed(ReasonUnknownProvider, fmt.Sprintf("resource %s: provider %q is not available in this engine; to delete the parent anyway, annotate it %s=Orphan", rec.Name, rec.Provider, AnnotationDeletionPolicy))
 			return r.writeStatus(ctx, parent, st, ctrl.Result{}, nil)
 		}
-		req := providers.Request{Name: rec.Name, ExternalName: rec.ExternalName, Owner: ownerOf(parent), Settings: rec.Settings}
+		req := providers.Request{Name: rec.Name, ExternalName: rec.ExternalName, Owner: ownerOf(parent), Spec: specs[rec.Name], Settings: rec.Settings}
 		callCtx, cancel := context.WithTimeout(ctx, providerCallTimeout)
 		err := p.Delete(callCtx, req)
 		cancel()
@@ -99,6 +100,21 @@ func (r *reconciler) deleteUnownedChildren(ctx context.Context, parent *unstruct
 		r.normal(parent, "Deleted", "Delete", "Deleted %s %s/%s", c.GetKind(), c.GetNamespace(), c.GetName())
 	}
 	return nil
+}
+
+// lastSpecs returns the resources' specs as the template renders them for
+// the parent now (forceDestroy, say, lives there), or nothing when the
+// template cannot render it: deletion then goes on from the records alone.
+func lastSpecs(t *templates.Template, parent *unstructured.Unstructured) map[string]map[string]any {
+	out := map[string]map[string]any{}
+	res, err := t.Evaluate(templates.Input{Parent: parent, Observed: resourceState(parent)})
+	if err != nil {
+		return out
+	}
+	for _, r := range res.Resources {
+		out[r.Name] = r.Spec
+	}
+	return out
 }
 
 func ownerOf(parent *unstructured.Unstructured) providers.Owner {

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	goflag "flag"
 	"fmt"
 	"time"
@@ -15,7 +16,6 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
-	"sigs.k8s.io/controller-runtime/pkg/manager"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/cuengine/engine/engine"
@@ -154,8 +154,9 @@ func (o *runOptions) run(cmd *cobra.Command, cfg *rest.Config) error {
 	if err != nil {
 		return err
 	}
-	// Every replica follows the directory, so a new leader serves the latest.
-	if err := mgr.Add(manager.RunnableFunc(watcher.Run)); err != nil {
+	// Every replica follows the directory, so a new leader serves the latest
+	// and every replica's readiness reflects the files.
+	if err := mgr.Add(everyReplica(watcher.Run)); err != nil {
 		return err
 	}
 	if o.probeAddr != "0" && o.probeAddr != "" {
@@ -189,3 +190,11 @@ func newScheme() *runtime.Scheme {
 	utilruntime.Must(apiextensionsv1.AddToScheme(s))
 	return s
 }
+
+// everyReplica is a runnable that runs on every replica, not only the leader.
+type everyReplica func(ctx context.Context) error
+
+func (f everyReplica) Start(ctx context.Context) error { return f(ctx) }
+
+// NeedLeaderElection implements manager.LeaderElectionRunnable.
+func (everyReplica) NeedLeaderElection() bool { return false }
