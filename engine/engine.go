@@ -13,7 +13,6 @@ import (
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	"sigs.k8s.io/controller-runtime/pkg/recorder"
@@ -244,9 +243,4 @@ func (e *Engine) ensureChildIndex(ctx context.Context, gvk schema.GroupVersionKi
 	}
 	e.indexed[gvk] = true
 	return nil
-}
-
-// isNamespaced reports whether a kind is namespaced, from the REST mapper.
-func (e *Engine) isNamespaced(gvk schema.GroupVersionKind) (bool, error) {
-	return apiutil.IsGVKNamespaced(gvk, e.mgr.GetRESTMapper())
 }

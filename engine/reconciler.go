@@ -30,7 +30,7 @@ type reconciler struct {
 	e  *Engine
 	kc *kindController
 
-	// settled holds, per parent UID, the fingerprint of the inputs of the
+	// settled holds, per parent, the fingerprint of the inputs of the
 	// last reconcile that found nothing to change. The same inputs again
 	// (a resync, a repeated event) need no evaluation and no writes.
 	settled sync.Map
@@ -43,12 +43,15 @@ type reconciler struct {
 func (r *reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ctrl.Result, err error) {
 	parent, err := r.getParent(ctx, req.NamespacedName)
 	if err != nil || parent == nil {
+		if parent == nil && err == nil {
+			r.settled.Delete(req.NamespacedName) // gone: forget it
+		}
 		return ctrl.Result{}, err
 	}
 	t := r.kc.template()
 	ctx = log.IntoContext(ctx, log.FromContext(ctx).WithValues("template", t.Path))
 	if parent.GetDeletionTimestamp() != nil {
-		r.settled.Delete(parent.GetUID())
+		r.settled.Delete(req.NamespacedName)
 		return r.finalize(ctx, t, parent)
 	}
 	if r.kc.retired.Load() {
@@ -60,7 +63,7 @@ func (r *reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 		return ctrl.Result{}, err
 	}
 	fp := fingerprint(t, parent, existing)
-	if last, ok := r.settled.Load(parent.GetUID()); ok && last == fp {
+	if last, ok := r.settled.Load(req.NamespacedName); ok && last == fp {
 		return ctrl.Result{}, nil
 	}
 
@@ -108,7 +111,7 @@ func (r *reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 		return ctrl.Result{RequeueAfter: deferredStatusDelay}, nil
 	}
 	if writes == 0 && deletes == 0 && st.synced.ok() && len(out.Resources) == 0 {
-		st.onWritten = func() { r.settled.Store(parent.GetUID(), fp) }
+		st.onWritten = func() { r.settled.Store(req.NamespacedName, fp) }
 	}
 	return res, nil
 }
@@ -163,15 +166,12 @@ func (r *reconciler) getParent(ctx context.Context, key types.NamespacedName) (*
 	return parent, nil
 }
 
-// forget drops what is known of a parent, so its next reconcile evaluates.
-func (r *reconciler) forget(uid types.UID) { r.settled.Delete(uid) }
-
 // fingerprint summarises everything an evaluation depends on: the template
 // revision, the parent's spec generation and metadata, and the identity and
 // resource version of each existing child.
 func fingerprint(t *templates.Template, parent *unstructured.Unstructured, existing []*unstructured.Unstructured) string {
 	h := sha256.New()
-	fmt.Fprintf(h, "%s\x00%d\x00%s\x00%s\x00", t.Hash, parent.GetGeneration(), parent.GetNamespace(), parent.GetName())
+	fmt.Fprintf(h, "%s\x00%d\x00%s\x00", t.Hash, parent.GetGeneration(), parent.GetUID())
 	writeMap(h, parent.GetLabels())
 	writeMap(h, parent.GetAnnotations())
 	fmt.Fprintf(h, "%s\x00", strings.Join(parent.GetFinalizers(), ","))
