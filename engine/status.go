@@ -135,6 +135,11 @@ func (s *statusUpdate) setTemplateStatus(status map[string]any) {
 // syncFailed records a problem: Synced becomes False with every problem's
 // message, and the reason of the first.
 func (s *statusUpdate) syncFailed(reason, message string) {
+	for _, p := range s.problems {
+		if p.reason == reason && p.message == message {
+			return // found again by a second evaluation in the same reconcile
+		}
+	}
 	s.problems = append(s.problems, problem{reason, message})
 	var msgs []string
 	for _, p := range s.problems {
