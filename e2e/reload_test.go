@@ -164,3 +164,38 @@ func runEngine(args ...string) (string, error) {
 	out, err := cmd.Output()
 	return string(out), err
 }
+
+// TestInstallCRDsRefusesBreakingChanges: with --install-crds the engine
+// applies the generated CRDs at start and on reload, but not a change that
+// could break stored objects.
+func TestInstallCRDsRefusesBreakingChanges(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "gadget.cue")
+	gadget := func(size, extra string) string {
+		return "parent: {\n\tapiVersion: \"crdtest.cuengine.dev/v1\"\n\tkind: \"Gadget\"\n\tspec: {\n\t\tsize: " + size + "\n" + extra + "\t}\n}\n"
+	}
+	writeFile(t, path, gadget("int & >=0", ""))
+	eng := startEngine(t, dir, "--install-crds")
+	crdType := func(field string) string {
+		out, _ := kubectlErr("get", "crd", "gadgets.crdtest.cuengine.dev", "-o",
+			"jsonpath={.spec.versions[0].schema.openAPIV3Schema.properties.spec.properties."+field+".type}")
+		return out
+	}
+	eventually(t, "the CRD installed by the engine", 30*time.Second, func(ctx context.Context) (bool, error) {
+		return crdType("size") == "integer", nil
+	})
+
+	writeFile(t, path, gadget("string", ""))
+	eventually(t, "the breaking change refused, visibly", 30*time.Second, func(ctx context.Context) (bool, error) {
+		code, body := readyz(eng.probe)
+		return code == http.StatusInternalServerError && strings.Contains(body, "could break stored objects") &&
+			strings.Contains(body, `spec.size: type changes from "integer" to "string"`), nil
+	})
+	assert.Equal(t, "integer", crdType("size"), "the stored schema is untouched")
+
+	writeFile(t, path, gadget("int & >=0", "\t\tcolor: *\"red\" | string\n"))
+	eventually(t, "a compatible change applied", 30*time.Second, func(ctx context.Context) (bool, error) {
+		code, _ := readyz(eng.probe)
+		return code == http.StatusOK && crdType("color") == "string", nil
+	})
+}
