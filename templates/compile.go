@@ -52,6 +52,7 @@ type Template struct {
 	schema     *structuralschema.Structural // of the whole parent object, for pruning
 	childKinds []schema.GroupVersionKind
 	observed   observedUse
+	memo       memo // recent results; the only mutable part, internally locked
 }
 
 // Policy holds the template's explicit permissions, from its top-level

@@ -58,7 +58,8 @@ const (
 // Evaluate computes the desired state for one parent. It never panics: a
 // panic inside CUE is returned as an error. A parent that violates the
 // template's schema, or a template that cannot produce concrete output for
-// it, yields an *Error with CUE paths and positions.
+// it, yields an *Error with CUE paths and positions. The Result may be
+// shared with other calls on the same inputs: callers must not modify it.
 func (t *Template) Evaluate(in Input) (res *Result, err error) {
 	defer func() {
 		if r := recover(); r != nil {
@@ -67,10 +68,23 @@ func (t *Template) Evaluate(in Input) (res *Result, err error) {
 			}}}
 		}
 	}()
-	v, pruned := t.fill(in.Parent, in.Observed)
+	parent, pruned := t.parentInput(in.Parent)
+	observed := t.observed.filter(in.Observed)
+	key, remember := memoKey(parent, observed)
+	if remember {
+		if r := t.memo.get(key); r != nil {
+			return r, nil
+		}
+	}
+	v := t.fill(parent, observed)
 	if err := t.checkParent(v); err != nil {
 		return nil, err
 	}
+	defer func() {
+		if err == nil && remember {
+			t.memo.put(key, res)
+		}
+	}()
 	res = &Result{Pruned: pruned}
 	if res.Children, err = t.children(v); err != nil {
 		return nil, err
@@ -100,7 +114,9 @@ func (t *Template) parentInput(obj *unstructured.Unstructured) (map[string]any, 
 	pruned := prune(content, t.schema)
 	md, _ := content["metadata"].(map[string]any)
 	meta := map[string]any{}
-	for _, k := range []string{"name", "namespace", "uid", "labels", "annotations", "generation", "resourceVersion", "creationTimestamp"} {
+	// Not resourceVersion: it changes with every status write, and would
+	// make every evaluation look new.
+	for _, k := range []string{"name", "namespace", "uid", "labels", "annotations", "generation", "creationTimestamp"} {
 		if x, ok := md[k]; ok && x != nil {
 			meta[k] = x
 		}
@@ -222,20 +238,18 @@ func (t *Template) ValidateParent(obj *unstructured.Unstructured) (err error) {
 			err = &Error{Template: t.Path, Problems: []Problem{{Msg: fmt.Sprintf("validation panicked: %v", r)}}}
 		}
 	}()
-	v, _ := t.fill(obj, nil)
-	return t.checkParent(v)
+	parent, _ := t.parentInput(obj)
+	return t.checkParent(t.fill(parent, nil))
 }
 
 // fill unifies the template with the parent (pruned to the schema) and the
 // observed state, in one unification: much cheaper than a FillPath each.
-func (t *Template) fill(obj *unstructured.Unstructured, observed map[string]any) (cue.Value, []string) {
-	parent, pruned := t.parentInput(obj)
-	observed = t.observed.filter(observed)
+func (t *Template) fill(parent, observed map[string]any) cue.Value {
 	if observed == nil {
 		observed = map[string]any{}
 	}
 	in := t.value.Context().Encode(map[string]any{"parent": parent, "observed": observed})
-	return t.value.Unify(in), pruned
+	return t.value.Unify(in)
 }
 
 // checkParent reports a parent that violates the schema: a conflict, or a

@@ -278,3 +278,24 @@ func TestObservedUse(t *testing.T) {
 	// `observed.assets != _|_` reads the whole entry.
 	assert.Contains(t, sf.observed.paths["assets"], []string{})
 }
+
+func TestEvaluateRemembersRepeats(t *testing.T) {
+	tm := loadOne(t, "testdata/eval")
+	p := func(rv string) *unstructured.Unstructured {
+		u := &unstructured.Unstructured{Object: map[string]any{
+			"apiVersion": "example.com/v1", "kind": "Widget",
+			"metadata": map[string]any{"name": "w", "namespace": "default", "resourceVersion": rv}, "spec": map[string]any{"count": int64(2)},
+		}}
+		return u
+	}
+	first, err := tm.Evaluate(Input{Parent: p("1")})
+	require.NoError(t, err)
+	again, err := tm.Evaluate(Input{Parent: p("2")}) // a status write moved only the resource version
+	require.NoError(t, err)
+	assert.Same(t, first, again)
+	// An observed field the template reads is a new input...
+	seen, err := tm.Evaluate(Input{Parent: p("2"), Observed: map[string]any{"config": map[string]any{"metadata": map[string]any{"resourceVersion": "9"}}}})
+	require.NoError(t, err)
+	assert.NotSame(t, first, seen)
+	assert.Equal(t, "9", seen.Status["seen"])
+}
