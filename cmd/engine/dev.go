@@ -61,9 +61,7 @@ func (o *devOptions) runDev(cmd *cobra.Command) error {
 	if err != nil {
 		return err
 	}
-	// Each run starts from a clean cluster: the data of a previous run
-	// belongs to processes that are gone.
-	if err := os.RemoveAll(dir); err != nil {
+	if err := resetDevDir(dir); err != nil {
 		return err
 	}
 	fmt.Fprintf(stderr, "dev: starting a local cluster in %s (about 10 seconds)\n", dir)
@@ -114,4 +112,31 @@ func binDir() string {
 		return dir
 	}
 	return "bin"
+}
+
+// devMarker marks a directory as engine dev's own, so that only such a
+// directory is ever wiped.
+const devMarker = ".engine-dev-dir"
+
+// resetDevDir empties the working directory: each run starts from a clean
+// cluster, since the data of a previous run belongs to processes that are
+// gone. It refuses to wipe a non-empty directory it did not create.
+func resetDevDir(dir string) error {
+	entries, err := os.ReadDir(dir)
+	switch {
+	case os.IsNotExist(err):
+	case err != nil:
+		return err
+	case len(entries) > 0:
+		if _, err := os.Stat(filepath.Join(dir, devMarker)); err != nil {
+			return fmt.Errorf("%s is not empty and was not created by engine dev; choose another --dir", dir)
+		}
+		if err := os.RemoveAll(dir); err != nil {
+			return err
+		}
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	return os.WriteFile(filepath.Join(dir, devMarker), nil, 0o644)
 }

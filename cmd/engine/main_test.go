@@ -116,3 +116,19 @@ func TestVersion(t *testing.T) {
 	require.Equal(t, 0, code)
 	assert.Regexp(t, `^engine \S+ \(cue v0\.17\.1, go1\.\d+`, out)
 }
+
+func TestDevRefusesToWipeAForeignDirectory(t *testing.T) {
+	dir := t.TempDir()
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "precious.txt"), []byte("x"), 0o644))
+	err := resetDevDir(dir)
+	require.ErrorContains(t, err, "was not created by engine dev")
+	_, err = os.Stat(filepath.Join(dir, "precious.txt"))
+	require.NoError(t, err)
+
+	own := filepath.Join(t.TempDir(), "dev")
+	require.NoError(t, resetDevDir(own))
+	require.NoError(t, os.WriteFile(filepath.Join(own, "etcd.log"), []byte("old"), 0o644))
+	require.NoError(t, resetDevDir(own))
+	_, err = os.Stat(filepath.Join(own, "etcd.log"))
+	assert.True(t, os.IsNotExist(err), "a previous run's files are cleared")
+}
