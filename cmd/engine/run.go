@@ -29,6 +29,7 @@ type runOptions struct {
 	kubeconfig              string
 	metricsAddr             string
 	probeAddr               string
+	pprofAddr               string
 	leaderElect             bool
 	leaderElectionNamespace string
 	leaderElectionID        string
@@ -50,6 +51,7 @@ func (o *runOptions) addFlags(cmd *cobra.Command) {
 	f.StringVar(&o.templates, "templates", "templates", "templates directory (watched: edits are applied live)")
 	f.StringVar(&o.metricsAddr, "metrics-bind-address", ":8080", `address of the Prometheus metrics endpoint ("0" disables it)`)
 	f.StringVar(&o.probeAddr, "health-probe-bind-address", ":8081", "address of the /healthz and /readyz endpoints")
+	f.StringVar(&o.pprofAddr, "pprof-bind-address", "0", `address of the Go profiler's /debug/pprof endpoints ("0" disables them)`)
 	f.BoolVar(&o.leaderElect, "leader-elect", false, "elect a leader among replicas: only the leader reconciles")
 	f.StringVar(&o.leaderElectionNamespace, "leader-election-namespace", "", "namespace of the leader election Lease (default: the pod's namespace)")
 	f.StringVar(&o.leaderElectionID, "leader-election-id", "engine.cuengine.dev", "name of the leader election Lease")
@@ -123,6 +125,7 @@ func (o *runOptions) run(cmd *cobra.Command, cfg *rest.Config) error {
 		Cache:                         cacheOpts,
 		Metrics:                       metricsserver.Options{BindAddress: o.metricsAddr},
 		HealthProbeBindAddress:        "0", // served by probeServer, with reasons
+		PprofBindAddress:              o.pprofAddr,
 		LeaderElection:                o.leaderElect,
 		LeaderElectionID:              o.leaderElectionID,
 		LeaderElectionNamespace:       o.leaderElectionNamespace,
