@@ -247,15 +247,22 @@ func (f *front) insertBucket(w http.ResponseWriter, r *http.Request) {
 const errNoVersioning = "object versioning is not supported by this emulator's filesystem storage " +
 	"(it was started with a storage directory); start it with in-memory storage to use versioning"
 
+// existsAndMatches answers 404 for a missing bucket and 412 for a failed
+// metageneration precondition, and reports whether the request may go on.
+// f.mu must be held.
+func (f *front) existsAndMatches(w http.ResponseWriter, r *http.Request, name string) bool {
+	if exists, _, _ := f.bucketExists(name); !exists {
+		writeNotFound(w)
+		return false
+	}
+	return f.checkConditions(w, r, f.meta.lookup(name).Metageneration)
+}
+
 // getBucket answers a bucket get, honouring metageneration preconditions.
 func (f *front) getBucket(w http.ResponseWriter, r *http.Request, name string) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if exists, _, _ := f.bucketExists(name); !exists {
-		writeNotFound(w)
-		return
-	}
-	if !f.checkConditions(w, r, f.meta.lookup(name).Metageneration) {
+	if !f.existsAndMatches(w, r, name) {
 		return
 	}
 	f.writeResponse(w, f.forward(r, nil), f.overlayBucket)
@@ -347,11 +354,7 @@ func (f *front) patchBucket(w http.ResponseWriter, r *http.Request, name string)
 func (f *front) deleteBucket(w http.ResponseWriter, r *http.Request, name string) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if exists, _, _ := f.bucketExists(name); !exists {
-		writeNotFound(w)
-		return
-	}
-	if !f.checkConditions(w, r, f.meta.lookup(name).Metageneration) {
+	if !f.existsAndMatches(w, r, name) {
 		return
 	}
 	rec := f.forward(r, nil)
