@@ -10,6 +10,8 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+
+	"github.com/cuengine/engine/providers/gcs"
 )
 
 // metaFile is the name, inside Options.Dir, of the file holding the front's
@@ -30,14 +32,8 @@ const (
 // maxLabels is the GCS limit on labels per bucket.
 const maxLabels = 64
 
-var (
-	// labelKey and labelValue are the GCS label syntax rules.
-	labelKey   = regexp.MustCompile(`^[\p{Ll}\p{Lo}][\p{Ll}\p{Lo}\p{N}_-]{0,62}$`)
-	labelValue = regexp.MustCompile(`^[\p{Ll}\p{Lo}\p{N}_-]{0,63}$`)
-	// bucketName is the GCS bucket naming rule, as fake-gcs-server applies
-	// it.
-	bucketName = regexp.MustCompile(`^[a-z0-9][a-z0-9._-]*[a-z0-9]$`)
-)
+// bucketName is the GCS bucket naming rule, as fake-gcs-server applies it.
+var bucketName = regexp.MustCompile(`^[a-z0-9][a-z0-9._-]*[a-z0-9]$`)
 
 // storageClasses are the storage classes GCS accepts for a bucket.
 var storageClasses = []string{
@@ -76,10 +72,10 @@ func (m bucketMeta) validate() error {
 		return fmt.Errorf("a bucket can have at most %d labels, got %d", maxLabels, len(m.Labels))
 	}
 	for _, k := range slices.Sorted(maps.Keys(m.Labels)) {
-		if !labelKey.MatchString(k) {
+		if !gcs.ValidLabelKey(k) {
 			return fmt.Errorf("invalid label key %q: it must start with a lowercase letter and contain only lowercase letters, digits, '-' and '_', at most 63 characters", k)
 		}
-		if v := m.Labels[k]; !labelValue.MatchString(v) {
+		if v := m.Labels[k]; !gcs.ValidLabelValue(v) {
 			return fmt.Errorf("invalid value %q for label %q: it must contain only lowercase letters, digits, '-' and '_', at most 63 characters", v, k)
 		}
 	}

@@ -3,7 +3,6 @@ package gcs
 import (
 	"fmt"
 	"maps"
-	"regexp"
 	"strings"
 
 	"cloud.google.com/go/storage"
@@ -24,19 +23,13 @@ const (
 	systemLabelPrefix = "goog-"
 )
 
-var (
-	// labelKey and labelValue are the GCS label syntax rules.
-	labelKey   = regexp.MustCompile(`^[\p{Ll}\p{Lo}][\p{Ll}\p{Lo}\p{N}_-]{0,62}$`)
-	labelValue = regexp.MustCompile(`^[\p{Ll}\p{Lo}\p{N}_-]{0,63}$`)
-)
-
 // validateOwnerUID checks that the owner's UID can be stored as a label
 // value. Kubernetes UIDs (lowercase hex and dashes) always can.
 func validateOwnerUID(uid string) error {
 	if uid == "" {
 		return providers.Terminal(providers.ReasonProviderError, "owner UID is empty: the engine must pass the parent's metadata.uid")
 	}
-	if !labelValue.MatchString(uid) {
+	if !ValidLabelValue(uid) {
 		return providers.Terminal(providers.ReasonProviderError,
 			"owner UID %q cannot be a label value (lowercase letters, digits, '-' and '_', at most 63 characters)", uid)
 	}
@@ -56,9 +49,9 @@ func validateLabels(labels map[string]string) error {
 			return invalidSpec(field, "is reserved: the provider sets it to the owner's UID to prove ownership")
 		case strings.HasPrefix(k, systemLabelPrefix):
 			return invalidSpec(field, "is reserved: keys starting with %q belong to Google services", systemLabelPrefix)
-		case !labelKey.MatchString(k):
+		case !ValidLabelKey(k):
 			return invalidSpec(field, "key must start with a lowercase letter and contain only lowercase letters, digits, '-' and '_', at most 63 characters")
-		case !labelValue.MatchString(v):
+		case !ValidLabelValue(v):
 			return invalidSpec(field, "value %q must contain only lowercase letters, digits, '-' and '_', at most 63 characters", v)
 		}
 	}
