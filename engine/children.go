@@ -9,6 +9,7 @@ import (
 	"sort"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
@@ -90,7 +91,7 @@ func (r *reconciler) applyChildren(ctx context.Context, parent *unstructured.Uns
 		}
 		cur := find(existing, d)
 		if cur == nil {
-			owner, err := r.foreignOwner(ctx, parent, d)
+			_, owner, err := foreignOwner(ctx, r.e.apiReader, parent, d)
 			if err != nil {
 				return writes, err
 			}
@@ -143,29 +144,30 @@ func sameObject(a, b *unstructured.Unstructured) bool {
 }
 
 // foreignOwner reads the object a new child would replace, from the
-// apiserver (the child cache holds only the engine's objects). It returns ""
-// when the object does not exist or belongs to this parent, and otherwise a
-// description of who controls it.
-func (r *reconciler) foreignOwner(ctx context.Context, parent, desired *unstructured.Unstructured) (string, error) {
+// apiserver (the child cache holds only the engine's objects). It returns
+// the live object, or nil when there is none, and "" when it belongs to
+// this parent or else a description of who controls it. The reconciler and
+// engine diff decide "ours or not" here, and nowhere else.
+func foreignOwner(ctx context.Context, reader client.Reader, parent, desired *unstructured.Unstructured) (*unstructured.Unstructured, string, error) {
 	live := &unstructured.Unstructured{}
 	live.SetGroupVersionKind(desired.GroupVersionKind())
-	err := r.e.apiReader.Get(ctx, client.ObjectKeyFromObject(desired), live)
+	err := reader.Get(ctx, client.ObjectKeyFromObject(desired), live)
 	if apierrors.IsNotFound(err) {
-		return "", nil
+		return nil, "", nil
 	}
 	if err != nil {
-		return "", fmt.Errorf("reading %s %s: %w", desired.GetKind(), desired.GetName(), err)
+		return nil, "", fmt.Errorf("reading %s %s: %w", desired.GetKind(), desired.GetName(), err)
 	}
-	if ref := controllerOf(live); ref != nil {
+	if ref := metav1.GetControllerOfNoCopy(live); ref != nil {
 		if ref.UID == parent.GetUID() {
-			return "", nil
+			return live, "", nil
 		}
-		return fmt.Sprintf("controlled by %s %s", ref.Kind, ref.Name), nil
+		return live, fmt.Sprintf("controlled by %s %s", ref.Kind, ref.Name), nil
 	}
 	if live.GetLabels()[LabelParentUID] == string(parent.GetUID()) {
-		return "", nil
+		return live, "", nil
 	}
-	return "not created by the engine", nil
+	return live, "not created by the engine", nil
 }
 
 // appliedHash identifies a desired object, so an unchanged one is not

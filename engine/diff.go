@@ -8,7 +8,6 @@ import (
 	"strings"
 
 	"github.com/pmezard/go-difflib/difflib"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -105,21 +104,17 @@ func (d *Differ) diffParent(ctx context.Context, t *templates.Template, parent *
 // against the live object.
 func (d *Differ) diffChild(ctx context.Context, parent, obj, live *unstructured.Unstructured, sum *DiffSummary) error {
 	if live == nil {
-		cur := &unstructured.Unstructured{}
-		cur.SetGroupVersionKind(obj.GroupVersionKind())
-		err := d.Client.Get(ctx, client.ObjectKeyFromObject(obj), cur)
-		switch {
-		case apierrors.IsNotFound(err):
-		case err != nil:
-			return fmt.Errorf("reading %s %s: %w", obj.GetKind(), obj.GetName(), err)
-		case controllerOf(cur) == nil || controllerOf(cur).UID != parent.GetUID():
+		cur, owner, err := foreignOwner(ctx, d.Client, parent, obj)
+		if err != nil {
+			return err
+		}
+		if owner != "" {
 			sum.Conflicts++
 			fmt.Fprintf(d.Out, "# %s %s/%s: %s %s/%s exists and is not controlled by it: left untouched\n",
 				parent.GetKind(), parent.GetNamespace(), parent.GetName(), obj.GetKind(), obj.GetNamespace(), obj.GetName())
 			return nil
-		default:
-			live = cur
 		}
+		live = cur
 	}
 	applied := obj.DeepCopy()
 	setAnnotation(applied, AnnotationAppliedHash, appliedHash(obj))

@@ -10,7 +10,6 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
@@ -83,7 +82,7 @@ func New(mgr manager.Manager, opts Options) (*Engine, error) {
 	if opts.Providers == nil {
 		opts.Providers = providers.NewRegistry()
 	}
-	childCache, err := newChildCache(mgr.GetConfig(), mgr, opts.Namespace)
+	childCache, err := newChildCache(mgr, opts.Namespace)
 	if err != nil {
 		return nil, err
 	}
@@ -109,7 +108,7 @@ func New(mgr manager.Manager, opts Options) (*Engine, error) {
 
 // newChildCache returns a cache that holds only objects labelled
 // managed-by=engine, whatever their kind.
-func newChildCache(cfg *rest.Config, mgr manager.Manager, namespace string) (cache.Cache, error) {
+func newChildCache(mgr manager.Manager, namespace string) (cache.Cache, error) {
 	opts := cache.Options{
 		HTTPClient:           mgr.GetHTTPClient(),
 		Scheme:               mgr.GetScheme(),
@@ -120,7 +119,7 @@ func newChildCache(cfg *rest.Config, mgr manager.Manager, namespace string) (cac
 	if namespace != "" {
 		opts.DefaultNamespaces = map[string]cache.Config{namespace: {}}
 	}
-	return cache.New(cfg, opts)
+	return cache.New(mgr.GetConfig(), opts)
 }
 
 // NeedLeaderElection implements manager.LeaderElectionRunnable: only the

@@ -134,6 +134,26 @@ func getDeployment(ctx context.Context, ns, name string) (*appsv1.Deployment, er
 	return d, k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, d)
 }
 
+// markReady plays the Deployment controller: all replicas ready.
+func markReady(t *testing.T, ns, name string, replicas int32) {
+	t.Helper()
+	d, err := getDeployment(context.Background(), ns, name)
+	require.NoError(t, err)
+	d.Status = appsv1.DeploymentStatus{ObservedGeneration: d.Generation, Replicas: replicas, ReadyReplicas: replicas, AvailableReplicas: replicas, UpdatedReplicas: replicas}
+	require.NoError(t, k8s.Status().Update(context.Background(), d))
+}
+
+// readyReplicas reads a MyKind's status.readyReplicas.
+func readyReplicas(ctx context.Context, mk *unstructured.Unstructured) (int64, error) {
+	cur := &unstructured.Unstructured{}
+	cur.SetGroupVersionKind(myKindGVK)
+	if err := k8s.Get(ctx, client.ObjectKeyFromObject(mk), cur); err != nil {
+		return 0, err
+	}
+	n, _, _ := unstructured.NestedInt64(cur.Object, "status", "readyReplicas")
+	return n, nil
+}
+
 func condition(ctx context.Context, obj *unstructured.Unstructured, condType string) (*metav1.Condition, error) {
 	cur := &unstructured.Unstructured{}
 	cur.SetGroupVersionKind(obj.GroupVersionKind())
@@ -202,17 +222,12 @@ func TestMyKindLifecycle(t *testing.T) {
 	})
 
 	t.Run("status follows the child", func(t *testing.T) {
-		d, err := getDeployment(ctx, ns, "mykind")
-		require.NoError(t, err)
-		d.Status = appsv1.DeploymentStatus{ObservedGeneration: d.Generation, Replicas: 3, ReadyReplicas: 3, AvailableReplicas: 3, UpdatedReplicas: 3}
-		require.NoError(t, k8s.Status().Update(ctx, d))
+		markReady(t, ns, "mykind", 3)
 		eventually(t, "readyReplicas 3 and Ready", func(ctx context.Context) (bool, error) {
-			cur := &unstructured.Unstructured{}
-			cur.SetGroupVersionKind(myKindGVK)
-			if err := k8s.Get(ctx, client.ObjectKeyFromObject(mk), cur); err != nil {
+			ready, err := readyReplicas(ctx, mk)
+			if err != nil {
 				return false, err
 			}
-			ready, _, _ := unstructured.NestedInt64(cur.Object, "status", "readyReplicas")
 			c, err := condition(ctx, mk, engine.ConditionReady)
 			return ready == 3 && c != nil && c.Status == metav1.ConditionTrue, err
 		})

@@ -90,7 +90,7 @@ func (r *reconciler) deleteUnownedChildren(ctx context.Context, parent *unstruct
 		return err
 	}
 	for _, c := range existing {
-		if controllerOf(c) != nil {
+		if metav1.GetControllerOfNoCopy(c) != nil {
 			continue
 		}
 		uid := c.GetUID()

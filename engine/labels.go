@@ -108,8 +108,3 @@ func Desired(parent *unstructured.Unstructured, policy templates.Policy, scoper 
 func controllerRef(parent *unstructured.Unstructured) metav1.OwnerReference {
 	return *metav1.NewControllerRef(parent, parent.GroupVersionKind())
 }
-
-// controllerOf returns the controller owner reference of obj, if any.
-func controllerOf(obj metav1.Object) *metav1.OwnerReference {
-	return metav1.GetControllerOfNoCopy(obj)
-}

@@ -11,9 +11,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	appsv1 "k8s.io/api/apps/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/kubernetes"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -131,15 +129,9 @@ func TestWriteDiscipline(t *testing.T) {
 	})
 
 	t.Run("a child status change is one status write and no apply", func(t *testing.T) {
-		d, err := getDeployment(ctx, ns, "counted")
-		require.NoError(t, err)
-		d.Status = appsv1.DeploymentStatus{ObservedGeneration: d.Generation, Replicas: 2, ReadyReplicas: 2, AvailableReplicas: 2, UpdatedReplicas: 2}
-		require.NoError(t, k8s.Status().Update(ctx, d))
+		markReady(t, ns, "counted", 2)
 		eventually(t, "readyReplicas 2", func(ctx context.Context) (bool, error) {
-			cur := &unstructured.Unstructured{}
-			cur.SetGroupVersionKind(myKindGVK)
-			err := k8s.Get(ctx, client.ObjectKeyFromObject(mk), cur)
-			n, _, _ := unstructured.NestedInt64(cur.Object, "status", "readyReplicas")
+			n, err := readyReplicas(ctx, mk)
 			return n == 2, err
 		})
 		after := settle(t)

@@ -217,16 +217,11 @@ func export(t *Template, v cue.Value, path string, into any) error {
 		}
 		return fromCUE(t.root, t.Path, err, t.value)
 	}
-	if err := unmarshalJSON(b, into); err != nil {
+	// utiljson keeps whole numbers as int64, as Kubernetes' unstructured does.
+	if err := utiljson.Unmarshal(b, into); err != nil {
 		return &Error{Template: t.Path, Problems: []Problem{{Path: path, Msg: err.Error()}}}
 	}
 	return nil
-}
-
-// unmarshalJSON decodes JSON the way Kubernetes' unstructured does: whole
-// numbers become int64, others float64.
-func unmarshalJSON(b []byte, into any) error {
-	return utiljson.Unmarshal(b, into)
 }
 
 // ValidateParent checks a parent object against the template's schema only,
