@@ -53,6 +53,15 @@ fmt: ## Format the code.
 vet: ## Run go vet.
 	$(GO) vet $(PKGS)
 
+# staticcheck, at the version hack/tools/staticcheck/go.mod pins.
+STATICCHECK := $(BIN)/staticcheck
+$(STATICCHECK): hack/tools/staticcheck/go.mod hack/tools/staticcheck/go.sum
+	cd hack/tools/staticcheck && $(GO) build -o $@ honnef.co/go/tools/cmd/staticcheck
+
+.PHONY: lint
+lint: vet $(STATICCHECK) ## Run go vet and staticcheck.
+	$(STATICCHECK) $(PKGS)
+
 .PHONY: clean
 clean: ## Remove built binaries (keeps the control plane, which is slow to build).
 	rm -f $(BIN)/engine

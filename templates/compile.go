@@ -23,7 +23,6 @@ var (
 	pathKind       = cue.ParsePath("parent.kind")
 	pathSpec       = cue.ParsePath("parent.spec")
 	pathStatus     = cue.ParsePath("parent.status")
-	pathObserved   = cue.ParsePath("observed")
 	pathChildren   = cue.ParsePath("children")
 	pathResources  = cue.ParsePath("resources")
 	pathOutStatus  = cue.ParsePath("status")
@@ -47,6 +46,7 @@ type Template struct {
 	Policy Policy
 
 	root       string
+	ctx        *cue.Context // value's context, to encode the inputs of an evaluation
 	value      cue.Value
 	crd        *apiextensionsv1.CustomResourceDefinition
 	schema     *structuralschema.Structural // of the whole parent object, for pruning
@@ -182,7 +182,7 @@ func (c *compiler) compile(src source) (*Template, error) {
 	if err := v.Validate(); err != nil {
 		return nil, fromCUE(c.root, src.path, err)
 	}
-	t := &Template{Name: src.name, Path: src.path, Hash: src.hash, root: c.root, value: v}
+	t := &Template{Name: src.name, Path: src.path, Hash: src.hash, root: c.root, ctx: c.ctx, value: v}
 	if t.GVK, err = c.gvk(src.path, v); err != nil {
 		return nil, err
 	}

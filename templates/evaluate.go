@@ -243,7 +243,7 @@ func (t *Template) fill(parent, observed map[string]any) cue.Value {
 	if observed == nil {
 		observed = map[string]any{}
 	}
-	in := t.value.Context().Encode(map[string]any{"parent": parent, "observed": observed})
+	in := t.ctx.Encode(map[string]any{"parent": parent, "observed": observed})
 	return t.value.Unify(in)
 }
 

@@ -15,8 +15,7 @@ import (
 // phase is one timed step of the workload: an action, and the goal whose
 // reaching ends it.
 type phase struct {
-	key     string // "a".."e", or "raw"
-	title   string
+	key     string        // "a".."e", or "raw"
 	parents int           // parents the phase affects, for writes per parent
 	stall   time.Duration // > 0: no progress within it means errNotSupported
 	goal    func() goal

@@ -4,17 +4,17 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"sigs.k8s.io/controller-runtime/pkg/scheme"
 )
 
 // GroupVersion is the API group and version of MyKind.
 var GroupVersion = schema.GroupVersion{Group: "webapp.my.domain", Version: "v1"}
 
-// SchemeBuilder registers the MyKind types with a scheme.
-var SchemeBuilder = &scheme.Builder{GroupVersion: GroupVersion}
-
 // AddToScheme adds the MyKind types to a scheme.
-var AddToScheme = SchemeBuilder.AddToScheme
+func AddToScheme(s *runtime.Scheme) error {
+	s.AddKnownTypes(GroupVersion, &MyKind{}, &MyKindList{})
+	metav1.AddToGroupVersion(s, GroupVersion)
+	return nil
+}
 
 // MyKindSpec defines the desired state of MyKind.
 type MyKindSpec struct {
@@ -44,10 +44,6 @@ type MyKindList struct {
 	metav1.TypeMeta `json:",inline"`
 	metav1.ListMeta `json:"metadata,omitempty"`
 	Items           []MyKind `json:"items"`
-}
-
-func init() {
-	SchemeBuilder.Register(&MyKind{}, &MyKindList{})
 }
 
 // DeepCopyInto copies the spec into out.

@@ -206,12 +206,12 @@ func TestEmulatorDeleteNonEmptyAndForceDestroy(t *testing.T) {
 		})
 	}
 	srv.CreateObject(fakestorage.Object{ObjectAttrs: fakestorage.ObjectAttrs{BucketName: req.ExternalName, Name: "dir/other"}, Content: []byte("x")})
-	gens, _, err := srv.ListObjects(req.ExternalName, "", "", true)
+	gens, err := srv.ListObjectsWithOptionsPaginated(req.ExternalName, fakestorage.ListOptions{Versions: true})
 	require.NoError(t, err)
-	require.Greater(t, len(gens), 2, "the emulator keeps noncurrent generations")
+	require.Greater(t, len(gens.Objects), 2, "the emulator keeps noncurrent generations")
 
 	err = p.Delete(context.Background(), req)
-	requireReason(t, err, providers.ReasonNotEmpty, false)
+	requireReason(t, err, ReasonBucketNotEmpty, false)
 	assert.Equal(t, []string{req.ExternalName}, emulatorBuckets(t, srv))
 
 	req.Spec["forceDestroy"] = true

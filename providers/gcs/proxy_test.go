@@ -63,12 +63,11 @@ func newFaultProxy(t *testing.T, target string, labels bool) *faultProxy {
 	u, err := url.Parse(target)
 	require.NoError(t, err)
 	p := &faultProxy{labels: labels, store: map[string]map[string]string{}}
-	p.proxy = httputil.NewSingleHostReverseProxy(u)
-	director := p.proxy.Director
-	p.proxy.Director = func(r *http.Request) {
-		director(r)
-		r.Header.Del("Accept-Encoding") // plain bodies, so labels can be added
-	}
+	p.proxy = &httputil.ReverseProxy{Rewrite: func(r *httputil.ProxyRequest) {
+		r.SetURL(u)
+		r.Out.Host = r.In.Host              // as NewSingleHostReverseProxy does
+		r.Out.Header.Del("Accept-Encoding") // plain bodies, so labels can be added
+	}}
 	p.srv = httptest.NewServer(http.HandlerFunc(p.serve))
 	t.Cleanup(p.srv.Close)
 	return p
