@@ -93,6 +93,7 @@ type Watcher struct {
 	debounce time.Duration
 	rescan   time.Duration
 	onReload func(ReloadEvent)
+	after    func(time.Duration) <-chan time.Time // time.After; tests fire the debounce themselves
 
 	started atomic.Bool
 	ready   chan struct{} // closed once Run watches the tree and has checked it
@@ -136,6 +137,7 @@ func NewWatcher(dir string, initial *Set, opts WatcherOptions) (*Watcher, error)
 		debounce: opts.Debounce,
 		rescan:   opts.Rescan,
 		onReload: opts.OnReload,
+		after:    time.After,
 		ready:    make(chan struct{}),
 		current:  initial,
 	}
@@ -172,14 +174,11 @@ func (w *Watcher) Run(ctx context.Context) error {
 	if !w.started.CompareAndSwap(false, true) {
 		return errors.New("templates: Watcher.Run called more than once")
 	}
-	fsw, err := fsnotify.NewWatcher()
+	fsw, err := w.watch()
 	if err != nil {
-		return fmt.Errorf("watching templates directory: %w", err)
+		return err
 	}
 	defer fsw.Close()
-	if err := fsw.Add(w.dir); err != nil {
-		return fmt.Errorf("watching templates directory: %w", err)
-	}
 	w.check(time.Now(), w.refresh(fsw))
 	close(w.ready)
 
@@ -189,32 +188,14 @@ func (w *Watcher) Run(ctx context.Context) error {
 		defer ticker.Stop()
 		rescan = ticker.C
 	}
-	timer := time.NewTimer(time.Hour)
-	timer.Stop()
-	defer timer.Stop()
-	var (
-		pending    bool
-		burstStart time.Time
-		settle     digest // the scan that started a rescan burst; nil for an event burst
-	)
-	arm := func() {
-		now := time.Now()
-		if !pending {
-			pending, burstStart = true, now
-		}
-		d := w.debounce
-		if limit := burstStart.Add(maxBurst * w.debounce).Sub(now); limit < d {
-			d = limit
-		}
-		timer.Reset(d)
-	}
+	b := &burst{debounce: w.debounce, after: w.after}
 	for {
 		select {
 		case <-ctx.Done():
 			return nil
 		case ev, ok := <-fsw.Events:
 			if !ok {
-				return errors.New("templates: fsnotify watcher closed unexpectedly")
+				return errWatcherClosed
 			}
 			if !relevant(ev) {
 				continue
@@ -222,44 +203,99 @@ func (w *Watcher) Run(ctx context.Context) error {
 			if ev.Has(fsnotify.Create) {
 				watchNew(fsw, ev.Name)
 			}
-			settle = nil
-			arm()
+			b.arm(nil)
 		case _, ok := <-fsw.Errors:
 			if !ok {
-				return errors.New("templates: fsnotify watcher closed unexpectedly")
+				return errWatcherClosed
 			}
 			// Events may have been lost (typically a queue overflow): a full
 			// reload after the debounce recovers them.
-			settle = nil
-			arm()
-		case <-timer.C:
-			if !pending {
-				continue
-			}
-			pending = false
-			files := w.refresh(fsw)
-			if settle != nil && files != nil && !maps.Equal(files, settle) && time.Since(burstStart) < maxBurst*w.debounce {
-				// Still changing, without events: wait until it settles.
-				settle, pending = files, true
-				timer.Reset(w.debounce)
-				continue
-			}
-			settle = nil
-			w.check(burstStart, files)
+			b.arm(nil)
+		case <-b.fire:
+			w.settled(fsw, b)
 		case <-rescan:
-			if pending {
-				continue // the debounced reload is about to run
-			}
-			files := w.refresh(fsw)
-			if w.unchanged(files) {
-				continue
-			}
-			// Load once the change has settled, as for events: the rescan may
-			// have caught a file halfway through being written.
-			settle = files
-			arm()
+			w.rescanned(fsw, b)
 		}
 	}
+}
+
+var errWatcherClosed = errors.New("templates: fsnotify watcher closed unexpectedly")
+
+// watch starts an fsnotify watcher on the directory.
+func (w *Watcher) watch() (*fsnotify.Watcher, error) {
+	fsw, err := fsnotify.NewWatcher()
+	if err != nil {
+		return nil, fmt.Errorf("watching templates directory: %w", err)
+	}
+	if err := fsw.Add(w.dir); err != nil {
+		_ = fsw.Close()
+		return nil, fmt.Errorf("watching templates directory: %w", err)
+	}
+	return fsw, nil
+}
+
+// burst is Run's debounce: a reload is pending from the first trigger of a
+// burst until the directory has been quiet for the debounce, or for at most
+// maxBurst debounces.
+type burst struct {
+	debounce time.Duration
+	after    func(time.Duration) <-chan time.Time
+
+	fire   <-chan time.Time // fires the pending reload; nil when none is pending
+	start  time.Time        // of the pending burst
+	settle digest           // the scan that started a rescan burst; nil for an event burst
+}
+
+func (b *burst) pending() bool { return b.fire != nil }
+
+// arm starts a burst or extends the pending one. settle is the scan that
+// noticed a change when the rescan starts the burst, nil for events.
+func (b *burst) arm(settle digest) {
+	now := time.Now()
+	if !b.pending() {
+		b.start = now
+	}
+	b.settle = settle
+	d := b.debounce
+	if limit := b.start.Add(maxBurst * b.debounce).Sub(now); limit < d {
+		d = limit
+	}
+	b.fire = b.after(d)
+}
+
+// changing reports whether a burst the rescan started has not settled yet:
+// files, scanned now, differ from the previous scan without any event, and
+// the burst has time left.
+func (b *burst) changing(files digest) bool {
+	return b.settle != nil && files != nil && !maps.Equal(files, b.settle) &&
+		time.Since(b.start) < maxBurst*b.debounce
+}
+
+// settled runs when the debounce fires: it reloads the directory, unless the
+// burst is still changing.
+func (w *Watcher) settled(fsw *fsnotify.Watcher, b *burst) {
+	b.fire = nil
+	files := w.refresh(fsw)
+	if b.changing(files) {
+		b.settle, b.fire = files, b.after(b.debounce)
+		return
+	}
+	b.settle = nil
+	w.check(b.start, files)
+}
+
+// rescanned runs on the periodic rescan: a change it finds starts a burst,
+// loaded once the content has settled, as for events (the rescan may have
+// caught a file halfway through being written).
+func (w *Watcher) rescanned(fsw *fsnotify.Watcher, b *burst) {
+	if b.pending() {
+		return // the debounced reload is about to run
+	}
+	files := w.refresh(fsw)
+	if w.unchanged(files) {
+		return
+	}
+	b.arm(files)
 }
 
 // refresh scans the directory, brings the watches up to date and returns the
