@@ -162,85 +162,107 @@ func constrain(s *apiextensionsv1.JSONSchemaProps, n ast.Node) {
 			constrain(s, x.X)
 			constrain(s, x.Y)
 		case token.OR:
-			alts := disjuncts(x, nil)
-			var lits, others []ast.Expr
-			for _, a := range alts {
-				if u, ok := a.(*ast.UnaryExpr); ok && u.Op == token.MUL {
-					a = u.X // the default; it is also one of the allowed values
-				}
-				if _, ok := a.(*ast.BasicLit); ok {
-					lits = append(lits, a)
-				} else {
-					others = append(others, a)
-				}
-			}
-			switch {
-			case len(others) == 0:
-				for _, l := range lits {
-					if raw, ok := literalJSON(l.(*ast.BasicLit)); ok {
-						s.Enum = append(s.Enum, apiextensionsv1.JSON{Raw: raw})
-					}
-				}
-			case len(others) == 1:
-				// `*1 | int32 & >=0`: the literal is only the default.
-				constrain(s, others[0])
-			}
+			constrainDisjunction(s, x)
 		}
 	case *ast.UnaryExpr:
-		lit, ok := x.X.(*ast.BasicLit)
-		if !ok {
-			return
-		}
-		switch x.Op {
-		case token.GEQ, token.GTR: // several bounds: the tightest wins
-			if f, ok := number(lit); ok && (s.Minimum == nil || f > *s.Minimum) {
-				s.Minimum = &f
-				s.ExclusiveMinimum = x.Op == token.GTR
-			}
-		case token.LEQ, token.LSS:
-			if f, ok := number(lit); ok && (s.Maximum == nil || f < *s.Maximum) {
-				s.Maximum = &f
-				s.ExclusiveMaximum = x.Op == token.LSS
-			}
-		case token.MAT:
-			if str, err := strconv.Unquote(lit.Value); err == nil {
-				s.Pattern = str
-			}
-		}
+		constrainBound(s, x)
 	case *ast.Ident:
-		switch x.Name {
-		case "uint", "uint8", "uint16", "uint32", "uint64":
-			if zero := 0.0; s.Minimum == nil || *s.Minimum < 0 {
-				s.Minimum = &zero
-			}
-		case "int32":
-			s.Format = "int32"
-		case "int64":
-			s.Format = "int64"
-		}
+		constrainType(s, x)
 	case *ast.CallExpr:
-		sel, ok := x.Fun.(*ast.SelectorExpr)
-		if !ok || len(x.Args) != 1 {
-			return
+		constrainLength(s, x)
+	}
+}
+
+// constrainDisjunction reads an enum from a disjunction of literals, or the
+// constraints of the one alternative that is not a literal.
+func constrainDisjunction(s *apiextensionsv1.JSONSchemaProps, x *ast.BinaryExpr) {
+	var lits, others []ast.Expr
+	for _, a := range disjuncts(x, nil) {
+		if u, ok := a.(*ast.UnaryExpr); ok && u.Op == token.MUL {
+			a = u.X // the default; it is also one of the allowed values
 		}
-		pkg, ok := sel.X.(*ast.Ident)
-		if !ok {
-			return
+		if _, ok := a.(*ast.BasicLit); ok {
+			lits = append(lits, a)
+		} else {
+			others = append(others, a)
 		}
-		lit, ok := x.Args[0].(*ast.BasicLit)
-		if !ok {
-			return
+	}
+	switch {
+	case len(others) == 0:
+		for _, l := range lits {
+			if raw, ok := literalJSON(l.(*ast.BasicLit)); ok {
+				s.Enum = append(s.Enum, apiextensionsv1.JSON{Raw: raw})
+			}
 		}
-		n, err := strconv.ParseInt(lit.Value, 10, 64)
-		if err != nil {
-			return
+	case len(others) == 1:
+		// `*1 | int32 & >=0`: the literal is only the default.
+		constrain(s, others[0])
+	}
+}
+
+// constrainBound reads a bound (`>=0`, `<10`) or a pattern (`=~"^a"`).
+func constrainBound(s *apiextensionsv1.JSONSchemaProps, x *ast.UnaryExpr) {
+	lit, ok := x.X.(*ast.BasicLit)
+	if !ok {
+		return
+	}
+	switch x.Op {
+	case token.GEQ, token.GTR: // several bounds: the tightest wins
+		if f, ok := number(lit); ok && (s.Minimum == nil || f > *s.Minimum) {
+			s.Minimum = &f
+			s.ExclusiveMinimum = x.Op == token.GTR
 		}
-		switch pkg.Name + "." + fmt.Sprint(sel.Sel) {
-		case "strings.MaxRunes":
-			s.MaxLength = &n
-		case "strings.MinRunes":
-			s.MinLength = &n
+	case token.LEQ, token.LSS:
+		if f, ok := number(lit); ok && (s.Maximum == nil || f < *s.Maximum) {
+			s.Maximum = &f
+			s.ExclusiveMaximum = x.Op == token.LSS
 		}
+	case token.MAT:
+		if str, err := strconv.Unquote(lit.Value); err == nil {
+			s.Pattern = str
+		}
+	}
+}
+
+// constrainType reads what a numeric type implies: a minimum of 0 for the
+// unsigned types, the format of int32 and int64.
+func constrainType(s *apiextensionsv1.JSONSchemaProps, x *ast.Ident) {
+	switch x.Name {
+	case "uint", "uint8", "uint16", "uint32", "uint64":
+		if zero := 0.0; s.Minimum == nil || *s.Minimum < 0 {
+			s.Minimum = &zero
+		}
+	case "int32":
+		s.Format = "int32"
+	case "int64":
+		s.Format = "int64"
+	}
+}
+
+// constrainLength reads a length from strings.MaxRunes(n) or
+// strings.MinRunes(n).
+func constrainLength(s *apiextensionsv1.JSONSchemaProps, x *ast.CallExpr) {
+	sel, ok := x.Fun.(*ast.SelectorExpr)
+	if !ok || len(x.Args) != 1 {
+		return
+	}
+	pkg, ok := sel.X.(*ast.Ident)
+	if !ok {
+		return
+	}
+	lit, ok := x.Args[0].(*ast.BasicLit)
+	if !ok {
+		return
+	}
+	n, err := strconv.ParseInt(lit.Value, 10, 64)
+	if err != nil {
+		return
+	}
+	switch pkg.Name + "." + fmt.Sprint(sel.Sel) {
+	case "strings.MaxRunes":
+		s.MaxLength = &n
+	case "strings.MinRunes":
+		s.MinLength = &n
 	}
 }
 
