@@ -3,8 +3,6 @@ package main
 import (
 	"fmt"
 
-	"strings"
-
 	"github.com/spf13/cobra"
 	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/yaml"
@@ -59,9 +57,4 @@ func crdYAML(t *templates.Template) ([]byte, error) {
 		delete(md, "creationTimestamp")
 	}
 	return yaml.Marshal(obj)
-}
-
-// dropCreationTimestamp removes the null creationTimestamp Go's types print.
-func dropCreationTimestamp(doc string) string {
-	return strings.Replace(doc, "  creationTimestamp: null\n", "", 1)
 }

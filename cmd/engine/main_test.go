@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -102,9 +103,11 @@ func TestCRDs(t *testing.T) {
 	var names []string
 	for {
 		var crd apiextensionsv1.CustomResourceDefinition
-		if err := dec.Decode(&crd); err != nil {
+		err := dec.Decode(&crd)
+		if errors.Is(err, io.EOF) {
 			break
 		}
+		require.NoError(t, err, "document %d", len(names)+1)
 		names = append(names, crd.Name)
 	}
 	assert.Equal(t, []string{"gcs.storage.matsumo.dev", "mykinds.webapp.my.domain", "storefronts.apps.cuengine.dev"}, names)

@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"strings"
 
 	"github.com/spf13/cobra"
 	"sigs.k8s.io/yaml"
@@ -54,4 +55,9 @@ a ClusterRoleBinding to the engine's ServiceAccount.`,
 	cmd.Flags().StringVar(&o.namespace, "namespace", "engine-system", "namespace of the ServiceAccount")
 	cmd.Flags().BoolVar(&o.installCRDs, "install-crds", false, "also allow managing CustomResourceDefinitions (engine run --install-crds)")
 	return cmd
+}
+
+// dropCreationTimestamp removes the null creationTimestamp Go's types print.
+func dropCreationTimestamp(doc string) string {
+	return strings.Replace(doc, "  creationTimestamp: null\n", "", 1)
 }
