@@ -3,6 +3,8 @@ package engine
 import (
 	"context"
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -32,8 +34,8 @@ type kindController struct {
 	gvk schema.GroupVersionKind
 	tpl atomic.Pointer[templates.Template]
 	rec *reconciler
-	// retired: the template was removed; only deletions are finished.
-	retired atomic.Bool
+	// gone: the template was removed; only deletions are finished.
+	gone atomic.Bool
 
 	// requeue carries parents to reconcile again after a template change.
 	requeue chan event.TypedGenericEvent[*unstructured.Unstructured]
@@ -50,17 +52,32 @@ func newKindController(e *Engine, t *templates.Template) *kindController {
 	kc := &kindController{e: e, gvk: t.GVK, watching: map[schema.GroupVersionKind]bool{},
 		requeue: make(chan event.TypedGenericEvent[*unstructured.Unstructured])}
 	kc.tpl.Store(t)
-	kc.rec = &reconciler{e: e, kc: kc}
+	kc.rec = &reconciler{
+		gvk:            t.GVK,
+		kind:           kc,
+		children:       kc,
+		parents:        e.mgr.GetCache(),
+		live:           e.apiReader,
+		writer:         e.writer,
+		scoper:         e.scoper,
+		recorder:       e.recorder,
+		providers:      e.opts.Providers,
+		resourceResync: e.opts.ResourceResync,
+	}
 	return kc
 }
 
+// template implements kindTemplate.
 func (kc *kindController) template() *templates.Template { return kc.tpl.Load() }
+
+// retired implements kindTemplate.
+func (kc *kindController) retired() bool { return kc.gone.Load() }
 
 func (kc *kindController) status() KindStatus {
 	kc.mu.Lock()
 	defer kc.mu.Unlock()
 	t := kc.template()
-	return KindStatus{Kind: kindString(kc.gvk), Template: t.Path, Revision: t.Hash, Running: kc.running, Retired: kc.retired.Load(), Error: kc.err}
+	return KindStatus{Kind: kindString(kc.gvk), Template: t.Path, Revision: t.Hash, Running: kc.running, Retired: kc.retired(), Error: kc.err}
 }
 
 func kindString(gvk schema.GroupVersionKind) string {
@@ -143,8 +160,8 @@ func (kc *kindController) run(ctx context.Context) error {
 	kc.watching = map[schema.GroupVersionKind]bool{}
 	kc.mu.Unlock()
 	for _, gvk := range kc.template().ChildKinds() {
-		if err := kc.watchChildren(ctx, gvk); err != nil {
-			log.FromContext(ctx).Error(err, "cannot watch child kind", "kind", kindString(kc.gvk), "child", gvk.String())
+		if err := kc.watch(ctx, gvk); err != nil {
+			log.FromContext(ctx).Error(err, "cannot watch child kind", "kind", kindString(kc.gvk), "childKind", kindString(gvk))
 		}
 	}
 	kc.mu.Lock()
@@ -162,10 +179,10 @@ func (kc *kindController) run(ctx context.Context) error {
 	return err
 }
 
-// watchChildren makes events on children of one kind requeue their parents.
-// It is called for the template's known child kinds at start and for any
-// kind first seen in a reconcile.
-func (kc *kindController) watchChildren(ctx context.Context, gvk schema.GroupVersionKind) error {
+// watch implements childCache: events on children of one kind requeue
+// their parents. It is called for the template's known child kinds at start
+// and for any kind first seen in a reconcile.
+func (kc *kindController) watch(ctx context.Context, gvk schema.GroupVersionKind) error {
 	kc.mu.Lock()
 	ctrl := kc.ctrl
 	already := kc.watching[gvk]
@@ -195,14 +212,25 @@ func (kc *kindController) forgetWatch(gvk schema.GroupVersionKind) {
 	delete(kc.watching, gvk)
 }
 
-func (kc *kindController) watchedChildKinds() []schema.GroupVersionKind {
+// list implements childCache: the parent's children of every watched kind,
+// from the label-selected child cache, through its parent-uid index.
+func (kc *kindController) list(ctx context.Context, parent *unstructured.Unstructured) ([]*unstructured.Unstructured, error) {
 	kc.mu.Lock()
-	defer kc.mu.Unlock()
-	out := make([]schema.GroupVersionKind, 0, len(kc.watching))
-	for gvk := range kc.watching {
-		out = append(out, gvk)
+	kinds := slices.Collect(maps.Keys(kc.watching))
+	kc.mu.Unlock()
+	var out []*unstructured.Unstructured
+	for _, gvk := range kinds {
+		list := &unstructured.UnstructuredList{}
+		list.SetGroupVersionKind(gvk.GroupVersion().WithKind(gvk.Kind + "List"))
+		// The cached objects are only read, never modified: no deep copy.
+		if err := kc.e.children.List(ctx, list, client.MatchingFields{indexParentUID: string(parent.GetUID())}, client.UnsafeDisableDeepCopy); err != nil {
+			return nil, fmt.Errorf("listing %s children: %w", gvk.Kind, err)
+		}
+		for i := range list.Items {
+			out = append(out, &list.Items[i])
+		}
 	}
-	return out
+	return out, nil
 }
 
 // parentOf maps a child to its parent through the parent annotation, which
@@ -224,24 +252,12 @@ func parentChanged() predicate.TypedPredicate[*unstructured.Unstructured] {
 		UpdateFunc: func(ev event.TypedUpdateEvent[*unstructured.Unstructured]) bool {
 			o, n := ev.ObjectOld, ev.ObjectNew
 			return o.GetGeneration() != n.GetGeneration() ||
-				!equalStringMaps(o.GetLabels(), n.GetLabels()) ||
-				!equalStringMaps(o.GetAnnotations(), n.GetAnnotations()) ||
-				strings.Join(o.GetFinalizers(), ",") != strings.Join(n.GetFinalizers(), ",") ||
+				!maps.Equal(o.GetLabels(), n.GetLabels()) ||
+				!maps.Equal(o.GetAnnotations(), n.GetAnnotations()) ||
+				!slices.Equal(o.GetFinalizers(), n.GetFinalizers()) ||
 				!o.GetDeletionTimestamp().Equal(n.GetDeletionTimestamp())
 		},
 	}
-}
-
-func equalStringMaps(a, b map[string]string) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for k, v := range a {
-		if bv, ok := b[k]; !ok || bv != v {
-			return false
-		}
-	}
-	return true
 }
 
 // update swaps in a new version of the template and requeues every parent of
@@ -255,8 +271,8 @@ func (kc *kindController) update(t *templates.Template) {
 	ctx := kc.e.ctx
 	kc.mu.Unlock()
 	for _, gvk := range t.ChildKinds() {
-		if err := kc.watchChildren(ctx, gvk); err != nil {
-			log.FromContext(ctx).Error(err, "cannot watch child kind", "kind", kindString(kc.gvk), "child", gvk.String())
+		if err := kc.watch(ctx, gvk); err != nil {
+			log.FromContext(ctx).Error(err, "cannot watch child kind", "kind", kindString(kc.gvk), "childKind", kindString(gvk))
 		}
 	}
 	go kc.requeueAll(ctx)
@@ -264,23 +280,18 @@ func (kc *kindController) update(t *templates.Template) {
 
 // requeueAll queues every parent of the kind, no faster than RequeueQPS.
 func (kc *kindController) requeueAll(ctx context.Context) {
-	list := &unstructured.UnstructuredList{}
-	list.SetGroupVersionKind(kc.gvk.GroupVersion().WithKind(kc.gvk.Kind + "List"))
-	var opts []client.ListOption
-	if ns := kc.e.opts.Namespace; ns != "" {
-		opts = append(opts, client.InNamespace(ns))
-	}
-	if err := kc.e.mgr.GetCache().List(ctx, list, opts...); err != nil {
+	parents, err := kc.e.listParents(ctx, kc.gvk)
+	if err != nil {
 		log.FromContext(ctx).Error(err, "cannot list parents to requeue", "kind", kindString(kc.gvk))
 		return
 	}
 	limiter := rate.NewLimiter(rate.Limit(kc.e.opts.RequeueQPS), 1)
-	for i := range list.Items {
+	for i := range parents {
 		if err := limiter.Wait(ctx); err != nil {
 			return
 		}
 		select {
-		case kc.requeue <- event.TypedGenericEvent[*unstructured.Unstructured]{Object: &list.Items[i]}:
+		case kc.requeue <- event.TypedGenericEvent[*unstructured.Unstructured]{Object: &parents[i]}:
 		case <-ctx.Done():
 			return
 		}

@@ -3,10 +3,13 @@ package engine
 import (
 	"context"
 	"fmt"
+	"maps"
+	"slices"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
@@ -16,55 +19,47 @@ import (
 	"github.com/cuengine/engine/templates"
 )
 
-const (
-	// Finalizer keeps a parent until the engine has deleted what the
-	// garbage collector cannot: external resources, and children outside
-	// the parent's namespace.
-	Finalizer = "engine.cuengine.dev/finalizer"
-	// AnnotationDeletionPolicy on a parent overrides the template's
-	// deletionPolicy for all its resources; "Orphan" keeps them.
-	AnnotationDeletionPolicy = "engine.cuengine.dev/deletion-policy"
-)
+// AnnotationDeletionPolicy on a parent overrides the template's
+// deletionPolicy for all its resources; "Orphan" keeps them.
+const AnnotationDeletionPolicy = "engine.cuengine.dev/deletion-policy"
 
-// finalize runs when the parent is being deleted: it deletes external
-// resources per their recorded deletion policy and children without an
-// owner reference, then drops the finalizer. It needs only what is recorded
-// on the parent, never the template, so a template that no longer compiles
-// cannot block deletion.
-func (r *reconciler) finalize(ctx context.Context, t *templates.Template, parent *unstructured.Unstructured) (ctrl.Result, error) {
+// reconcileDelete runs when the parent is being deleted: it deletes its
+// external resources per their recorded deletion policy and the children
+// the garbage collector will not (those without an owner reference), then
+// drops the finalizer. What to delete comes from the records on the
+// parent, never from the template; the template is asked only for the
+// resources' current specs (forceDestroy lives there), and a template that
+// no longer evaluates leaves them empty rather than blocking deletion.
+func (r *reconciler) reconcileDelete(ctx context.Context, t *templates.Template, parent *unstructured.Unstructured, st *status) (ctrl.Result, error) {
+	r.settled.Delete(types.NamespacedName{Namespace: parent.GetNamespace(), Name: parent.GetName()})
 	if !controllerutil.ContainsFinalizer(parent, Finalizer) {
+		st.skip = true
 		return ctrl.Result{}, nil
 	}
-	logger := log.FromContext(ctx)
-	st := newStatusUpdate(parent)
 	records, err := recordedResources(parent)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
 	orphanAll := parent.GetAnnotations()[AnnotationDeletionPolicy] == templates.DeletionPolicyOrphan
-	specs := lastSpecs(t, parent)
-	for _, rec := range records {
+	specs := currentSpecs(t, parent)
+	for _, name := range slices.Sorted(maps.Keys(records)) {
+		rec := records[name]
 		if orphanAll || rec.DeletionPolicy == templates.DeletionPolicyOrphan {
-			logger.Info("orphaning external resource", "resource", rec.Name, "externalName", rec.ExternalName)
+			log.FromContext(ctx).Info("orphaning external resource", "resource", rec.Name, "externalName", rec.ExternalName)
 			continue
 		}
-		p, ok := r.e.opts.Providers.Get(rec.Provider)
+		p, ok := r.providers.Get(rec.Provider)
 		if !ok {
-			st.syncFailed(ReasonUnknownProvider, fmt.Sprintf("resource %s: provider %q is not available in this engine; to delete the parent anyway, annotate it %s=Orphan", rec.Name, rec.Provider, AnnotationDeletionPolicy))
-			return r.writeStatus(ctx, parent, st, ctrl.Result{}, nil)
+			st.fail(ReasonUnknownProvider, terminalError(ReasonUnknownProvider, fmt.Errorf("resource %s: provider %q is not available in this engine; to delete the parent anyway, annotate it %s=Orphan", rec.Name, rec.Provider, AnnotationDeletionPolicy)))
+			return ctrl.Result{}, nil
 		}
 		req := providers.Request{Name: rec.Name, ExternalName: rec.ExternalName, Owner: ownerOf(parent), Spec: specs[rec.Name], Settings: rec.Settings}
 		callCtx, cancel := context.WithTimeout(ctx, providerCallTimeout)
 		err := p.Delete(callCtx, req)
 		cancel()
 		if err != nil {
-			reason, retryable := providers.Classify(err)
-			st.syncFailed(reason, fmt.Sprintf("deleting resource %s (%s): %v; the finalizer is kept. To delete the parent and keep the resource, annotate it %s=Orphan", rec.Name, rec.ExternalName, err, AnnotationDeletionPolicy))
-			res := ctrl.Result{RequeueAfter: r.e.opts.ResourceResync}
-			if retryable {
-				res = ctrl.Result{Requeue: true}
-			}
-			return r.writeStatus(ctx, parent, st, res, nil)
+			st.fail("", fmt.Errorf("deleting resource %s (%s): %w; the finalizer is kept. To delete the parent and keep the resource, annotate it %s=Orphan", rec.Name, rec.ExternalName, err, AnnotationDeletionPolicy))
+			return ctrl.Result{}, nil
 		}
 		r.normal(parent, "Deleted", "Delete", "Deleted %s resource %s", rec.Provider, rec.ExternalName)
 	}
@@ -73,10 +68,8 @@ func (r *reconciler) finalize(ctx context.Context, t *templates.Template, parent
 	}
 	patch := client.MergeFromWithOptions(parent.DeepCopy(), client.MergeFromWithOptimisticLock{})
 	controllerutil.RemoveFinalizer(parent, Finalizer)
-	if err := r.e.writer.Patch(ctx, parent, patch); err != nil {
-		if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
-			return ctrl.Result{Requeue: true}, nil
-		}
+	st.skip = true // the parent goes away with its finalizer
+	if err := r.writer.Patch(ctx, parent, patch); err != nil && !apierrors.IsNotFound(err) {
 		return ctrl.Result{}, fmt.Errorf("removing finalizer: %w", err)
 	}
 	return ctrl.Result{}, nil
@@ -85,16 +78,16 @@ func (r *reconciler) finalize(ctx context.Context, t *templates.Template, parent
 // deleteUnownedChildren deletes the children the garbage collector will not:
 // those in other namespaces or cluster-scoped, which carry no owner reference.
 func (r *reconciler) deleteUnownedChildren(ctx context.Context, parent *unstructured.Unstructured) error {
-	existing, err := r.observe(ctx, parent)
+	live, err := r.observe(ctx, parent)
 	if err != nil {
 		return err
 	}
-	for _, c := range existing {
+	for _, c := range live.list {
 		if metav1.GetControllerOfNoCopy(c) != nil {
 			continue
 		}
 		uid := c.GetUID()
-		if err := r.e.writer.Delete(ctx, c, client.Preconditions(metav1.Preconditions{UID: &uid})); err != nil && !apierrors.IsNotFound(err) {
+		if err := r.writer.Delete(ctx, c, client.Preconditions(metav1.Preconditions{UID: &uid})); err != nil && !apierrors.IsNotFound(err) {
 			return fmt.Errorf("deleting %s %s: %w", c.GetKind(), c.GetName(), err)
 		}
 		r.normal(parent, "Deleted", "Delete", "Deleted %s %s/%s", c.GetKind(), c.GetNamespace(), c.GetName())
@@ -102,12 +95,12 @@ func (r *reconciler) deleteUnownedChildren(ctx context.Context, parent *unstruct
 	return nil
 }
 
-// lastSpecs returns the resources' specs as the template renders them for
-// the parent now (forceDestroy, say, lives there), or nothing when the
-// template cannot render it: deletion then goes on from the records alone.
-func lastSpecs(t *templates.Template, parent *unstructured.Unstructured) map[string]map[string]any {
+// currentSpecs returns the resources' specs as the template renders them
+// for the parent now, or nothing when it cannot: deletion then goes on from
+// the records alone.
+func currentSpecs(t *templates.Template, parent *unstructured.Unstructured) map[string]map[string]any {
 	out := map[string]map[string]any{}
-	res, err := t.Evaluate(templates.Input{Parent: parent, Observed: resourceState(parent)})
+	res, err := t.Evaluate(templates.Input{Parent: parent, Observed: observedResources(storedResources(parent))})
 	if err != nil {
 		return out
 	}
@@ -115,8 +108,4 @@ func lastSpecs(t *templates.Template, parent *unstructured.Unstructured) map[str
 		out[r.Name] = r.Spec
 	}
 	return out
-}
-
-func ownerOf(parent *unstructured.Unstructured) providers.Owner {
-	return providers.Owner{UID: string(parent.GetUID()), Namespace: parent.GetNamespace(), Name: parent.GetName(), Kind: parent.GetKind()}
 }

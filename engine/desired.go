@@ -6,37 +6,10 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/cuengine/engine/templates"
 )
-
-// Labels and annotations the engine puts on every child. The label selector
-// managed-by=engine restricts the engine's child informers to its own objects.
-const (
-	LabelManagedBy   = "app.kubernetes.io/managed-by"
-	ManagedByValue   = "engine"
-	LabelParentUID   = "engine.cuengine.dev/parent-uid"
-	LabelChild       = "engine.cuengine.dev/child"
-	AnnotationParent = "engine.cuengine.dev/parent"
-	// AnnotationAppliedHash holds a hash of the desired object last applied,
-	// so an unchanged child is not applied again.
-	AnnotationAppliedHash = "engine.cuengine.dev/applied-hash"
-	// FieldManager is the server-side apply field manager of every write.
-	FieldManager = "engine"
-)
-
-// ParentRef names a parent in the AnnotationParent format: Kind.group/namespace/name.
-func ParentRef(parent *unstructured.Unstructured) string {
-	gvk := parent.GroupVersionKind()
-	return fmt.Sprintf("%s/%s/%s", gvk.GroupKind().String(), parent.GetNamespace(), parent.GetName())
-}
-
-// Scoper tells whether a kind is namespaced.
-type Scoper interface {
-	Namespaced(gvk schema.GroupVersionKind) (bool, error)
-}
 
 // ChildError is a child the template may not produce: in another namespace,
 // or cluster-scoped, without the template's policy allowing it.

@@ -70,7 +70,8 @@ func (d *Differ) diffParent(ctx context.Context, t *templates.Template, parent *
 	if err != nil {
 		return err
 	}
-	out, err := t.Evaluate(templates.Input{Parent: parent, Observed: observedState(existing)})
+	live := newLiveChildren(existing)
+	out, err := t.Evaluate(templates.Input{Parent: parent, Observed: live.observed(parent)})
 	if err != nil {
 		sum.Failed++
 		fmt.Fprintf(d.Out, "# %s %s/%s: the new template fails: %s\n", parent.GetKind(), parent.GetNamespace(), parent.GetName(), templates.Summary(err, 3))
@@ -86,13 +87,15 @@ func (d *Differ) diffParent(ctx context.Context, t *templates.Template, parent *
 		}
 		desired = append(desired, obj)
 	}
+	kept := make(map[childKey]bool, len(desired))
 	for _, obj := range desired {
-		if err := d.diffChild(ctx, parent, obj, find(existing, obj), sum); err != nil {
+		kept[objectKeyOf(obj)] = true
+		if err := d.diffChild(ctx, parent, obj, live.get(obj), sum); err != nil {
 			return err
 		}
 	}
 	for _, c := range existing {
-		if find(desired, c) == nil {
+		if !kept[objectKeyOf(c)] {
 			sum.Pruned++
 			d.write(parent, c, "pruned", clean(c), "")
 		}
@@ -141,9 +144,10 @@ func (d *Differ) diffChild(ctx context.Context, parent, obj, live *unstructured.
 }
 
 // children lists the parent's existing children of every kind its template
-// can produce.
+// can produce: the labelled objects that are provably its own.
 func (d *Differ) children(ctx context.Context, t *templates.Template, parent *unstructured.Unstructured) ([]*unstructured.Unstructured, error) {
 	var out []*unstructured.Unstructured
+	inv := inventoryOf(parent)
 	for _, gvk := range t.ChildKinds() {
 		list := &unstructured.UnstructuredList{}
 		list.SetGroupVersionKind(gvk.GroupVersion().WithKind(gvk.Kind + "List"))
@@ -154,7 +158,9 @@ func (d *Differ) children(ctx context.Context, t *templates.Template, parent *un
 			return nil, fmt.Errorf("listing %s: %w", gvk.Kind, err)
 		}
 		for i := range list.Items {
-			out = append(out, &list.Items[i])
+			if isOurs(parent, &list.Items[i], inv) {
+				out = append(out, &list.Items[i])
+			}
 		}
 	}
 	return out, nil

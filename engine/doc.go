@@ -5,4 +5,56 @@
 // It owns applying and pruning children, status and conditions, finalizers,
 // events and the lifecycle of the per-kind controllers. It never loads CUE
 // files: it asks a compiled templates.Template to evaluate one parent.
+//
+// # One reconcile, step by step
+//
+// Reconcile (reconciler.go) is the table of contents. Each step takes the
+// parent and what the step before it produced, records its findings on the
+// status under construction, and returns a typed outcome:
+//
+//  1. deletion.go: a parent being deleted has its external resources deleted
+//     (or orphaned) from the records on it, and the children the garbage
+//     collector cannot reach, then loses its finalizer. It runs first, so a
+//     broken template never blocks a deletion.
+//  2. observe.go: the parent's live children, from the label-selected child
+//     cache, indexed by kind, namespace, name and local name.
+//  3. settled.go: the same inputs as the last reconcile that changed nothing
+//     (template revision, parent generation and metadata, children's
+//     resource versions) end the reconcile here.
+//  4. evaluate.go: the template turns the parent and what is observed into
+//     the desired children (policy enforced, engine labels and owner
+//     reference added), the external resources and the template's status.
+//  5. resources.go: each provider applies the resources whose names are
+//     recorded on the parent; a new resource only gets a name planned, and a
+//     resource dropped from the template is deleted.
+//  6. record.go: the one write in the middle of a reconcile. The finalizer
+//     and the name of each resource are stored on the parent before that
+//     resource is ever created, which is what makes a crash at any point
+//     leak nothing. A reconcile that records ends here; the watch event of
+//     the write starts the next one.
+//  7. evaluate.go (reevaluate): when a resource appeared or changed, the
+//     template sees it now, so a child that depends on it is applied in the
+//     same reconcile.
+//  8. apply.go: server-side apply of each child that is missing or drifted;
+//     an object this parent does not control is never touched.
+//  9. prune.go: children the template no longer produces are deleted.
+//  10. ready.go: Ready from the template's ready field, or from kstatus on
+//     every child and the resources' readiness.
+//  11. settled.go (settle), then status.go: after child writes the status
+//     is left to the reconcile their events bring; otherwise the deferred
+//     finish writes it, once and only if it changed. This is the only
+//     status write, deletion included.
+//
+// The status under construction is typed: conditions.go (Synced, Ready and
+// their reasons), resourcestatus.go (status.resources), templatestatus.go
+// (the template's own fields). Every error is classified in one place,
+// errors.go: terminal (a bad spec or template, a refused child: recorded,
+// counted through reconcile.TerminalError, not retried until something
+// changes), waiting (an optimistic-lock conflict, a resource to observe
+// again later: requeued after a delay) or transient (anything else: the
+// controller's backoff).
+//
+// The reconciler reaches the rest of the engine only through small
+// interfaces (kindTemplate, childCache, controller-runtime's client), so
+// its unit tests (TestUnit*) run on the fake client without a cluster.
 package engine

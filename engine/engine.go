@@ -10,11 +10,11 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/tools/events"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
-	"sigs.k8s.io/controller-runtime/pkg/recorder"
 
 	"github.com/cuengine/engine/providers"
 	"github.com/cuengine/engine/templates"
@@ -49,7 +49,7 @@ type Engine struct {
 	writer    client.Client
 	apiReader client.Reader
 	scoper    Scoper
-	recorder  recorder.EventRecorder
+	recorder  events.EventRecorder
 
 	mu        sync.Mutex
 	set       *templates.Set
@@ -170,18 +170,18 @@ func (e *Engine) SetTemplates(set *templates.Set) {
 		wanted[t.GVK] = t
 	}
 	for gvk, kc := range e.kinds {
-		if _, ok := wanted[gvk]; ok || kc.retired.Load() {
+		if _, ok := wanted[gvk]; ok || kc.retired() {
 			continue
 		}
 		t := kc.template()
 		if t.HasResources() || t.Policy.CrossNamespace || t.Policy.ClusterScoped {
 			// Its parents may carry the engine's finalizer: keep finishing
 			// their deletions (which need no template), and nothing else.
-			logger.Info("template removed: its children are left in place; deletions of its objects are still finished", "kind", gvk.String(), "template", t.Path)
-			kc.retired.Store(true)
+			logger.Info("template removed: its children are left in place; deletions of its objects are still finished", "kind", kindString(gvk), "template", t.Path)
+			kc.gone.Store(true)
 			continue
 		}
-		logger.Info("template removed: stopping its controller, leaving its children in place", "kind", gvk.String(), "template", t.Path)
+		logger.Info("template removed: stopping its controller, leaving its children in place", "kind", kindString(gvk), "template", t.Path)
 		kc.stop()
 		delete(e.kinds, gvk)
 	}
@@ -189,7 +189,7 @@ func (e *Engine) SetTemplates(set *templates.Set) {
 	for gvk, t := range wanted {
 		metricRevision.WithLabelValues(kindString(gvk), t.Path, t.Hash).Set(1)
 		if kc, ok := e.kinds[gvk]; ok {
-			kc.retired.Store(false)
+			kc.gone.Store(false)
 			kc.update(t)
 			continue
 		}

@@ -2,9 +2,11 @@ package engine_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -18,8 +20,10 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/wait"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -31,8 +35,8 @@ import (
 	"github.com/cuengine/engine/templates"
 )
 
-// The package's tests share one bare control plane (apiserver + etcd) and
-// one engine running the templates in testdata/templates.
+// The control plane and the engine running the templates in
+// testdata/templates, once started.
 var (
 	cfg *rest.Config
 	k8s client.Client
@@ -44,18 +48,35 @@ var (
 	websiteGVK = schema.GroupVersionKind{Group: "test.cuengine.dev", Version: "v1", Kind: "Website"}
 )
 
+// The integration tests share one bare control plane (apiserver + etcd)
+// and one engine, started by the first test that needs them; the unit tests
+// (TestUnit*) need neither.
+var (
+	controlPlaneOnce sync.Once
+	controlPlaneErr  error
+	stopControlPlane = func() {}
+)
+
 func TestMain(m *testing.M) {
-	os.Exit(run(m))
+	code := m.Run()
+	stopControlPlane()
+	os.Exit(code)
 }
 
-func run(m *testing.M) int {
+// controlPlane starts the shared control plane and engine on first use.
+func controlPlane(t *testing.T) {
+	t.Helper()
+	controlPlaneOnce.Do(func() { controlPlaneErr = startControlPlane() })
+	require.NoError(t, controlPlaneErr)
+}
+
+func startControlPlane() error {
 	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
 	var err error
 	set, err = templates.Load("testdata/templates")
 	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
+		cancel()
+		return err
 	}
 	var crds []*apiextensionsv1.CustomResourceDefinition
 	for _, t := range set.Templates() {
@@ -63,33 +84,37 @@ func run(m *testing.M) int {
 	}
 	cluster, err := localcluster.Start(ctx, localcluster.Options{CRDs: crds, Progress: os.Stderr})
 	if err != nil {
-		fmt.Fprintln(os.Stderr, "starting the control plane (run `make assets` first):", err)
-		return 1
+		cancel()
+		return fmt.Errorf("starting the control plane (run `make assets` first): %w", err)
 	}
-	defer cluster.Stop()
+	stopControlPlane = func() { cancel(); cluster.Stop() }
 	cfg = cluster.Config
-	if k8s, err = client.New(cfg, client.Options{}); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
+	scheme := runtime.NewScheme()
+	if err := errors.Join(clientgoscheme.AddToScheme(scheme), apiextensionsv1.AddToScheme(scheme)); err != nil {
+		return err
+	}
+	if k8s, err = client.New(cfg, client.Options{Scheme: scheme}); err != nil {
+		return err
 	}
 	ctrl.SetLogger(zap.New(zap.WriteTo(os.Stderr), zap.Level(zapcore.Level(zapLevel()))))
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{Metrics: metricsserver.Options{BindAddress: "0"}, HealthProbeBindAddress: "0"})
 	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
+		return err
 	}
 	eng, err := engine.New(mgr, engine.Options{MaxConcurrentReconciles: 2})
 	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
+		return err
 	}
 	eng.SetTemplates(set)
+	done := make(chan struct{})
 	go func() {
+		defer close(done)
 		if err := mgr.Start(ctx); err != nil {
 			fmt.Fprintln(os.Stderr, "manager:", err)
 		}
 	}()
-	return m.Run()
+	stopControlPlane = func() { cancel(); <-done; cluster.Stop() }
+	return nil
 }
 
 // namespace creates a namespace for one test.
@@ -139,7 +164,11 @@ func markReady(t *testing.T, ns, name string, replicas int32) {
 	t.Helper()
 	d, err := getDeployment(context.Background(), ns, name)
 	require.NoError(t, err)
-	d.Status = appsv1.DeploymentStatus{ObservedGeneration: d.Generation, Replicas: replicas, ReadyReplicas: replicas, AvailableReplicas: replicas, UpdatedReplicas: replicas}
+	d.Status = appsv1.DeploymentStatus{ObservedGeneration: d.Generation, Replicas: replicas, ReadyReplicas: replicas, AvailableReplicas: replicas, UpdatedReplicas: replicas,
+		Conditions: []appsv1.DeploymentCondition{
+			{Type: appsv1.DeploymentAvailable, Status: corev1.ConditionTrue, Reason: "MinimumReplicasAvailable"},
+			{Type: appsv1.DeploymentProgressing, Status: corev1.ConditionTrue, Reason: "NewReplicaSetAvailable"},
+		}}
 	require.NoError(t, k8s.Status().Update(context.Background(), d))
 }
 
@@ -170,6 +199,7 @@ func condition(ctx context.Context, obj *unstructured.Unstructured, condType str
 }
 
 func TestMyKindLifecycle(t *testing.T) {
+	controlPlane(t)
 	ctx := context.Background()
 	ns := namespace(t)
 	mk := parent(myKindGVK, ns, "mykind-sample", map[string]any{"deploymentName": "mykind"})
@@ -246,6 +276,7 @@ func TestMyKindLifecycle(t *testing.T) {
 }
 
 func TestForeignChildIsLeftAlone(t *testing.T) {
+	controlPlane(t)
 	ctx := context.Background()
 	ns := namespace(t)
 	two := int32(2)
@@ -276,6 +307,7 @@ func TestForeignChildIsLeftAlone(t *testing.T) {
 }
 
 func TestInvalidSpecTouchesNoChild(t *testing.T) {
+	controlPlane(t)
 	ctx := context.Background()
 	ns := namespace(t)
 	site := parent(websiteGVK, ns, "site", map[string]any{"image": "nginx", "replicas": int64(3)})
@@ -317,6 +349,7 @@ func TestInvalidSpecTouchesNoChild(t *testing.T) {
 }
 
 func TestWebsiteConditionalChild(t *testing.T) {
+	controlPlane(t)
 	ctx := context.Background()
 	ns := namespace(t)
 	site := parent(websiteGVK, ns, "blog", map[string]any{"image": "nginx"})

@@ -13,19 +13,23 @@ import (
 
 // prune deletes the parent's children that the template no longer produces:
 // a local name that disappeared, or one whose object changed name,
-// namespace or kind (the seed's cleanupOwnedResources). It runs only after a
-// successful evaluation, so a broken template never deletes anything.
-func (r *reconciler) prune(ctx context.Context, parent *unstructured.Unstructured, keep, existing []*unstructured.Unstructured) (int, error) {
+// namespace or kind. It runs only after a successful evaluation, so a
+// broken template never deletes anything, and only on what observe proved
+// to be the parent's. It returns the number of deletes.
+func (r *reconciler) prune(ctx context.Context, parent *unstructured.Unstructured, keep []*unstructured.Unstructured, live *liveChildren) (int, error) {
+	// Kept by object, whatever local name it had: an object the template
+	// now produces under another local name was just applied as that one.
+	kept := make(map[childKey]bool, len(keep))
+	for _, d := range keep {
+		kept[objectKeyOf(d)] = true
+	}
 	deletes := 0
-	for _, c := range existing {
-		if find(keep, c) != nil {
+	for _, c := range live.list {
+		if kept[objectKeyOf(c)] {
 			continue
 		}
-		if c.GetLabels()[LabelParentUID] != string(parent.GetUID()) {
-			continue // not provably this parent's: never delete
-		}
 		uid := c.GetUID()
-		err := r.e.writer.Delete(ctx, c, client.Preconditions(metav1.Preconditions{UID: &uid}), client.PropagationPolicy(metav1.DeletePropagationBackground))
+		err := r.writer.Delete(ctx, c, client.Preconditions(metav1.Preconditions{UID: &uid}), client.PropagationPolicy(metav1.DeletePropagationBackground))
 		if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
 			return deletes, fmt.Errorf("deleting %s %s: %w", c.GetKind(), c.GetName(), err)
 		}

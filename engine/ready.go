@@ -2,77 +2,51 @@ package engine
 
 import (
 	"fmt"
+	"strings"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	kstatus "sigs.k8s.io/cli-utils/pkg/kstatus/status"
 )
 
-// childReady judges whether a live child is ready, by its kind's usual
-// rules: workloads when their ready replicas match and their controller has
-// seen the latest spec; Jobs when complete; PVCs when bound; anything with
-// a Ready or Available condition by that condition; other objects when
-// they exist.
-func childReady(obj *unstructured.Unstructured) (bool, string) {
-	gen := obj.GetGeneration()
-	observedGen, hasObserved, _ := unstructured.NestedInt64(obj.Object, "status", "observedGeneration")
-	if hasObserved && observedGen < gen {
-		return false, "its controller has not observed the latest spec yet"
+// setReady decides Ready: the template's own ready field when it has one,
+// else every desired child exists and is ready, and so is every resource.
+func (s *status) setReady(eval *evaluation, live *liveChildren) {
+	if !s.synced.ok() {
+		s.ready = condition{status: metav1.ConditionFalse, reason: ReasonNotSynced, message: "not synced: " + s.synced.reason}
+		return
 	}
-	switch obj.GroupVersionKind().GroupKind().String() {
-	case "Deployment.apps", "StatefulSet.apps", "ReplicaSet.apps":
-		want, found, _ := unstructured.NestedInt64(obj.Object, "spec", "replicas")
-		if !found {
-			want = 1
+	waiting := waitingResources(s.resourcesSeen())
+	if ready := eval.result.Ready; ready != nil {
+		if *ready && len(waiting) == 0 {
+			s.ready = condition{status: metav1.ConditionTrue, reason: ReasonReady, message: "the template reports ready"}
+		} else {
+			s.ready = condition{status: metav1.ConditionFalse, reason: ReasonTemplateNotReady, message: "the template reports not ready"}
 		}
-		ready, _, _ := unstructured.NestedInt64(obj.Object, "status", "readyReplicas")
-		if !hasObserved {
-			return false, "not observed by its controller yet"
-		}
-		if ready < want {
-			return false, fmt.Sprintf("%d of %d replicas ready", ready, want)
-		}
-		return true, ""
-	case "DaemonSet.apps":
-		want, _, _ := unstructured.NestedInt64(obj.Object, "status", "desiredNumberScheduled")
-		ready, _, _ := unstructured.NestedInt64(obj.Object, "status", "numberReady")
-		if !hasObserved || ready < want {
-			return false, fmt.Sprintf("%d of %d pods ready", ready, want)
-		}
-		return true, ""
-	case "Job.batch":
-		if conditionTrue(obj, "Complete") {
-			return true, ""
-		}
-		return false, "not complete"
-	case "PersistentVolumeClaim":
-		if phase, _, _ := unstructured.NestedString(obj.Object, "status", "phase"); phase != "Bound" {
-			return false, "not bound"
-		}
-		return true, ""
+		return
 	}
-	for _, t := range []string{"Ready", "Available"} {
-		if status, found := conditionStatus(obj, t); found {
-			if status == "True" {
-				return true, ""
-			}
-			return false, t + " is " + status
+	// The message names what is not ready, not why: a child going from
+	// "missing" to "0 of 1 replicas" to ready changes it once, not thrice,
+	// so readiness progress costs no extra status writes.
+	for _, d := range eval.children {
+		if c := live.get(d); c == nil || !childReady(c) {
+			waiting = append(waiting, fmt.Sprintf("%s %s", d.GetKind(), d.GetName()))
 		}
 	}
-	return true, ""
+	if len(waiting) > 0 {
+		s.ready = condition{status: metav1.ConditionFalse, reason: ReasonWaiting, message: safeMessage("waiting for " + strings.Join(waiting, ", "))}
+		return
+	}
+	s.ready = condition{status: metav1.ConditionTrue, reason: ReasonReady, message: "all children are ready"}
 }
 
-func conditionTrue(obj *unstructured.Unstructured, condType string) bool {
-	status, found := conditionStatus(obj, condType)
-	return found && status == "True"
-}
-
-func conditionStatus(obj *unstructured.Unstructured, condType string) (string, bool) {
-	conds, _, _ := unstructured.NestedSlice(obj.Object, "status", "conditions")
-	for _, c := range conds {
-		m, ok := c.(map[string]any)
-		if ok && m["type"] == condType {
-			s, _ := m["status"].(string)
-			return s, true
-		}
-	}
-	return "", false
+// childReady judges a live child by kstatus, the rules Flux, kpt and
+// cli-utils share: Current once its controller has observed the latest spec
+// and the kind's own signals agree (a Deployment's updated, ready and
+// available replicas and its Progressing condition, a Job's completion, a
+// PVC bound, a Ready condition on anything else that has one). An object
+// without any signal is ready once it exists.
+func childReady(obj *unstructured.Unstructured) bool {
+	res, err := kstatus.Compute(obj)
+	return err == nil && res.Status == kstatus.CurrentStatus
 }

@@ -2,196 +2,144 @@ package engine
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
-	"fmt"
-	"io"
-	"sort"
-	"strings"
 	"sync"
 	"time"
 
-	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
+	"github.com/cuengine/engine/providers"
 	"github.com/cuengine/engine/templates"
 )
 
-// deferredStatusDelay bounds how long a status write waits for the watch
-// event of a child write.
-const deferredStatusDelay = 10 * time.Second
-
-// reconciler reconciles the parents of one kind.
+// reconciler reconciles the parents of one kind. It reaches the rest of
+// the engine only through the narrow interfaces below, so a unit test can
+// build one on a fake client.
 type reconciler struct {
-	e  *Engine
-	kc *kindController
+	gvk       schema.GroupVersionKind
+	kind      kindTemplate
+	children  childCache
+	parents   client.Reader // the manager's cache
+	live      client.Reader // the apiserver itself, for objects outside the child cache
+	writer    client.Client
+	scoper    Scoper
+	recorder  events.EventRecorder
+	providers *providers.Registry
+	// resourceResync is how often external resources are observed again.
+	resourceResync time.Duration
 
 	// settled holds, per parent, the fingerprint of the inputs of the
-	// last reconcile that found nothing to change. The same inputs again
-	// (a resync, a repeated event) need no evaluation and no writes.
+	// last reconcile that found nothing to change (settled.go).
 	settled sync.Map
+	// written holds, per parent, the resource version of the engine's
+	// last status write until the cache shows it (status.go).
+	written sync.Map
 }
 
-// Reconcile brings one parent's children, resources and status in line with
-// its template. The steps, in order: deletion (before anything that needs
-// the template), observe, evaluate, resources, children, prune; the status
-// is written once, at the end, and only when it changed.
+// kindTemplate is what the reconciler needs of its kind's controller.
+type kindTemplate interface {
+	// template returns the template being served for the kind.
+	template() *templates.Template
+	// retired reports that the template was removed: parents being
+	// deleted are still finished, nothing else is done.
+	retired() bool
+}
+
+// childCache is what the reconciler needs of the engine's child cache.
+type childCache interface {
+	// watch makes events on children of one kind requeue their parents.
+	watch(ctx context.Context, gvk schema.GroupVersionKind) error
+	// list returns the objects labelled as the parent's children, of
+	// every watched kind.
+	list(ctx context.Context, parent *unstructured.Unstructured) ([]*unstructured.Unstructured, error)
+}
+
+// Reconcile brings one parent's children, resources and status in line
+// with its template. Each step records what it finds on st; the deferred
+// finish writes the status, the only status write, and classifies the
+// outcome (errors.go).
 func (r *reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ctrl.Result, err error) {
 	parent, err := r.getParent(ctx, req.NamespacedName)
 	if err != nil || parent == nil {
-		if parent == nil && err == nil {
-			r.settled.Delete(req.NamespacedName) // gone: forget it
-		}
 		return ctrl.Result{}, err
 	}
-	t := r.kc.template()
+	t := r.kind.template()
 	ctx = log.IntoContext(ctx, log.FromContext(ctx).WithValues("template", t.Path))
-	if parent.GetDeletionTimestamp() != nil {
-		r.settled.Delete(req.NamespacedName)
-		return r.finalize(ctx, t, parent)
-	}
-	if r.kc.retired.Load() {
-		return ctrl.Result{}, nil // the template is gone: children are left as they are
-	}
+	st := newStatus()
+	defer func() { result, err = r.finish(ctx, parent, st, result, err) }()
 
-	existing, err := r.observe(ctx, parent)
-	if err != nil {
-		return ctrl.Result{}, err
+	if parent.GetDeletionTimestamp() != nil {
+		return r.reconcileDelete(ctx, t, parent, st) // deletion.go
 	}
-	fp := fingerprint(t, parent, existing)
-	if last, ok := r.settled.Load(req.NamespacedName); ok && last == fp {
+	if r.kind.retired() {
+		st.skip = true // no template: children are left as they are
 		return ctrl.Result{}, nil
 	}
-
-	st := newStatusUpdate(parent)
-	defer func() { result, err = r.writeStatus(ctx, parent, st, result, err) }()
-
-	observed := observedState(existing)
-	for name, state := range resourceState(parent) {
-		observed[name] = state
-	}
-	out, desired, err := r.evaluate(t, parent, observed, st)
-	if err != nil {
-		return ctrl.Result{}, nil // nothing to retry until the parent or the template changes
-	}
-
-	res, recorded, err := r.reconcileResources(ctx, parent, out, needsFinalizer(desired), st)
-	if err != nil || recorded {
-		return res, err
-	}
-	if changed := resourceObservations(st); !sameObservations(observed, changed) {
-		// A resource appeared or changed: let the template see it now, so
-		// a child that depends on it is applied in this same reconcile.
-		for name, state := range changed {
-			observed[name] = state
-		}
-		if out, desired, err = r.evaluate(t, parent, observed, st); err != nil {
-			return ctrl.Result{}, nil
-		}
-	}
-	writes, err := r.applyChildren(ctx, parent, desired, existing, st)
+	live, err := r.observe(ctx, parent) // observe.go
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	deletes, err := r.prune(ctx, parent, desired, existing)
+	if r.isSettled(t, parent, live, st) { // settled.go
+		return ctrl.Result{}, nil
+	}
+	eval, err := r.evaluate(t, parent, live.observed(parent), st) // evaluate.go
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	st.setReady(out, desired, existing)
-	if writes+deletes > 0 && st.synced.ok() {
-		// The watch event of what was just written brings a reconcile that
-		// sees the result; its status is the one worth writing. (The
-		// requeue is a safety net for a write the apiserver found to be a
-		// no-op, which sends no event.)
-		st.deferred = true
-		return ctrl.Result{RequeueAfter: deferredStatusDelay}, nil
-	}
-	if writes == 0 && deletes == 0 && st.synced.ok() && len(out.Resources) == 0 {
-		st.onWritten = func() { r.settled.Store(req.NamespacedName, fp) }
-	}
-	return res, nil
-}
-
-// evaluate runs the template and turns its children into the objects to
-// apply. An evaluation error is recorded on the status and returned.
-func (r *reconciler) evaluate(t *templates.Template, parent *unstructured.Unstructured, observed map[string]any, st *statusUpdate) (*templates.Result, []*unstructured.Unstructured, error) {
-	start := time.Now()
-	out, err := t.Evaluate(templates.Input{Parent: parent, Observed: observed})
-	metricEvaluateSeconds.WithLabelValues(kindString(t.GVK)).Observe(time.Since(start).Seconds())
+	plan, err := r.reconcileResources(ctx, parent, eval, st) // resources.go
 	if err != nil {
-		st.templateFailed(err)
-		return nil, nil, err
+		return ctrl.Result{}, err
 	}
-	st.setTemplateStatus(out.Status)
-	return out, r.desiredChildren(t, parent, out, st), nil
+	if eval, err = r.reevaluate(t, parent, eval, st); err != nil { // evaluate.go
+		return ctrl.Result{}, err
+	}
+	if recorded, err := r.record(ctx, parent, plan, nextInventory(eval.children, live), st); recorded || err != nil { // record.go
+		return ctrl.Result{}, err
+	}
+	writes, err := r.applyChildren(ctx, parent, eval.children, live, st) // apply.go
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	deletes, err := r.prune(ctx, parent, eval.children, live) // prune.go
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	st.setReady(eval, live)                                      // ready.go
+	return r.settle(eval, writes, deletes, plan.resync, st), nil // settled.go
 }
 
-// resourceObservations returns the state of each resource observed in this
-// reconcile.
-func resourceObservations(st *statusUpdate) map[string]any {
-	out := map[string]any{}
-	for name, e := range st.resources {
-		if e != nil && e["exists"] == true {
-			if state, ok := e["state"].(map[string]any); ok {
-				out[name] = state
-			}
-		}
+// finish is deferred by Reconcile: it writes the status and turns how the
+// reconcile ended into controller-runtime's result.
+func (r *reconciler) finish(ctx context.Context, parent *unstructured.Unstructured, st *status, res ctrl.Result, err error) (ctrl.Result, error) {
+	if class, _, _ := classify(err, 0); err != nil && class == terminal && len(st.problems) == 0 {
+		st.fail("", err) // a terminal error is always shown on the parent
 	}
-	return out
-}
-
-func sameObservations(observed, now map[string]any) bool {
-	for name, state := range now {
-		if !equality.Semantic.DeepEqual(observed[name], state) {
-			return false
-		}
+	if werr := r.writeStatus(ctx, parent, st, err); err == nil {
+		err = werr
 	}
-	return true
+	if err == nil && !st.skip {
+		err = st.err(r.resourceResync)
+	}
+	return outcome(res, err, r.resourceResync)
 }
 
 // getParent reads the parent from the cache; nil when it is gone.
 func (r *reconciler) getParent(ctx context.Context, key types.NamespacedName) (*unstructured.Unstructured, error) {
 	parent := &unstructured.Unstructured{}
-	parent.SetGroupVersionKind(r.kc.gvk)
-	if err := r.e.mgr.GetCache().Get(ctx, key, parent); err != nil {
+	parent.SetGroupVersionKind(r.gvk)
+	if err := r.parents.Get(ctx, key, parent); err != nil {
 		if apierrors.IsNotFound(err) {
+			r.settled.Delete(key) // gone: forget it
+			r.written.Delete(key)
 			return nil, nil
 		}
 		return nil, err
 	}
 	return parent, nil
-}
-
-// fingerprint summarises everything an evaluation depends on: the template
-// revision, the parent's spec generation and metadata, and the identity and
-// resource version of each existing child.
-func fingerprint(t *templates.Template, parent *unstructured.Unstructured, existing []*unstructured.Unstructured) string {
-	h := sha256.New()
-	fmt.Fprintf(h, "%s\x00%d\x00%s\x00", t.Hash, parent.GetGeneration(), parent.GetUID())
-	writeMap(h, parent.GetLabels())
-	writeMap(h, parent.GetAnnotations())
-	fmt.Fprintf(h, "%s\x00", strings.Join(parent.GetFinalizers(), ","))
-	keys := make([]string, 0, len(existing))
-	for _, c := range existing {
-		keys = append(keys, fmt.Sprintf("%s/%s/%s/%s", c.GroupVersionKind(), c.GetNamespace(), c.GetName(), c.GetResourceVersion()))
-	}
-	sort.Strings(keys)
-	fmt.Fprint(h, strings.Join(keys, "\x00"))
-	return hex.EncodeToString(h.Sum(nil))
-}
-
-func writeMap(w io.Writer, m map[string]string) {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	for _, k := range keys {
-		fmt.Fprintf(w, "%s=%s\x00", k, m[k])
-	}
-	fmt.Fprint(w, "\x01")
 }

@@ -1,9 +1,11 @@
 package engine
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -126,6 +128,11 @@ func (e *Engine) checkLiveParents(ctx context.Context, set *templates.Set) error
 		if err != nil {
 			return err
 		}
+		// The cache lists in no fixed order: sort, so the same refusal
+		// reads the same and is reported once (reportReloadFailure).
+		slices.SortFunc(parents, func(a, b unstructured.Unstructured) int {
+			return cmp.Or(strings.Compare(a.GetNamespace(), b.GetNamespace()), strings.Compare(a.GetName(), b.GetName()))
+		})
 		bad := 0
 		for i := range parents {
 			if err := t.ValidateParent(&parents[i]); err != nil {
@@ -209,7 +216,7 @@ func (e *Engine) reportReloadFailure(ctx context.Context, err error) {
 				if limiter.Wait(ctx) != nil {
 					return
 				}
-				e.recorder.Eventf(&parents[i], nil, corev1.EventTypeWarning, ReasonTemplateReloadFailed, "Reload", "%s", truncate(msg))
+				e.recorder.Eventf(&parents[i], nil, corev1.EventTypeWarning, ReasonTemplateReloadFailed, "Reload", "%s", safeMessage(msg))
 			}
 		}
 	}()

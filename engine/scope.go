@@ -5,6 +5,11 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 )
 
+// Scoper tells whether a kind is namespaced.
+type Scoper interface {
+	Namespaced(gvk schema.GroupVersionKind) (bool, error)
+}
+
 // MapperScoper answers scope questions from the cluster's REST mapper.
 type MapperScoper struct {
 	Mapper meta.RESTMapper

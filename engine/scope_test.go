@@ -26,6 +26,7 @@ var (
 // refuses, and applies the rest; with one it writes them, and deletes them
 // (through its finalizer) when the parent goes.
 func TestChildrenOutsideTheNamespaceNeedAPolicy(t *testing.T) {
+	controlPlane(t)
 	ctx := context.Background()
 	ns := namespace(t)
 

@@ -2,313 +2,229 @@ package engine
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"sort"
+	"maps"
+	"slices"
 	"strings"
+	"time"
 
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime"
-	utiljson "k8s.io/apimachinery/pkg/util/json"
-	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
-	"github.com/cuengine/engine/providers"
 	"github.com/cuengine/engine/templates"
 )
 
-// jsonCopy returns v through JSON, so status holds only plain values.
-func jsonCopy(v map[string]any) map[string]any {
-	b, err := json.Marshal(v)
-	if err != nil {
-		return nil
-	}
-	var out map[string]any
-	if err := utiljson.Unmarshal(b, &out); err != nil {
-		return nil
-	}
-	return out
+// status is the parent's status under construction during one reconcile.
+// Steps record what they find on it (their problems, the template's status,
+// the resources they observed); writeStatus, deferred by Reconcile, is the
+// one place that turns it into a write, conditions and events.
+type status struct {
+	template templateStatus
+	// resources holds the status.resources entries to set; a nil entry
+	// removes one.
+	resources map[string]*resourceStatus
+	problems  []problem
+	synced    condition
+	ready     condition
+	// skip: this reconcile's status is not worth writing (children or the
+	// parent were written: the reconcile their watch event brings sees the
+	// result), or there is no parent left to write it to.
+	skip bool
+	// onWritten runs once the status is stored (or found already stored).
+	onWritten func()
+	// onSettled records this reconcile's inputs as settled (settled.go).
+	onSettled func()
 }
 
-// Condition types the engine sets on every parent.
-const (
-	// ConditionReady: the children and resources exist and are ready.
-	ConditionReady = "Ready"
-	// ConditionSynced: the last render and apply succeeded.
-	ConditionSynced = "Synced"
-)
-
-// Condition reasons.
-const (
-	ReasonSynced           = "Synced"
-	ReasonReady            = "Ready"
-	ReasonWaiting          = "Waiting"
-	ReasonNotSynced        = "NotSynced"
-	ReasonTemplateError    = "TemplateError"
-	ReasonInvalidSpec      = "InvalidSpec"
-	ReasonChildConflict    = "ChildConflict"
-	ReasonChildRefused     = "ChildRefused"
-	ReasonApplyFailed      = "ApplyFailed"
-	ReasonTemplateNotReady = "TemplateNotReady"
-)
-
-// maxMessage bounds a condition message.
-const maxMessage = 1024
-
-type condition struct {
-	status  metav1.ConditionStatus
-	reason  string
-	message string
+// problem is one thing that keeps the parent from being synced.
+type problem struct {
+	reason, message string
+	class           errorClass
+	after           time.Duration
 }
 
-type problem struct{ reason, message string }
-
-// statusUpdate collects what one reconcile found; writeStatus turns it into
-// the parent's status, conditions and events in one place.
-type statusUpdate struct {
-	template    map[string]any
-	templateSet bool
-	problems    []problem
-	synced      condition
-	ready       condition
-	onWritten   func()
-	deferred    bool // children were written: the next reconcile writes the status
-
-	// resources holds status.resources entries to set (nil value: remove).
-	resources map[string]map[string]any
-}
-
-// setResource records a resource's external name and observation for
-// status.resources.<name>.
-func (s *statusUpdate) setResource(name string, rec *resourceRecord, obs providers.Observation, observed bool) {
-	if s.resources == nil {
-		s.resources = map[string]map[string]any{}
-	}
-	entry := map[string]any{"provider": rec.Provider, "externalName": rec.ExternalName}
-	if observed {
-		entry["exists"] = obs.Exists
-		entry["ready"] = obs.Ready
-		if obs.State != nil {
-			entry["state"] = jsonCopy(obs.State)
-		}
-	}
-	s.resources[name] = entry
-}
-
-func (s *statusUpdate) dropResource(name string) {
-	if s.resources == nil {
-		s.resources = map[string]map[string]any{}
-	}
-	s.resources[name] = nil
-}
-
-// resourcesReady reports which resources are not ready yet.
-func (s *statusUpdate) resourcesWaiting() []string {
-	var out []string
-	for name, e := range s.resources {
-		if e != nil && e["ready"] != true {
-			out = append(out, fmt.Sprintf("resource %s (%v)", name, e["externalName"]))
-		}
-	}
-	sort.Strings(out)
-	return out
-}
-
-func newStatusUpdate(parent *unstructured.Unstructured) *statusUpdate {
-	return &statusUpdate{
+func newStatus() *status {
+	return &status{
 		synced: condition{status: metav1.ConditionTrue, reason: ReasonSynced, message: "children and resources are applied"},
 		ready:  condition{status: metav1.ConditionUnknown, reason: ReasonWaiting},
 	}
 }
 
-func (c condition) ok() bool { return c.status == metav1.ConditionTrue }
-
-func (s *statusUpdate) setTemplateStatus(status map[string]any) {
-	s.template, s.templateSet = status, true
-}
-
-// syncFailed records a problem: Synced becomes False with every problem's
-// message, and the reason of the first.
-func (s *statusUpdate) syncFailed(reason, message string) {
+// fail records a problem: Synced becomes False with every problem's message
+// and the reason of the first. err's class (see classify) decides how the
+// reconcile is retried; its reason is used unless the caller gives one.
+func (s *status) fail(reason string, err error) {
+	class, classReason, after := classify(err, 0)
+	if reason == "" {
+		reason = classReason
+	}
+	msg := err.Error()
 	for _, p := range s.problems {
-		if p.reason == reason && p.message == message {
+		if p.reason == reason && p.message == msg {
 			return // found again by a second evaluation in the same reconcile
 		}
 	}
-	s.problems = append(s.problems, problem{reason, message})
-	var msgs []string
-	for _, p := range s.problems {
-		msgs = append(msgs, p.message)
+	s.problems = append(s.problems, problem{reason: reason, message: msg, class: class, after: after})
+	msgs := make([]string, len(s.problems))
+	for i, p := range s.problems {
+		msgs[i] = p.message
 	}
-	s.synced = condition{status: metav1.ConditionFalse, reason: s.problems[0].reason, message: truncate(strings.Join(msgs, "; "))}
+	s.synced = condition{status: metav1.ConditionFalse, reason: s.problems[0].reason, message: safeMessage(strings.Join(msgs, "; "))}
 }
 
-// templateFailed records an evaluation error: InvalidSpec when the parent
-// violates the schema, TemplateError otherwise.
-func (s *statusUpdate) templateFailed(err error) {
-	reason := ReasonTemplateError
-	var te *templates.Error
-	if errors.As(err, &te) {
-		spec := true
-		for _, p := range te.Problems {
-			if !strings.HasPrefix(p.Path, "parent.") {
-				spec = false
-			}
+// err is the reconcile's error when no step aborted: the problems it
+// recorded, classed by the most urgent (transient, then waiting with the
+// shortest delay, then terminal). Nil when there is none.
+func (s *status) err(resourceResync time.Duration) error {
+	if len(s.problems) == 0 {
+		return nil
+	}
+	var worst *problem
+	for i := range s.problems {
+		p := s.problems[i]
+		if p.class == waiting && p.after == 0 {
+			p.after = resourceResync
 		}
-		if spec {
-			reason = ReasonInvalidSpec
+		if worst == nil || p.class < worst.class || (p.class == waiting && worst.class == waiting && p.after < worst.after) {
+			worst = &p
 		}
 	}
-	s.syncFailed(reason, templates.Summary(err, 3))
-	s.ready = condition{status: metav1.ConditionFalse, reason: ReasonNotSynced, message: "the template could not be evaluated for this object"}
+	return &stepError{class: worst.class, reason: worst.reason, after: worst.after, err: errors.New(s.synced.message)}
 }
 
-// setReady decides readiness: the template's own ready field when it has
-// one, else every desired child exists and is ready by its kind's rules.
-func (s *statusUpdate) setReady(out *templates.Result, desired, existing []*unstructured.Unstructured) {
-	if !s.synced.ok() {
-		s.ready = condition{status: metav1.ConditionFalse, reason: ReasonNotSynced, message: "not synced: " + s.synced.reason}
-		return
+// setResource records a resource's entry for status.resources.<name>.
+func (s *status) setResource(name string, rs resourceStatus) {
+	if s.resources == nil {
+		s.resources = map[string]*resourceStatus{}
 	}
-	if out.Ready != nil {
-		if *out.Ready && len(s.resourcesWaiting()) == 0 {
-			s.ready = condition{status: metav1.ConditionTrue, reason: ReasonReady, message: "the template reports ready"}
-		} else {
-			s.ready = condition{status: metav1.ConditionFalse, reason: ReasonTemplateNotReady, message: "the template reports not ready"}
-		}
-		return
-	}
-	// The message names what is not ready, not why: a child going from
-	// "missing" to "0 of 1 replicas" to ready changes it once, not thrice,
-	// so readiness progress costs no extra status writes.
-	waiting := s.resourcesWaiting()
-	for _, d := range desired {
-		if live := find(existing, d); live == nil {
-			waiting = append(waiting, fmt.Sprintf("%s %s", d.GetKind(), d.GetName()))
-		} else if ok, _ := childReady(live); !ok {
-			waiting = append(waiting, fmt.Sprintf("%s %s", d.GetKind(), d.GetName()))
-		}
-	}
-	if len(waiting) > 0 {
-		s.ready = condition{status: metav1.ConditionFalse, reason: ReasonWaiting, message: truncate("waiting for " + strings.Join(waiting, ", "))}
-		return
-	}
-	s.ready = condition{status: metav1.ConditionTrue, reason: ReasonReady, message: "all children are ready"}
+	s.resources[name] = &rs
 }
 
-// writeStatus writes the parent's status if it changed and records a
-// Warning event when Synced turns False or its message changes. A reconcile
-// that failed with a transient error leaves the status alone.
-func (r *reconciler) writeStatus(ctx context.Context, parent *unstructured.Unstructured, st *statusUpdate, result ctrl.Result, rerr error) (ctrl.Result, error) {
-	if rerr != nil || st.deferred {
-		return result, rerr
+func (s *status) dropResource(name string) {
+	if s.resources == nil {
+		s.resources = map[string]*resourceStatus{}
 	}
-	old, _, _ := unstructured.NestedMap(parent.Object, "status")
-	next := r.nextStatus(parent, old, st)
-	if !st.synced.ok() && syncedChanged(old, st.synced) {
-		for _, p := range st.problems {
-			r.warn(parent, p.reason, "Reconcile", "%s", p.message)
-		}
-	}
-	if equality.Semantic.DeepEqual(old, next) {
-		if st.onWritten != nil {
-			st.onWritten()
-		}
-		return result, nil
-	}
-	updated := parent.DeepCopy()
-	if err := unstructured.SetNestedMap(updated.Object, next, "status"); err != nil {
-		return result, err
-	}
-	if err := r.e.writer.Status().Update(ctx, updated); err != nil {
-		if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
-			log.FromContext(ctx).V(1).Info("status write conflicted; requeueing")
-			return ctrl.Result{Requeue: true}, nil
-		}
-		return result, fmt.Errorf("writing status: %w", err)
-	}
-	if st.onWritten != nil {
-		st.onWritten()
-	}
-	return result, nil
+	s.resources[name] = nil
 }
 
-// nextStatus builds the status to store: the template's fields (or the old
-// ones when the template failed), the engine's conditions and the observed
-// generation, and the engine-owned resources map as it stands.
-func (r *reconciler) nextStatus(parent *unstructured.Unstructured, old map[string]any, st *statusUpdate) map[string]any {
-	next := map[string]any{}
-	if st.templateSet {
-		for k, v := range st.template {
-			next[k] = v
-		}
-	} else {
-		for k, v := range old {
-			next[k] = v
-		}
-	}
-	resources, _ := old["resources"].(map[string]any)
-	if len(st.resources) > 0 {
-		merged := map[string]any{}
-		for k, v := range resources {
-			merged[k] = v
-		}
-		for k, v := range st.resources {
-			if v == nil {
-				delete(merged, k)
-			} else {
-				merged[k] = v
-			}
-		}
-		resources = merged
-	}
-	if len(resources) > 0 {
-		next["resources"] = resources
-	}
-	conds := conditionsOf(old)
-	gen := parent.GetGeneration()
-	meta.SetStatusCondition(&conds, metav1.Condition{Type: ConditionSynced, Status: st.synced.status, Reason: st.synced.reason, Message: st.synced.message, ObservedGeneration: gen})
-	meta.SetStatusCondition(&conds, metav1.Condition{Type: ConditionReady, Status: st.ready.status, Reason: st.ready.reason, Message: st.ready.message, ObservedGeneration: gen})
-	sort.SliceStable(conds, func(i, j int) bool { return conds[i].Type < conds[j].Type })
-	list := make([]any, 0, len(conds))
-	for _, c := range conds {
-		m, _ := runtime.DefaultUnstructuredConverter.ToUnstructured(&c)
-		list = append(list, m)
-	}
-	next["conditions"] = list
-	next["observedGeneration"] = gen
-	return next
-}
-
-func conditionsOf(status map[string]any) []metav1.Condition {
-	raw, _ := status["conditions"].([]any)
-	var out []metav1.Condition
-	for _, item := range raw {
-		m, ok := item.(map[string]any)
-		if !ok {
-			continue
-		}
-		var c metav1.Condition
-		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(m, &c); err == nil {
-			out = append(out, c)
+// resourcesSeen returns the resources observed in this reconcile.
+func (s *status) resourcesSeen() map[string]resourceStatus {
+	out := make(map[string]resourceStatus, len(s.resources))
+	for name, rs := range s.resources {
+		if rs != nil {
+			out[name] = *rs
 		}
 	}
 	return out
 }
 
-func syncedChanged(old map[string]any, synced condition) bool {
-	c := meta.FindStatusCondition(conditionsOf(old), ConditionSynced)
-	return c == nil || c.Status != synced.status || c.Reason != synced.reason || c.Message != synced.message
+// templateFailed records an evaluation error, InvalidSpec when the parent
+// violates the schema and TemplateError otherwise, and returns it classified.
+func (s *status) templateFailed(err error) error {
+	reason := ReasonTemplateError
+	var te *templates.Error
+	if errors.As(err, &te) && !slices.ContainsFunc(te.Problems, func(p templates.Problem) bool { return !strings.HasPrefix(p.Path, "parent.") }) {
+		reason = ReasonInvalidSpec
+	}
+	classified := terminalError(reason, errors.New(templates.Summary(err, 3)))
+	s.fail(reason, classified)
+	s.ready = condition{status: metav1.ConditionFalse, reason: ReasonNotSynced, message: "the template could not be evaluated for this object"}
+	return classified
 }
 
-func truncate(s string) string {
-	if len(s) <= maxMessage {
-		return s
+// writeStatus writes the parent's status if it changed and records a
+// Warning event per problem when Synced turns False or its message
+// changes. A reconcile that aborted on an error it did not record (the
+// apiserver unreachable, say) leaves the status alone.
+func (r *reconciler) writeStatus(ctx context.Context, parent *unstructured.Unstructured, st *status, rerr error) error {
+	if st.skip || (rerr != nil && len(st.problems) == 0) {
+		return nil
 	}
-	return s[:maxMessage-3] + "..."
+	base, err := r.statusBase(ctx, parent)
+	if err != nil {
+		return err
+	}
+	stored, _, _ := unstructured.NestedMap(base.Object, "status")
+	next := nextStatus(parent, stored, st)
+	if !st.synced.ok() && !st.synced.equal(meta.FindStatusCondition(conditionsOf(stored), ConditionSynced)) {
+		for _, p := range st.problems {
+			r.warn(parent, p.reason, "Reconcile", "%s", safeMessage(p.message))
+		}
+	}
+	if !equality.Semantic.DeepEqual(stored, next) {
+		updated := base.DeepCopy()
+		if err := unstructured.SetNestedMap(updated.Object, next, "status"); err != nil {
+			return terminalError(ReasonNotSynced, fmt.Errorf("building the status: %w", err))
+		}
+		if err := r.writer.Status().Update(ctx, updated); err != nil {
+			if apierrors.IsNotFound(err) {
+				return nil // deleted meanwhile
+			}
+			if apierrors.IsConflict(err) {
+				log.FromContext(ctx).V(1).Info("status write conflicted; retrying")
+			}
+			return fmt.Errorf("writing status: %w", err)
+		}
+		r.written.Store(client.ObjectKeyFromObject(parent), updated.GetResourceVersion())
+	}
+	if st.onWritten != nil {
+		st.onWritten()
+	}
+	return nil
+}
+
+// statusBase returns the parent whose status the new one is compared with
+// and written over: the cached one, unless the cache has not yet shown the
+// engine's own last status write, when comparing with it could skip a
+// needed write (the cache still shows the status from before that write);
+// then the apiserver's.
+func (r *reconciler) statusBase(ctx context.Context, parent *unstructured.Unstructured) (*unstructured.Unstructured, error) {
+	key := client.ObjectKeyFromObject(parent)
+	rv, ok := r.written.Load(key)
+	if !ok || rv == parent.GetResourceVersion() {
+		return parent, nil
+	}
+	live := &unstructured.Unstructured{}
+	live.SetGroupVersionKind(parent.GroupVersionKind())
+	if err := r.live.Get(ctx, key, live); err != nil {
+		return nil, fmt.Errorf("reading the parent's status: %w", err)
+	}
+	r.written.Delete(key)
+	return live, nil
+}
+
+// nextStatus builds the status to store: the template's fields (or the
+// stored ones when the template failed), the engine's conditions and
+// observed generation, and status.resources as it stands.
+func nextStatus(parent *unstructured.Unstructured, stored map[string]any, st *status) map[string]any {
+	next := map[string]any{}
+	st.template.merge(next, stored)
+	resources, _ := stored["resources"].(map[string]any)
+	if len(st.resources) > 0 {
+		resources = maps.Clone(resources)
+		if resources == nil {
+			resources = map[string]any{}
+		}
+		for name, rs := range st.resources {
+			if rs == nil {
+				delete(resources, name)
+			} else {
+				resources[name] = rs.toMap()
+			}
+		}
+	}
+	delete(next, "resources")
+	if len(resources) > 0 {
+		next["resources"] = resources
+	}
+	gen := parent.GetGeneration()
+	next["conditions"] = setConditions(conditionsOf(stored), gen, st.synced, st.ready)
+	next["observedGeneration"] = gen
+	return next
 }

@@ -55,14 +55,6 @@ func (l *lazy) ExternalName(req Request, attempt int) (string, map[string]string
 	return p.ExternalName(req, attempt)
 }
 
-func (l *lazy) Observe(ctx context.Context, req Request) (Observation, error) {
-	p, err := l.get(ctx)
-	if err != nil {
-		return Observation{}, err
-	}
-	return p.Observe(ctx, req)
-}
-
 func (l *lazy) Apply(ctx context.Context, req Request) (Observation, error) {
 	p, err := l.get(ctx)
 	if err != nil {

@@ -21,7 +21,7 @@ type Request struct {
 	// Name is the resource's local name in the template (resources.<name>).
 	Name string
 	// ExternalName is the physical name recorded on the parent before the
-	// first create. It is never empty in Observe, Apply or Delete.
+	// first create. It is never empty in Apply or Delete.
 	ExternalName string
 	// Owner is the parent the resource belongs to.
 	Owner Owner
@@ -56,8 +56,6 @@ type Provider interface {
 	// against the external system's rules and returns a terminal error
 	// before any call is made. Settings are recorded with the name.
 	ExternalName(req Request, attempt int) (name string, settings map[string]string, err error)
-	// Observe reads the resource. A missing resource is Exists=false, not an error.
-	Observe(ctx context.Context, req Request) (Observation, error)
 	// Apply creates the resource or corrects its mutable fields to match the spec.
 	Apply(ctx context.Context, req Request) (Observation, error)
 	// Delete removes the resource. An absent resource is success.
@@ -72,7 +70,6 @@ const (
 	ReasonInvalidSpec      = "InvalidSpec"
 	ReasonImmutableField   = "ImmutableField"
 	ReasonCredentialsError = "CredentialsError"
-	ReasonNotEmpty         = "BucketNotEmpty"
 	ReasonRateLimited      = "RateLimited"
 	ReasonUnavailable      = "Unavailable"
 	ReasonTimeout          = "Timeout"

@@ -98,6 +98,13 @@ func (wl *workload) createMyKind(ctx context.Context, i int) error {
 	return nil
 }
 
+// readyConditions are the conditions the Deployment controller sets once a
+// rollout is complete.
+var readyConditions = []appsv1.DeploymentCondition{
+	{Type: appsv1.DeploymentAvailable, Status: corev1.ConditionTrue, Reason: "MinimumReplicasAvailable"},
+	{Type: appsv1.DeploymentProgressing, Status: corev1.ConditionTrue, Reason: "NewReplicaSetAvailable"},
+}
+
 // setReady writes Deployment i's status as a Deployment controller would
 // once every replica is ready.
 func (wl *workload) setReady(ctx context.Context, i int) error {
@@ -112,7 +119,7 @@ func (wl *workload) setReady(ctx context.Context, i int) error {
 			r = *d.Spec.Replicas
 		}
 		d.Status = appsv1.DeploymentStatus{ObservedGeneration: d.Generation, Replicas: r,
-			ReadyReplicas: r, AvailableReplicas: r, UpdatedReplicas: r}
+			ReadyReplicas: r, AvailableReplicas: r, UpdatedReplicas: r, Conditions: readyConditions}
 		_, err := wl.cs.AppsV1().Deployments(benchNamespace).UpdateStatus(ctx, d, metav1.UpdateOptions{})
 		if !apierrors.IsConflict(err) {
 			return err

@@ -563,7 +563,7 @@ func TestProviderForceDestroy(t *testing.T) {
 		require.NoError(t, w.Close())
 	}
 
-	requireReason(t, p.Delete(ctx, req), providers.ReasonNotEmpty)
+	requireReason(t, p.Delete(ctx, req), gcs.ReasonBucketNotEmpty)
 	req.Spec["forceDestroy"] = true
 	require.NoError(t, p.Delete(ctx, req))
 	assert.Empty(t, bucketNames(t, e))

@@ -11,6 +11,11 @@ import (
 	"github.com/cuengine/engine/providers"
 )
 
+// ReasonBucketNotEmpty: the bucket holds objects and spec.forceDestroy is
+// false, so deleting it would lose data. Terminal until the objects are
+// removed or forceDestroy is set.
+const ReasonBucketNotEmpty = "BucketNotEmpty"
+
 // objectPageSize is how many object generations one listing call returns.
 // Tests lower it to exercise paging.
 var objectPageSize = 1000
@@ -60,7 +65,7 @@ func (p *Provider) emptyBucket(ctx context.Context, name string, force bool) err
 
 // notEmptyError is the terminal error for a bucket that still holds objects.
 func notEmptyError(name string) error {
-	return providers.Terminal(providers.ReasonNotEmpty,
+	return providers.Terminal(ReasonBucketNotEmpty,
 		"bucket %q is not empty: set spec.forceDestroy: true to delete all its objects (every generation) with it, "+
 			"or set deletionPolicy: \"Orphan\" to keep the bucket", name)
 }

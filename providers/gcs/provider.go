@@ -113,9 +113,11 @@ func (p *Provider) ExternalName(req providers.Request, attempt int) (string, map
 	return name, map[string]string{settingProjectID: spec.ProjectID}, nil
 }
 
-// Observe reads the bucket. An absent bucket is Exists=false; a bucket that
-// exists without this owner's label is a terminal NameConflict, and its
-// state is not reported.
+// Observe reads the bucket without changing it. An absent bucket is
+// Exists=false; a bucket that exists without this owner's label is a
+// terminal NameConflict, and its state is not reported. It is not part of
+// the providers.Provider contract (the engine observes through Apply,
+// which returns the same Observation); the tests read buckets through it.
 func (p *Provider) Observe(ctx context.Context, req providers.Request) (providers.Observation, error) {
 	if err := validateRecordedName(req.ExternalName); err != nil {
 		return providers.Observation{}, err

@@ -351,7 +351,7 @@ func TestDelete(t *testing.T) {
 		f.addObject(req.ExternalName, "report.csv")
 
 		err = p.Delete(context.Background(), req)
-		pe := requireReason(t, err, providers.ReasonNotEmpty, false)
+		pe := requireReason(t, err, ReasonBucketNotEmpty, false)
 		assert.Contains(t, pe.Error(), "forceDestroy")
 		assert.Contains(t, pe.Error(), `deletionPolicy: "Orphan"`)
 		b := f.bucket(req.ExternalName)
@@ -367,7 +367,7 @@ func TestDelete(t *testing.T) {
 		f.mu.Lock()
 		f.buckets[req.ExternalName].Objects[0].Live = false // deleted, kept as noncurrent
 		f.mu.Unlock()
-		requireReason(t, p.Delete(context.Background(), req), providers.ReasonNotEmpty, false)
+		requireReason(t, p.Delete(context.Background(), req), ReasonBucketNotEmpty, false)
 	})
 
 	t.Run("objects appearing between check and delete", func(t *testing.T) {
@@ -382,7 +382,7 @@ func TestDelete(t *testing.T) {
 			}
 			return false
 		})
-		requireReason(t, p.Delete(context.Background(), req), providers.ReasonNotEmpty, false)
+		requireReason(t, p.Delete(context.Background(), req), ReasonBucketNotEmpty, false)
 		assert.NotNil(t, f.bucket(req.ExternalName))
 	})
 

@@ -1,0 +1,115 @@
+package engine
+
+import (
+	"slices"
+	"strings"
+	"unicode"
+	"unicode/utf8"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+)
+
+// Condition types the engine sets on every parent.
+const (
+	// ConditionReady: the children and resources exist and are ready.
+	ConditionReady = "Ready"
+	// ConditionSynced: the last render and apply succeeded.
+	ConditionSynced = "Synced"
+)
+
+// Condition reasons. Providers add their own (providers.Reason*), which
+// appear as Synced's reason when a resource fails.
+const (
+	ReasonSynced           = "Synced"
+	ReasonReady            = "Ready"
+	ReasonWaiting          = "Waiting"
+	ReasonNotSynced        = "NotSynced"
+	ReasonTemplateError    = "TemplateError"
+	ReasonInvalidSpec      = "InvalidSpec"
+	ReasonChildConflict    = "ChildConflict"
+	ReasonChildRefused     = "ChildRefused"
+	ReasonApplyFailed      = "ApplyFailed"
+	ReasonTemplateNotReady = "TemplateNotReady"
+	// ReasonUnknownProvider: a template names a provider the engine lacks.
+	ReasonUnknownProvider = "UnknownProvider"
+)
+
+// maxMessage bounds a condition message.
+const maxMessage = 1024
+
+// condition is the engine's view of one condition before it is stored.
+type condition struct {
+	status  metav1.ConditionStatus
+	reason  string
+	message string
+}
+
+func (c condition) ok() bool { return c.status == metav1.ConditionTrue }
+
+func (c condition) equal(stored *metav1.Condition) bool {
+	return stored != nil && stored.Status == c.status && stored.Reason == c.reason && stored.Message == c.message
+}
+
+func (c condition) as(condType string, generation int64) metav1.Condition {
+	return metav1.Condition{Type: condType, Status: c.status, Reason: c.reason, Message: c.message, ObservedGeneration: generation}
+}
+
+// conditionsOf reads status.conditions; entries that are not conditions are
+// dropped.
+func conditionsOf(status map[string]any) []metav1.Condition {
+	raw, _ := status["conditions"].([]any)
+	var out []metav1.Condition
+	for _, item := range raw {
+		m, ok := item.(map[string]any)
+		if !ok {
+			continue
+		}
+		var c metav1.Condition
+		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(m, &c); err == nil {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// setConditions returns the stored conditions with Synced and Ready set
+// (their transition times move only when their status does), sorted by
+// type, as JSON values.
+func setConditions(stored []metav1.Condition, generation int64, synced, ready condition) []any {
+	meta.SetStatusCondition(&stored, synced.as(ConditionSynced, generation))
+	meta.SetStatusCondition(&stored, ready.as(ConditionReady, generation))
+	slices.SortStableFunc(stored, func(a, b metav1.Condition) int { return strings.Compare(a.Type, b.Type) })
+	out := make([]any, 0, len(stored))
+	for _, c := range stored {
+		m, _ := runtime.DefaultUnstructuredConverter.ToUnstructured(&c)
+		out = append(out, m)
+	}
+	return out
+}
+
+// safeMessage makes a message safe to show: printable (control characters and
+// the bidirectional overrides that make text read differently from what it
+// holds are dropped, invalid UTF-8 is replaced) and at most maxMessage
+// bytes, cut at a rune boundary. Messages quote user input, so this is the
+// only way one reaches a condition or an event.
+func safeMessage(s string) string {
+	s = strings.Map(func(r rune) rune {
+		if r == '\n' || r == '\t' {
+			return ' '
+		}
+		if unicode.IsControl(r) || unicode.Is(unicode.Bidi_Control, r) {
+			return -1
+		}
+		return r
+	}, strings.ToValidUTF8(s, "\uFFFD"))
+	if len(s) <= maxMessage {
+		return s
+	}
+	cut := maxMessage - 3
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + "..."
+}

@@ -1,0 +1,115 @@
+package engine
+
+import (
+	"errors"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/cuengine/engine/providers"
+)
+
+// errorClass says what a failed step needs before it can succeed.
+type errorClass int
+
+const (
+	// transient: something that may go away by itself (the apiserver or a
+	// cloud API unavailable, a timeout). Retried with the controller's
+	// exponential backoff.
+	transient errorClass = iota
+	// waiting: not a failure but an order of things (the cache has not
+	// seen a write yet, a dependency is not ready). Retried after a fixed
+	// delay, without an error log.
+	waiting
+	// terminal: the spec or the template is wrong (schema violation,
+	// template error, a child the apiserver or the policy refuses).
+	// Retrying cannot help until the parent or the template changes, and
+	// both bring an event.
+	terminal
+)
+
+func (c errorClass) String() string {
+	switch c {
+	case waiting:
+		return "waiting"
+	case terminal:
+		return "terminal"
+	}
+	return "transient"
+}
+
+// conflictDelay is how long a step that lost an optimistic-lock race waits:
+// the cache brings the newer object meanwhile.
+const conflictDelay = 100 * time.Millisecond
+
+// stepError is an error a step has already classified.
+type stepError struct {
+	class  errorClass
+	reason string        // the Synced condition's reason
+	after  time.Duration // waiting only: when to look again
+	err    error
+}
+
+func (e *stepError) Error() string { return e.err.Error() }
+func (e *stepError) Unwrap() error { return e.err }
+
+func terminalError(reason string, err error) error {
+	return &stepError{class: terminal, reason: reason, err: err}
+}
+
+func waitingError(reason string, after time.Duration, err error) error {
+	return &stepError{class: waiting, reason: reason, after: after, err: err}
+}
+
+// classify is the one place that decides what an error means for the
+// reconcile: an error a step classified keeps its class; a provider error
+// is transient when the provider says it may go away, otherwise it waits
+// for the slow resource resync (a credential fixed, a name released); an
+// apiserver error is terminal when the request itself was refused (invalid,
+// forbidden, too large), waiting on an optimistic-lock conflict, and
+// transient otherwise.
+func classify(err error, resourceResync time.Duration) (errorClass, string, time.Duration) {
+	var se *stepError
+	if errors.As(err, &se) {
+		return se.class, se.reason, se.after
+	}
+	var pe *providers.Error
+	if errors.As(err, &pe) {
+		if pe.Retryable {
+			return transient, pe.Reason, 0
+		}
+		return waiting, pe.Reason, resourceResync
+	}
+	switch {
+	case apierrors.IsConflict(err):
+		return waiting, "Conflict", conflictDelay
+	case apierrors.IsInvalid(err), apierrors.IsBadRequest(err), apierrors.IsForbidden(err),
+		apierrors.IsRequestEntityTooLargeError(err), apierrors.IsMethodNotSupported(err):
+		return terminal, ReasonApplyFailed, 0
+	}
+	return transient, ReasonNotSynced, 0
+}
+
+// outcome turns the way a reconcile ended into what controller-runtime
+// acts on: a terminal error is wrapped in reconcile.TerminalError (counted
+// in controller_runtime_terminal_reconcile_errors_total, never requeued), a
+// waiting one becomes a RequeueAfter, a transient one is returned for the
+// controller's backoff.
+func outcome(res ctrl.Result, err error, resourceResync time.Duration) (ctrl.Result, error) {
+	if err == nil {
+		return res, nil
+	}
+	class, _, after := classify(err, resourceResync)
+	switch class {
+	case terminal:
+		return ctrl.Result{}, reconcile.TerminalError(err)
+	case waiting:
+		if res.RequeueAfter > 0 && res.RequeueAfter < after {
+			after = res.RequeueAfter
+		}
+		return ctrl.Result{RequeueAfter: after}, nil
+	}
+	return ctrl.Result{}, err
+}

@@ -1,0 +1,28 @@
+package engine
+
+import (
+	"fmt"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+)
+
+// Labels and annotations the engine puts on every child. The label selector
+// managed-by=engine restricts the engine's child informers to its own objects.
+const (
+	LabelManagedBy   = "app.kubernetes.io/managed-by"
+	ManagedByValue   = "engine"
+	LabelParentUID   = "engine.cuengine.dev/parent-uid"
+	LabelChild       = "engine.cuengine.dev/child"
+	AnnotationParent = "engine.cuengine.dev/parent"
+	// AnnotationAppliedHash holds a hash of the desired object last applied,
+	// so an unchanged child is not applied again.
+	AnnotationAppliedHash = "engine.cuengine.dev/applied-hash"
+	// FieldManager is the server-side apply field manager of every write.
+	FieldManager = "engine"
+)
+
+// ParentRef names a parent in the AnnotationParent format: Kind.group/namespace/name.
+func ParentRef(parent *unstructured.Unstructured) string {
+	gvk := parent.GroupVersionKind()
+	return fmt.Sprintf("%s/%s/%s", gvk.GroupKind().String(), parent.GetNamespace(), parent.GetName())
+}

@@ -1,0 +1,75 @@
+package engine
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"maps"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+)
+
+const (
+	// Finalizer keeps a parent until the engine has deleted what the
+	// garbage collector cannot: external resources, and children outside
+	// the parent's namespace.
+	Finalizer = "engine.cuengine.dev/finalizer"
+	// annotationResourcePrefix + local name records an external resource on
+	// the parent before it is created: the source of truth for its name.
+	annotationResourcePrefix = "resources.engine.cuengine.dev/"
+)
+
+// record is the one write to the parent's metadata, and the one write in
+// the middle of a reconcile: the finalizer, the record of every external
+// resource (its physical name, settings and deletion policy) before that
+// resource is first created, and the inventory of the children that cannot
+// carry an owner reference, before they are created. This order is what
+// makes a crash harmless: a resource or such a child is created only once
+// the parent already names it, so whatever dies between the two, the next
+// reconcile finds the name and adopts or deletes the object instead of
+// leaking it.
+//
+// The write is optimistic-locked, so a concurrent change fails it instead
+// of being overwritten. When it writes, the reconcile ends: the parent
+// changed under it, and the watch event of this write starts the next one.
+func (r *reconciler) record(ctx context.Context, parent *unstructured.Unstructured, plan *resourcePlan, inv inventory, st *status) (bool, error) {
+	updated := parent.DeepCopy()
+	// A parent with the finalizer always carries an inventory, so that
+	// ownership of its children is never decided by labels (ownership.go).
+	finalizer := plan.finalizer || len(inv) > 0 || controllerutil.ContainsFinalizer(parent, Finalizer)
+	changed := finalizer && controllerutil.AddFinalizer(updated, Finalizer)
+	annotations := maps.Clone(updated.GetAnnotations())
+	if annotations == nil {
+		annotations = map[string]string{}
+	}
+	if plan.changed {
+		maps.DeleteFunc(annotations, func(k, _ string) bool { return isRecordAnnotation(k) })
+		for name, rec := range plan.records {
+			b, _ := json.Marshal(rec)
+			annotations[annotationResourcePrefix+name] = string(b)
+		}
+	}
+	if finalizer {
+		annotations[AnnotationInventory] = inv.encode()
+	}
+	if !maps.Equal(annotations, parent.GetAnnotations()) {
+		changed = true
+		updated.SetAnnotations(annotations)
+	}
+	if !changed {
+		return false, nil
+	}
+	st.skip = true
+	patch := client.MergeFromWithOptions(parent, client.MergeFromWithOptimisticLock{})
+	if err := r.writer.Patch(ctx, updated, patch); err != nil {
+		return true, fmt.Errorf("recording resources on the parent: %w", err)
+	}
+	return true, nil
+}
+
+func isRecordAnnotation(key string) bool {
+	return strings.HasPrefix(key, annotationResourcePrefix)
+}
