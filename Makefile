@@ -25,8 +25,16 @@ build: ## Build the engine binary into bin/engine.
 assets: ## Build the local control plane into bin/ (kube-apiserver, etcd, controller-manager, scheduler, kubectl, kwok).
 	@bash hack/build-assets.sh
 
+.PHONY: generate
+generate: build ## Regenerate config/crds.yaml, config/rbac.yaml and config/templates from examples/templates.
+	ENGINE=$(BIN)/engine hack/generate.sh .
+
+.PHONY: verify
+verify: build ## Check that config/ is what `make generate` writes and that the code is gofmt-ed (seconds, no cluster).
+	@ENGINE=$(BIN)/engine hack/verify.sh
+
 .PHONY: test
-test: assets build ## Run every test (unit, integration, end-to-end) with -race.
+test: verify lint assets build ## Check (verify, lint), then run every test (unit, integration, end-to-end) with -race.
 	$(GO) test -race -count=1 -timeout 40m $(PKGS)
 
 .PHONY: fuzz
