@@ -1,11 +1,11 @@
 package templates
 
 import (
-	"sort"
+	"maps"
+	"slices"
 	"strings"
 
 	rbacv1 "k8s.io/api/rbac/v1"
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 )
@@ -37,8 +37,8 @@ func RBAC(set *Set, opts RBACOptions) (*rbacv1.ClusterRole, *rbacv1.ClusterRoleB
 		}
 	}
 	var rules []rbacv1.PolicyRule
-	for _, group := range sortedKeys(parents) {
-		res := unique(parents[group])
+	for _, group := range slices.Sorted(maps.Keys(parents)) {
+		res := slices.Compact(slices.Sorted(slices.Values(parents[group])))
 		var main, status, finalizers []string
 		for _, r := range res {
 			switch {
@@ -56,8 +56,8 @@ func RBAC(set *Set, opts RBACOptions) (*rbacv1.ClusterRole, *rbacv1.ClusterRoleB
 			rbacv1.PolicyRule{APIGroups: []string{group}, Resources: finalizers, Verbs: []string{"update"}},
 		)
 	}
-	for _, group := range sortedKeys(children) {
-		rules = append(rules, rbacv1.PolicyRule{APIGroups: []string{group}, Resources: unique(children[group]),
+	for _, group := range slices.Sorted(maps.Keys(children)) {
+		rules = append(rules, rbacv1.PolicyRule{APIGroups: []string{group}, Resources: slices.Compact(slices.Sorted(slices.Values(children[group]))),
 			Verbs: []string{"get", "list", "watch", "create", "update", "patch", "delete"}})
 	}
 	rules = append(rules,
@@ -87,33 +87,11 @@ func RBAC(set *Set, opts RBACOptions) (*rbacv1.ClusterRole, *rbacv1.ClusterRoleB
 // irregularResources are kinds whose resource name is not the usual plural.
 var irregularResources = map[string]string{"Endpoints": "endpoints"}
 
-// resourceOf guesses a kind's resource name offline, as kubectl does.
+// resourceOf guesses a kind's resource name offline, with the pluraliser
+// the CRDs are named by.
 func resourceOf(gvk schema.GroupVersionKind) string {
 	if r, ok := irregularResources[gvk.Kind]; ok {
 		return r
 	}
-	plural, _ := meta.UnsafeGuessKindToResource(gvk)
-	return plural.Resource
-}
-
-func sortedKeys(m map[string][]string) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
-}
-
-func unique(list []string) []string {
-	seen := map[string]bool{}
-	var out []string
-	for _, s := range list {
-		if !seen[s] {
-			seen[s] = true
-			out = append(out, s)
-		}
-	}
-	sort.Strings(out)
-	return out
+	return plural(strings.ToLower(gvk.Kind))
 }
