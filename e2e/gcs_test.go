@@ -102,7 +102,7 @@ func gcsParent(ctx context.Context, ns, name string) (*unstructured.Unstructured
 	return dyn.Resource(gcsKind).Namespace(ns).Get(ctx, name, metav1.GetOptions{})
 }
 
-// TestGcsEndToEnd: the seed's Gcs story, against the emulator.
+// TestGcsEndToEnd: the Gcs story (a bucket owned by a custom resource), against the emulator.
 func TestGcsEndToEnd(t *testing.T) {
 	emu := startEmulator(t)
 	dir := templatesDir(t, "examples/templates/gcs.cue")

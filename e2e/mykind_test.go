@@ -36,7 +36,7 @@ func condition(ctx context.Context, gvr schema.GroupVersionResource, ns, name, c
 	return "", "", nil
 }
 
-// TestMyKindEndToEnd walks the seed's story with kubectl: the sample CR
+// TestMyKindEndToEnd walks the Kubebuilder MyKind story with kubectl: the sample CR
 // gets its Deployment, which heals, scales, renames, becomes Ready on the
 // kwok node, and is garbage-collected with its parent.
 func TestMyKindEndToEnd(t *testing.T) {
@@ -115,7 +115,7 @@ func TestMyKindEndToEnd(t *testing.T) {
 	})
 }
 
-// TestForeignDeploymentUntouched: the seed's controller would have rescaled
+// TestForeignDeploymentUntouched: the Kubebuilder MyKind controller would have rescaled
 // any Deployment with its name; the engine leaves it alone and says so.
 func TestForeignDeploymentUntouched(t *testing.T) {
 	dir := templatesDir(t, "examples/templates/mykind.cue")

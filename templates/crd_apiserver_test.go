@@ -18,7 +18,7 @@ import (
 
 // TestGeneratedCRDsOnTheAPIServer installs every generated CRD into a real
 // kube-apiserver v1.37.2 (which checks it is structural and valid), then
-// lets the apiserver itself enforce the seed's validation.
+// lets the apiserver itself enforce the example templates' validation.
 func TestGeneratedCRDsOnTheAPIServer(t *testing.T) {
 	var crds []*apiextensionsv1.CustomResourceDefinition
 	for _, dir := range []string{examples, "testdata/eval"} {

@@ -15,7 +15,7 @@ import (
 // schemaOf derives a structural OpenAPI v3 schema from a CUE value. It walks
 // the value itself rather than using cuelang.org/go/encoding/openapi, which
 // only encodes definitions and cannot encode a default on a bounded number
-// (the seed's own `replicas: *1 | int32 & >=0`).
+// (the MyKind example's own `replicas: *1 | int32 & >=0`).
 //
 // Structs become objects with properties and required fields; lists become
 // arrays; scalars get their type, bounds, lengths, patterns, enums, formats

@@ -1,4 +1,4 @@
-// Command reference is the seed's Kubebuilder sample controller written by
+// Command reference is the Kubebuilder MyKind sample controller written by
 // hand on controller-runtime: a typed MyKind (webapp.my.domain/v1) owning one
 // self-healing nginx Deployment. It is the yardstick the benchmark harness
 // (bench/harness) compares the engine against: idiomatic, neither

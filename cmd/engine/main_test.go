@@ -51,7 +51,7 @@ func TestRenderSeedCR(t *testing.T) {
 	require.Len(t, docs, 2)
 	var d appsv1.Deployment
 	require.NoError(t, yaml.UnmarshalStrict([]byte(docs[0]), &d))
-	// What the seed's buildDeployment builds.
+	// What the Kubebuilder MyKind controller's buildDeployment builds.
 	assert.Equal(t, "mykind", d.Name)
 	assert.Equal(t, "default", d.Namespace)
 	assert.Equal(t, int32(1), *d.Spec.Replicas)
