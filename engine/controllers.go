@@ -63,6 +63,7 @@ func newKindController(e *Engine, t *templates.Template) *kindController {
 		recorder:       e.recorder,
 		providers:      e.opts.Providers,
 		resourceResync: e.opts.ResourceResync,
+		limits:         e.opts.Limits,
 	}
 	return kc
 }

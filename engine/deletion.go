@@ -41,7 +41,7 @@ func (r *reconciler) reconcileDelete(ctx context.Context, t *templates.Template,
 		return ctrl.Result{}, err
 	}
 	orphanAll := parent.GetAnnotations()[AnnotationDeletionPolicy] == templates.DeletionPolicyOrphan
-	specs := currentSpecs(t, parent)
+	specs := r.currentSpecs(t, parent)
 	for _, name := range slices.Sorted(maps.Keys(records)) {
 		rec := records[name]
 		if orphanAll || rec.DeletionPolicy == templates.DeletionPolicyOrphan {
@@ -98,9 +98,9 @@ func (r *reconciler) deleteUnownedChildren(ctx context.Context, parent *unstruct
 // currentSpecs returns the resources' specs as the template renders them
 // for the parent now, or nothing when it cannot: deletion then goes on from
 // the records alone.
-func currentSpecs(t *templates.Template, parent *unstructured.Unstructured) map[string]map[string]any {
+func (r *reconciler) currentSpecs(t *templates.Template, parent *unstructured.Unstructured) map[string]map[string]any {
 	out := map[string]map[string]any{}
-	res, err := t.Evaluate(templates.Input{Parent: parent, Observed: observedResources(storedResources(parent))})
+	res, err := r.boundedEvaluate(t, parent, observedResources(storedResources(parent)))
 	if err != nil {
 		return out
 	}

@@ -38,6 +38,8 @@ type Options struct {
 	InstallCRDs bool
 	// ForceCRDChanges applies CRD changes that could break stored objects.
 	ForceCRDChanges bool
+	// Limits bound what one parent may cost; zero fields take DefaultLimits.
+	Limits Limits
 }
 
 // Engine runs one controller per templated parent kind. Templates are
@@ -78,6 +80,15 @@ func New(mgr manager.Manager, opts Options) (*Engine, error) {
 	}
 	if opts.ResourceResync <= 0 {
 		opts.ResourceResync = 10 * time.Minute
+	}
+	if opts.Limits.EvaluationTimeout == 0 {
+		opts.Limits.EvaluationTimeout = DefaultLimits.EvaluationTimeout
+	}
+	if opts.Limits.MaxChildren == 0 {
+		opts.Limits.MaxChildren = DefaultLimits.MaxChildren
+	}
+	if opts.Limits.MaxRenderedBytes == 0 {
+		opts.Limits.MaxRenderedBytes = DefaultLimits.MaxRenderedBytes
 	}
 	if opts.Providers == nil {
 		opts.Providers = providers.NewRegistry()

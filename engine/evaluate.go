@@ -3,7 +3,6 @@ package engine
 import (
 	"maps"
 	"slices"
-	"time"
 
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -21,12 +20,11 @@ type evaluation struct {
 	observed map[string]any
 }
 
-// evaluate runs the template for the parent. An evaluation error is a
-// terminal problem: nothing changes until the parent or the template does.
+// evaluate runs the template for the parent, within the limits
+// (limits.go). An evaluation error, or a limit exceeded, is a terminal
+// problem: nothing changes until the parent or the template does.
 func (r *reconciler) evaluate(t *templates.Template, parent *unstructured.Unstructured, observed map[string]any, st *status) (*evaluation, error) {
-	start := time.Now()
-	out, err := t.Evaluate(templates.Input{Parent: parent, Observed: observed})
-	metricEvaluateSeconds.WithLabelValues(kindString(t.GVK)).Observe(time.Since(start).Seconds())
+	out, err := r.boundedEvaluate(t, parent, observed)
 	if err != nil {
 		return nil, st.templateFailed(err)
 	}

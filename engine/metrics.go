@@ -30,9 +30,17 @@ var (
 		Help:    "Time to evaluate a template for one parent, by kind.",
 		Buckets: []float64{50e-6, 100e-6, 250e-6, 500e-6, 1e-3, 2.5e-3, 10e-3, 50e-3},
 	}, []string{"kind"})
+	metricLimitExceeded = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "engine_limit_exceeded_total",
+		Help: "Evaluations refused for going over a limit, by kind and limit (EvaluationTimeout, TooManyChildren, RenderTooLarge).",
+	}, []string{"kind", "limit"})
+	metricEvaluationsOverrunning = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "engine_evaluations_overrunning",
+		Help: "Evaluations past --evaluation-timeout still running in the background (CUE cannot be interrupted); each holds a CPU while it runs.",
+	})
 )
 
 func init() {
-	metrics.Registry.MustRegister(metricReloads, metricReloadHealthy, metricReloadSeconds, metricRevision, metricEvaluateSeconds)
+	metrics.Registry.MustRegister(metricReloads, metricReloadHealthy, metricReloadSeconds, metricRevision, metricEvaluateSeconds, metricLimitExceeded, metricEvaluationsOverrunning)
 	metricReloadHealthy.Set(1)
 }

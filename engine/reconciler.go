@@ -33,6 +33,7 @@ type reconciler struct {
 	providers *providers.Registry
 	// resourceResync is how often external resources are observed again.
 	resourceResync time.Duration
+	limits         Limits
 
 	// settled holds, per parent, the fingerprint of the inputs of the
 	// last reconcile that found nothing to change (settled.go).
@@ -40,6 +41,8 @@ type reconciler struct {
 	// written holds, per parent, the resource version of the engine's
 	// last status write until the cache shows it (status.go).
 	written sync.Map
+	// overLimit holds the parents whose inputs went over a limit (limits.go).
+	overLimit overLimit
 }
 
 // kindTemplate is what the reconciler needs of its kind's controller.
@@ -137,6 +140,7 @@ func (r *reconciler) getParent(ctx context.Context, key types.NamespacedName) (*
 		if apierrors.IsNotFound(err) {
 			r.settled.Delete(key) // gone: forget it
 			r.written.Delete(key)
+			r.overLimit.forget(key)
 			return nil, nil
 		}
 		return nil, err

@@ -124,16 +124,21 @@ func (s *status) resourcesSeen() map[string]resourceStatus {
 	return out
 }
 
-// templateFailed records an evaluation error, InvalidSpec when the parent
-// violates the schema and TemplateError otherwise, and returns it classified.
+// templateFailed records an evaluation error and returns it classified: a
+// limit exceeded keeps its own reason (limits.go); otherwise InvalidSpec
+// when the parent violates the schema, TemplateError when the template
+// fails for a valid parent.
 func (s *status) templateFailed(err error) error {
-	reason := ReasonTemplateError
-	var te *templates.Error
-	if errors.As(err, &te) && !slices.ContainsFunc(te.Problems, func(p templates.Problem) bool { return !strings.HasPrefix(p.Path, "parent.") }) {
-		reason = ReasonInvalidSpec
+	var classified *stepError
+	if !errors.As(err, &classified) {
+		reason := ReasonTemplateError
+		var te *templates.Error
+		if errors.As(err, &te) && !slices.ContainsFunc(te.Problems, func(p templates.Problem) bool { return !strings.HasPrefix(p.Path, "parent.") }) {
+			reason = ReasonInvalidSpec
+		}
+		classified = &stepError{class: terminal, reason: reason, err: errors.New(templates.Summary(err, 3))}
 	}
-	classified := terminalError(reason, errors.New(templates.Summary(err, 3)))
-	s.fail(reason, classified)
+	s.fail(classified.reason, classified)
 	s.ready = condition{status: metav1.ConditionFalse, reason: ReasonNotSynced, message: "the template could not be evaluated for this object"}
 	return classified
 }

@@ -33,6 +33,8 @@ type Result struct {
 	// Pruned lists the parent fields the schema does not declare, dropped
 	// before evaluation the way the apiserver drops them.
 	Pruned []string
+	// Size is the size in bytes of everything rendered, as JSON.
+	Size int
 }
 
 // Child is one desired Kubernetes object.
@@ -86,20 +88,20 @@ func (t *Template) Evaluate(in Input) (res *Result, err error) {
 		}
 	}()
 	res = &Result{Pruned: pruned}
-	if res.Children, err = t.children(v); err != nil {
+	if res.Children, err = t.children(v, &res.Size); err != nil {
 		return nil, err
 	}
-	if res.Resources, err = t.resources(v); err != nil {
+	if res.Resources, err = t.resources(v, &res.Size); err != nil {
 		return nil, err
 	}
 	if sv := v.LookupPath(pathOutStatus); sv.Exists() {
-		if err := export(t, sv, "status", &res.Status); err != nil {
+		if err := export(t, sv, "status", &res.Status, &res.Size); err != nil {
 			return nil, err
 		}
 	}
 	if rv := v.LookupPath(pathReady); rv.Exists() {
 		var ready bool
-		if err := export(t, rv, "ready", &ready); err != nil {
+		if err := export(t, rv, "ready", &ready, &res.Size); err != nil {
 			return nil, err
 		}
 		res.Ready = &ready
@@ -133,7 +135,7 @@ func (t *Template) parentInput(obj *unstructured.Unstructured) (map[string]any, 
 // engineStatusFields are the parts of the parent's status the engine owns.
 var engineStatusFields = []string{"conditions", "observedGeneration", "resources"}
 
-func (t *Template) children(v cue.Value) ([]Child, error) {
+func (t *Template) children(v cue.Value, size *int) ([]Child, error) {
 	m := v.LookupPath(pathChildren)
 	if !m.Exists() {
 		return nil, nil
@@ -148,7 +150,7 @@ func (t *Template) children(v cue.Value) ([]Child, error) {
 		cv := it.Value()
 		path := "children." + it.Selector().String()
 		obj := map[string]any{}
-		if err := export(t, cv, path, &obj); err != nil {
+		if err := export(t, cv, path, &obj, size); err != nil {
 			return nil, err
 		}
 		u := &unstructured.Unstructured{Object: obj}
@@ -166,7 +168,7 @@ func (t *Template) children(v cue.Value) ([]Child, error) {
 	return out, nil
 }
 
-func (t *Template) resources(v cue.Value) ([]Resource, error) {
+func (t *Template) resources(v cue.Value, size *int) ([]Resource, error) {
 	m := v.LookupPath(pathResources)
 	if !m.Exists() {
 		return nil, nil
@@ -179,7 +181,7 @@ func (t *Template) resources(v cue.Value) ([]Resource, error) {
 	for it.Next() {
 		path := "resources." + it.Selector().String()
 		var raw map[string]any
-		if err := export(t, it.Value(), path, &raw); err != nil {
+		if err := export(t, it.Value(), path, &raw, size); err != nil {
 			return nil, err
 		}
 		r := Resource{Name: it.Selector().Unquoted()}
@@ -206,11 +208,12 @@ func (t *Template) resources(v cue.Value) ([]Resource, error) {
 }
 
 // export decodes a concrete value through JSON, which yields the plain
-// types Kubernetes can deep-copy. MarshalJSON refuses anything that is not
-// concrete; only then is the (slower) validation run, for its positioned
-// messages.
-func export(t *Template, v cue.Value, path string, into any) error {
+// types Kubernetes can deep-copy, and adds the JSON's size to size.
+// MarshalJSON refuses anything that is not concrete; only then is the
+// (slower) validation run, for its positioned messages.
+func export(t *Template, v cue.Value, path string, into any, size *int) error {
 	b, err := v.MarshalJSON()
+	*size += len(b)
 	if err != nil {
 		if verr := v.Validate(cue.Concrete(true), cue.Final()); verr != nil {
 			err = verr

@@ -43,6 +43,7 @@ type runOptions struct {
 	requeueQPS              float64
 	resourceResync          time.Duration
 	rescanInterval          time.Duration
+	limits                  engine.Limits
 	zap                     zap.Options
 }
 
@@ -64,6 +65,9 @@ func (o *runOptions) addFlags(cmd *cobra.Command) {
 	f.BoolVar(&o.forceCRDs, "force-crd-changes", false, "with --install-crds, apply CRD changes that could break stored objects")
 	f.Float64Var(&o.requeueQPS, "requeue-qps", 200, "parents requeued per second after a template change")
 	f.DurationVar(&o.resourceResync, "resource-resync", 10*time.Minute, "how often external resources are re-observed (jittered)")
+	f.DurationVar(&o.limits.EvaluationTimeout, "evaluation-timeout", engine.DefaultLimits.EvaluationTimeout, "longest evaluation of a template for one object; past it the object is Synced=False EvaluationTimeout until its spec or the template changes")
+	f.IntVar(&o.limits.MaxChildren, "max-children", engine.DefaultLimits.MaxChildren, "most children and resources one object may render (TooManyChildren past it)")
+	f.IntVar(&o.limits.MaxRenderedBytes, "max-rendered-bytes", engine.DefaultLimits.MaxRenderedBytes, "largest rendering of one object, as JSON bytes (RenderTooLarge past it)")
 	f.DurationVar(&o.rescanInterval, "rescan-interval", time.Minute, "periodic rescan of the templates directory, a safety net behind file events")
 	zfs := goflag.NewFlagSet("zap", goflag.ContinueOnError)
 	o.zap.Development = false
@@ -145,6 +149,7 @@ func (o *runOptions) run(cmd *cobra.Command, cfg *rest.Config) error {
 		ResourceResync:          o.resourceResync,
 		InstallCRDs:             o.installCRDs,
 		ForceCRDChanges:         o.forceCRDs,
+		Limits:                  o.limits,
 	})
 	if err != nil {
 		return err

@@ -1,0 +1,104 @@
+package engine
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	dto "github.com/prometheus/client_model/go"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/wait"
+)
+
+var unitGreedy = schema.GroupVersionKind{Group: "unit.cuengine.dev", Version: "v1", Kind: "Greedy"}
+
+func overrunning(t *testing.T) float64 {
+	t.Helper()
+	m := &dto.Metric{}
+	require.NoError(t, metricEvaluationsOverrunning.Write(m))
+	return m.GetGauge().GetValue()
+}
+
+// TestUnitEvaluationTimeout: an evaluation that outlives the timeout frees
+// the worker at once with EvaluationTimeout; the same inputs are not
+// evaluated again (no second background evaluation); another parent of the
+// kind is reconciled meanwhile; a spec change is evaluated again.
+func TestUnitEvaluationTimeout(t *testing.T) {
+	// quad 130 takes seconds (minutes under -race on a busy machine); a
+	// parent of count 1 takes milliseconds. The timeout sits far from both.
+	hostile := unitParent(unitGreedy, "hostile", map[string]any{"quad": int64(130)})
+	trivial := unitParent(unitGreedy, "trivial", map[string]any{})
+	e := newUnitEnv(t, unitGreedy, hostile, trivial)
+	e.r.limits = Limits{EvaluationTimeout: 300 * time.Millisecond}
+	before := overrunning(t)
+
+	_, err := e.reconcile(hostile)
+	require.True(t, isTerminal(err), "over a limit is terminal: %v", err)
+	msg := "evaluating the template took longer than 300ms (--evaluation-timeout); it is not evaluated again for this object until its spec or the template changes"
+	assert.Equal(t, cond{metav1.ConditionFalse, ReasonEvaluationTimeout, msg}, condOf(e.condition(hostile, ConditionSynced)))
+	assert.Equal(t, before+1, overrunning(t), "the evaluation goes on in the background")
+	assert.Equal(t, []unitEvent{{"Warning", ReasonEvaluationTimeout, msg}}, e.events.take())
+	evaluated := e.evaluations()
+
+	_, err = e.reconcile(hostile)
+	require.True(t, isTerminal(err))
+	assert.Equal(t, evaluated, e.evaluations(), "the same inputs are not evaluated again")
+	assert.Equal(t, before+1, overrunning(t), "no second background evaluation")
+	assert.Empty(t, e.events.take(), "nor a second event")
+
+	e.reconcileClean(trivial)
+	assert.NotNil(t, e.get(configMapGVK, unitNamespace, "trivial-0"), "the other parent is served meanwhile")
+
+	hostile = e.reread(hostile)
+	hostile.Object["spec"] = map[string]any{"quad": int64(2)}
+	hostile.SetGeneration(2)
+	e.update(hostile)
+	e.reconcileClean(hostile) // applies its child; the status follows
+	e.reconcileClean(hostile)
+	assert.Equal(t, cond{metav1.ConditionTrue, ReasonSynced, "children and resources are applied"}, condOf(e.condition(hostile, ConditionSynced)), "a new spec is evaluated again")
+
+	// Wait for the background evaluation, so it does not load the tests
+	// that follow; bounded.
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	require.NoError(t, wait.PollUntilContextCancel(ctx, 100*time.Millisecond, true, func(context.Context) (bool, error) {
+		return overrunning(t) == before, nil
+	}), "the background evaluation ends")
+}
+
+// TestUnitRenderLimits: a parent whose rendering has too many children or
+// too many bytes is refused whole, before anything is applied.
+func TestUnitRenderLimits(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		spec   map[string]any
+		reason string
+		msg    string
+	}{
+		{"too many children", map[string]any{"count": int64(4)}, ReasonTooManyChildren,
+			"the template renders 4 children and resources for this object, more than the 3 allowed (--max-children); nothing was applied"},
+		{"too large", map[string]any{"count": int64(2), "text": strings.Repeat("x", 600)}, ReasonRenderTooLarge,
+			"more than the 1000 allowed (--max-rendered-bytes); nothing was applied"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := unitParent(unitGreedy, "big", tc.spec)
+			e := newUnitEnv(t, unitGreedy, p)
+			e.r.limits = Limits{MaxChildren: 3, MaxRenderedBytes: 1000}
+			_, err := e.reconcile(p)
+			require.True(t, isTerminal(err), "%v", err)
+			c := e.condition(p, ConditionSynced)
+			require.NotNil(t, c)
+			assert.Equal(t, tc.reason, c.Reason)
+			assert.Contains(t, c.Message, tc.msg)
+			assert.Equal(t, map[string]int{"status Greedy": 1}, e.takeWrites(), "no child written")
+			evaluated := e.evaluations()
+			_, err = e.reconcile(p)
+			require.True(t, isTerminal(err))
+			assert.Equal(t, evaluated, e.evaluations(), "not evaluated again")
+		})
+	}
+}
