@@ -34,6 +34,9 @@ const (
 	ReasonTemplateNotReady = "TemplateNotReady"
 	// ReasonUnknownProvider: a template names a provider the engine lacks.
 	ReasonUnknownProvider = "UnknownProvider"
+	// ReasonStatusTooLarge: the status the template renders is over the
+	// apiserver's size limit.
+	ReasonStatusTooLarge = "StatusTooLarge"
 )
 
 // maxMessage bounds a condition message.

@@ -171,6 +171,14 @@ func (r *reconciler) writeStatus(ctx context.Context, parent *unstructured.Unstr
 			if apierrors.IsNotFound(err) {
 				return nil // deleted meanwhile
 			}
+			if tooLarge(err) && st.template.set {
+				// What the template renders is more than the apiserver
+				// stores: keep its last fields and say why they are stale.
+				st.template = templateStatus{}
+				st.fail(ReasonStatusTooLarge, terminalError(ReasonStatusTooLarge, fmt.Errorf(
+					"the status the template renders is too large to store (%v); the template's status fields keep their last values", err)))
+				return r.writeStatus(ctx, parent, st, rerr)
+			}
 			if apierrors.IsConflict(err) {
 				log.FromContext(ctx).V(1).Info("status write conflicted; retrying")
 			}
@@ -202,6 +210,12 @@ func (r *reconciler) statusBase(ctx context.Context, parent *unstructured.Unstru
 	}
 	r.written.Delete(key)
 	return live, nil
+}
+
+// tooLarge reports an object over the apiserver's size limit (413) or
+// etcd's (which the apiserver returns as an internal error).
+func tooLarge(err error) bool {
+	return apierrors.IsRequestEntityTooLargeError(err) || strings.Contains(err.Error(), "request is too large")
 }
 
 // nextStatus builds the status to store: the template's fields (or the

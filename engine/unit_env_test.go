@@ -81,6 +81,9 @@ type unitEnv struct {
 	mu     sync.Mutex
 	writes map[string]int   // by "verb Kind": apply, create, update, patch, delete, status
 	fail   map[string]error // injected: the error a write of that key returns
+	// check, when set, may refuse a write by what it writes, as the
+	// apiserver does an object over its size limit.
+	check func(key string, obj client.Object) error
 }
 
 // newUnitEnv builds the reconciler of gvk's template on a fake apiserver
@@ -155,7 +158,11 @@ func (e *unitEnv) write(verb string, obj client.Object, do func() error) error {
 	e.mu.Lock()
 	e.writes[key]++
 	err := e.fail[key]
+	check := e.check
 	e.mu.Unlock()
+	if err == nil && check != nil {
+		err = check(key, obj)
+	}
 	if err != nil {
 		return err
 	}

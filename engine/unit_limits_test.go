@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"encoding/json"
 	"strings"
 	"testing"
 	"time"
@@ -9,9 +10,12 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
 var unitGreedy = schema.GroupVersionKind{Group: "unit.cuengine.dev", Version: "v1", Kind: "Greedy"}
@@ -101,4 +105,28 @@ func TestUnitRenderLimits(t *testing.T) {
 			assert.Equal(t, evaluated, e.evaluations(), "not evaluated again")
 		})
 	}
+}
+
+// TestUnitStatusTooLarge: a status the apiserver refuses as too large is
+// written without the template's fields, with a condition that says so.
+func TestUnitStatusTooLarge(t *testing.T) {
+	p := unitParent(unitGreedy, "loud", map[string]any{"count": int64(0), "text": strings.Repeat("x", 5000)})
+	e := newUnitEnv(t, unitGreedy, p)
+	e.check = func(key string, obj client.Object) error {
+		st, _, _ := unstructured.NestedMap(obj.(*unstructured.Unstructured).Object, "status")
+		if b, _ := json.Marshal(st); key == "status Greedy" && len(b) > 3000 {
+			return apierrors.NewRequestEntityTooLargeError("limit is 3000")
+		}
+		return nil
+	}
+	_, err := e.reconcile(p)
+	require.True(t, isTerminal(err), "%v", err)
+	c := e.condition(p, ConditionSynced)
+	require.NotNil(t, c)
+	assert.Equal(t, ReasonStatusTooLarge, c.Reason)
+	assert.Equal(t, "the status the template renders is too large to store (Request entity too large: limit is 3000); the template's status fields keep their last values", c.Message)
+	cur := e.reread(p)
+	_, found, _ := unstructured.NestedString(cur.Object, "status", "echo")
+	assert.False(t, found, "the template's fields are not written")
+	assert.Equal(t, map[string]int{"status Greedy": 2}, e.takeWrites(), "refused once, then written without them")
 }
