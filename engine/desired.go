@@ -51,8 +51,10 @@ func Desired(parent *unstructured.Unstructured, policy templates.Policy, scoper 
 	case obj.GetNamespace() == "" || obj.GetNamespace() == parent.GetNamespace():
 		obj.SetNamespace(parent.GetNamespace())
 		owned = true
-	case !policy.CrossNamespace:
+	case !policy.CrossNamespace.Any():
 		return nil, &ChildError{Child: c.Name, Msg: fmt.Sprintf("%s %q is in namespace %q, not the parent's %q; set policy: crossNamespace: true in the template to allow it", gvk.Kind, obj.GetName(), obj.GetNamespace(), parent.GetNamespace())}
+	case !policy.CrossNamespace.Allows(obj.GetNamespace()):
+		return nil, &ChildError{Child: c.Name, Msg: fmt.Sprintf("%s %q is in namespace %q, which the template's policy.crossNamespace does not list (%s)", gvk.Kind, obj.GetName(), obj.GetNamespace(), strings.Join(policy.CrossNamespace.Names, ", "))}
 	}
 	labels := obj.GetLabels()
 	if labels == nil {

@@ -185,7 +185,7 @@ func (e *Engine) SetTemplates(set *templates.Set) {
 			continue
 		}
 		t := kc.template()
-		if t.HasResources() || t.Policy.CrossNamespace || t.Policy.ClusterScoped {
+		if t.HasResources() || t.Policy.CrossNamespace.Any() || t.Policy.ClusterScoped {
 			// Its parents may carry the engine's finalizer: keep finishing
 			// their deletions (which need no template), and nothing else.
 			logger.Info("template removed: its children are left in place; deletions of its objects are still finished", "kind", kindString(gvk), "template", t.Path)

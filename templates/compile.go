@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 
@@ -56,13 +57,60 @@ type Template struct {
 }
 
 // Policy holds the template's explicit permissions, from its top-level
-// policy block. Both default to false: children live in the parent's namespace.
+// policy block. By default children live in the parent's namespace.
 type Policy struct {
 	// CrossNamespace allows children in namespaces other than the parent's.
-	CrossNamespace bool `json:"crossNamespace"`
+	CrossNamespace Namespaces
 	// ClusterScoped allows cluster-scoped children.
-	ClusterScoped bool `json:"clusterScoped"`
+	ClusterScoped bool
 }
+
+// Namespaces is a set of namespaces: all of them (crossNamespace: true), or
+// the ones listed (crossNamespace: ["shared", "monitoring"]).
+type Namespaces struct {
+	All   bool
+	Names []string
+}
+
+// Allows reports whether ns is in the set.
+func (n Namespaces) Allows(ns string) bool { return n.All || slices.Contains(n.Names, ns) }
+
+// Any reports whether the set holds any namespace at all.
+func (n Namespaces) Any() bool { return n.All || len(n.Names) > 0 }
+
+// decodePolicy reads the policy block: crossNamespace is a bool or a list
+// of namespace names.
+func decodePolicy(v cue.Value) (Policy, error) {
+	var raw struct {
+		CrossNamespace any  `json:"crossNamespace"`
+		ClusterScoped  bool `json:"clusterScoped"`
+	}
+	if err := v.Decode(&raw); err != nil {
+		return Policy{}, err
+	}
+	p := Policy{ClusterScoped: raw.ClusterScoped}
+	switch cn := raw.CrossNamespace.(type) {
+	case nil:
+	case bool:
+		p.CrossNamespace.All = cn
+	case []any:
+		for _, item := range cn {
+			name, ok := item.(string)
+			if !ok || name == "" {
+				return Policy{}, &policyError{"crossNamespace", fmt.Sprintf("list items must be namespace names, not %q", fmt.Sprint(item))}
+			}
+			p.CrossNamespace.Names = append(p.CrossNamespace.Names, name)
+		}
+	default:
+		return Policy{}, &policyError{"crossNamespace", fmt.Sprintf("must be true, false or a list of namespace names, not %q", fmt.Sprint(cn))}
+	}
+	return p, nil
+}
+
+// policyError is a policy field with a value of the wrong shape.
+type policyError struct{ field, msg string }
+
+func (e *policyError) Error() string { return "policy." + e.field + ": " + e.msg }
 
 // CRD returns a copy of the CustomResourceDefinition generated for the
 // template's parent kind.
@@ -187,7 +235,11 @@ func (c *compiler) compile(src source) (*Template, error) {
 		return nil, err
 	}
 	if pv := v.LookupPath(pathPolicy); pv.Exists() {
-		if err := pv.Decode(&t.Policy); err != nil {
+		if t.Policy, err = decodePolicy(pv); err != nil {
+			var pe *policyError
+			if errors.As(err, &pe) {
+				return nil, c.problemf(src.path, pv.LookupPath(cue.ParsePath(pe.field)), "policy."+pe.field, "%s", pe.msg)
+			}
 			return nil, fromCUE(c.root, src.path, err)
 		}
 	}

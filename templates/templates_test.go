@@ -299,3 +299,37 @@ func TestEvaluateRemembersRepeats(t *testing.T) {
 	assert.NotSame(t, first, seen)
 	assert.Equal(t, "9", seen.Status["seen"])
 }
+
+// TestPolicy: crossNamespace is true, false or a list of namespaces; any
+// other value is an error at the policy block.
+func TestPolicy(t *testing.T) {
+	const head = `parent: {apiVersion: "example.com/v1", kind: "P"}` + "\n"
+	for _, tt := range []struct {
+		name, policy string
+		want         Policy
+		err          string
+	}{
+		{"none", ``, Policy{}, ""},
+		{"all", `policy: {crossNamespace: true, clusterScoped: true}`, Policy{CrossNamespace: Namespaces{All: true}, ClusterScoped: true}, ""},
+		{"listed", `policy: crossNamespace: ["shared", "monitoring"]`, Policy{CrossNamespace: Namespaces{Names: []string{"shared", "monitoring"}}}, ""},
+		{"bad", `policy: crossNamespace: "kube-system"`, Policy{}, `t.cue:2:9: policy.crossNamespace: must be true, false or a list of namespace names, not "kube-system"`},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			dir := t.TempDir()
+			require.NoError(t, os.WriteFile(filepath.Join(dir, "t.cue"), []byte(head+tt.policy+"\n"), 0o644))
+			set, err := Load(dir)
+			if tt.err != "" {
+				require.Error(t, err)
+				assert.Equal(t, tt.err, err.Error())
+				return
+			}
+			require.NoError(t, err)
+			assert.Equal(t, tt.want, set.Templates()[0].Policy)
+		})
+	}
+	listed := Namespaces{Names: []string{"shared"}}
+	assert.True(t, listed.Allows("shared"))
+	assert.False(t, listed.Allows("kube-system"))
+	assert.True(t, Namespaces{All: true}.Allows("kube-system"))
+	assert.False(t, Namespaces{}.Any())
+}

@@ -1,0 +1,48 @@
+package engine
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/cuengine/engine/templates"
+)
+
+// TestUnitDesiredPolicy: where a template may put children: the parent's
+// namespace always, another namespace only when the policy allows all or
+// lists it, a cluster-scoped kind only with clusterScoped.
+func TestUnitDesiredPolicy(t *testing.T) {
+	parent := unitParent(unitTenant, "acme", map[string]any{})
+	configMap := func(ns string) templates.Child {
+		obj := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "v1", "kind": "ConfigMap", "metadata": map[string]any{"name": "c", "namespace": ns}}}
+		return templates.Child{Name: "c", Object: obj}
+	}
+	listed := templates.Policy{CrossNamespace: templates.Namespaces{Names: []string{"shared"}}}
+	all := templates.Policy{CrossNamespace: templates.Namespaces{All: true}}
+	for _, tc := range []struct {
+		name   string
+		policy templates.Policy
+		ns     string
+		err    string
+		owned  bool
+	}{
+		{"own namespace", templates.Policy{}, unitNamespace, "", true},
+		{"defaulted to the parent's", templates.Policy{}, "", "", true},
+		{"elsewhere without a policy", templates.Policy{}, "shared", `child c: ConfigMap "c" is in namespace "shared", not the parent's "ns"; set policy: crossNamespace: true in the template to allow it`, false},
+		{"listed", listed, "shared", "", false},
+		{"not listed", listed, "kube-system", `child c: ConfigMap "c" is in namespace "kube-system", which the template's policy.crossNamespace does not list (shared)`, false},
+		{"all", all, "kube-system", "", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			obj, err := Desired(parent, tc.policy, OfflineScoper{}, configMap(tc.ns))
+			if tc.err != "" {
+				require.EqualError(t, err, tc.err)
+				return
+			}
+			require.NoError(t, err)
+			assert.Equal(t, tc.owned, len(obj.GetOwnerReferences()) == 1, "an owner reference only in the parent's namespace")
+		})
+	}
+}
