@@ -13,11 +13,13 @@ import (
 
 // probeServer serves /healthz and /readyz. Unlike controller-runtime's
 // probe endpoint, which withholds the reason of a failed check, /readyz
-// says what is wrong (a template on disk that cannot be served, a kind
-// whose CRD is missing), so `kubectl describe pod` and curl show it.
+// says what is wrong (the apiserver unreachable, a template on disk that
+// cannot be served, a kind whose CRD is missing), so `kubectl describe pod`
+// and curl show it.
 type probeServer struct {
-	addr string
-	eng  *engine.Engine
+	addr      string
+	eng       *engine.Engine
+	apiserver func(context.Context) error
 }
 
 // NeedLeaderElection: every replica answers probes.
@@ -29,8 +31,8 @@ func (p *probeServer) Start(ctx context.Context) error {
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
 		fmt.Fprintln(w, "ok")
 	})
-	mux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
-		if err := readiness(p.eng); err != nil {
+	mux.HandleFunc("/readyz", func(w http.ResponseWriter, r *http.Request) {
+		if err := readiness(r.Context(), p.eng, p.apiserver); err != nil {
 			http.Error(w, "not ready: "+err.Error(), http.StatusInternalServerError)
 			return
 		}

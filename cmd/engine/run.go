@@ -10,6 +10,7 @@ import (
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	"k8s.io/client-go/kubernetes"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
@@ -168,7 +169,11 @@ func (o *runOptions) run(cmd *cobra.Command, cfg *rest.Config) error {
 		return err
 	}
 	if o.probeAddr != "0" && o.probeAddr != "" {
-		if err := mgr.Add(&probeServer{addr: o.probeAddr, eng: eng}); err != nil {
+		ping, err := apiserverReady(mgr.GetConfig())
+		if err != nil {
+			return err
+		}
+		if err := mgr.Add(&probeServer{addr: o.probeAddr, eng: eng, apiserver: ping}); err != nil {
 			return err
 		}
 	}
@@ -178,7 +183,10 @@ func (o *runOptions) run(cmd *cobra.Command, cfg *rest.Config) error {
 
 // readiness fails while the templates on disk cannot be served (the last
 // good version keeps running) or a kind's controller cannot run, and says why.
-func readiness(eng *engine.Engine) error {
+func readiness(ctx context.Context, eng engineState, apiserver func(context.Context) error) error {
+	if err := apiserver(ctx); err != nil {
+		return fmt.Errorf("the apiserver is unreachable (nothing is reconciled until it is back; nothing is lost): %w", err)
+	}
 	if err := eng.ReloadError(); err != nil {
 		return fmt.Errorf("templates on disk not served (the last good version is): %w", err)
 	}
@@ -188,6 +196,25 @@ func readiness(eng *engine.Engine) error {
 		}
 	}
 	return nil
+}
+
+// engineState is what readiness reads of the engine.
+type engineState interface {
+	ReloadError() error
+	Status() []engine.KindStatus
+}
+
+// apiserverReady asks the apiserver's own /readyz, within a few seconds.
+func apiserverReady(cfg *rest.Config) (func(context.Context) error, error) {
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return nil, err
+	}
+	return func(ctx context.Context) error {
+		ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+		defer cancel()
+		return cs.Discovery().RESTClient().Get().AbsPath("/readyz").Do(ctx).Error()
+	}, nil
 }
 
 // newScheme knows the built-in kinds and CRDs (for --install-crds); every

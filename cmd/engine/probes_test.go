@@ -1,0 +1,45 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+
+	"github.com/cuengine/engine/engine"
+)
+
+type fakeEngineState struct {
+	reloadErr error
+	kinds     []engine.KindStatus
+}
+
+func (f fakeEngineState) ReloadError() error          { return f.reloadErr }
+func (f fakeEngineState) Status() []engine.KindStatus { return f.kinds }
+
+// TestReadiness: /readyz says what is wrong, the apiserver first.
+func TestReadiness(t *testing.T) {
+	up := func(context.Context) error { return nil }
+	down := func(context.Context) error { return errors.New("dial tcp 10.0.0.1:443: connect: connection refused") }
+	for _, tc := range []struct {
+		name      string
+		state     fakeEngineState
+		apiserver func(context.Context) error
+		want      string
+	}{
+		{"ready", fakeEngineState{kinds: []engine.KindStatus{{Kind: "MyKind.webapp.my.domain/v1", Running: true}}}, up, ""},
+		{"apiserver down", fakeEngineState{}, down, "the apiserver is unreachable (nothing is reconciled until it is back; nothing is lost): dial tcp 10.0.0.1:443: connect: connection refused"},
+		{"reload refused", fakeEngineState{reloadErr: errors.New("mykind.cue:3:1: bad")}, up, "templates on disk not served (the last good version is): mykind.cue:3:1: bad"},
+		{"kind not served", fakeEngineState{kinds: []engine.KindStatus{{Kind: "Ghost.ghost.cuengine.dev/v1", Template: "ghost.cue", Error: "no CRD"}}}, up, "Ghost.ghost.cuengine.dev/v1 (template ghost.cue): no CRD"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := readiness(context.Background(), tc.state, tc.apiserver)
+			if tc.want == "" {
+				assert.NoError(t, err)
+				return
+			}
+			assert.EqualError(t, err, tc.want)
+		})
+	}
+}
