@@ -38,8 +38,8 @@ type reconciler struct {
 	// settled holds, per parent, the fingerprint of the inputs of the
 	// last reconcile that found nothing to change (settled.go).
 	settled sync.Map
-	// written holds, per parent, the resource version of the engine's
-	// last status write until the cache shows it (status.go).
+	// written holds, per parent, the engine's last status write until a
+	// reconcile finds the cache showing it (status.go).
 	written sync.Map
 	// overLimit holds the parents whose inputs went over a limit (limits.go).
 	overLimit overLimit

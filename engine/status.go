@@ -2,6 +2,8 @@ package engine
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
@@ -184,7 +186,7 @@ func (r *reconciler) writeStatus(ctx context.Context, parent *unstructured.Unstr
 			}
 			return fmt.Errorf("writing status: %w", err)
 		}
-		r.written.Store(client.ObjectKeyFromObject(parent), updated.GetResourceVersion())
+		r.written.Store(client.ObjectKeyFromObject(parent), writtenStatus{rv: updated.GetResourceVersion(), sum: statusSum(next)})
 	}
 	if st.onWritten != nil {
 		st.onWritten()
@@ -192,23 +194,42 @@ func (r *reconciler) writeStatus(ctx context.Context, parent *unstructured.Unstr
 	return nil
 }
 
+// writtenStatus is the engine's last status write to a parent, kept until
+// the cache shows it.
+type writtenStatus struct {
+	rv  string
+	sum [32]byte
+}
+
+func statusSum(status map[string]any) [32]byte {
+	b, _ := json.Marshal(status) // map keys are sorted: stable
+	return sha256.Sum256(b)
+}
+
 // statusBase returns the parent whose status the new one is compared with
-// and written over: the cached one, unless the cache has not yet shown the
-// engine's own last status write, when comparing with it could skip a
-// needed write (the cache still shows the status from before that write);
-// then the apiserver's.
+// and written over: the cached one, unless the cache has not shown the
+// engine's own last status write yet (neither its resource version nor its
+// content), when comparing with it could skip a needed write; then the
+// apiserver's.
 func (r *reconciler) statusBase(ctx context.Context, parent *unstructured.Unstructured) (*unstructured.Unstructured, error) {
 	key := client.ObjectKeyFromObject(parent)
-	rv, ok := r.written.Load(key)
-	if !ok || rv == parent.GetResourceVersion() {
+	v, ok := r.written.Load(key)
+	if !ok {
 		return parent, nil
+	}
+	r.written.Delete(key)
+	w := v.(writtenStatus)
+	if w.rv == parent.GetResourceVersion() {
+		return parent, nil
+	}
+	if cached, _, _ := unstructured.NestedMap(parent.Object, "status"); statusSum(cached) == w.sum {
+		return parent, nil // a later write by someone else, over ours
 	}
 	live := &unstructured.Unstructured{}
 	live.SetGroupVersionKind(parent.GroupVersionKind())
 	if err := r.live.Get(ctx, key, live); err != nil {
 		return nil, fmt.Errorf("reading the parent's status: %w", err)
 	}
-	r.written.Delete(key)
 	return live, nil
 }
 
