@@ -40,6 +40,10 @@ type Options struct {
 	ForceCRDChanges bool
 	// Limits bound what one parent may cost; zero fields take DefaultLimits.
 	Limits Limits
+	// DeleteHold is how long a template change that would delete children
+	// must stay unchanged on disk before it is served (hold.go); 0 serves
+	// it at once.
+	DeleteHold time.Duration
 }
 
 // Engine runs one controller per templated parent kind. Templates are
@@ -59,6 +63,8 @@ type Engine struct {
 	ctx       context.Context // set once the engine runs (is leader)
 	reloadErr error           // why the templates on disk are not served
 	reloadGen uint64          // counts reload events; a retry stops when it moves
+	holdGen   uint64          // the reload whose deletions are held (hold.go)
+	holdSince time.Time       // when that hold started
 
 	acceptMu sync.Mutex // serializes reloads: one set is checked and swapped at a time
 	indexMu  sync.Mutex // held while registering an index

@@ -43,18 +43,22 @@ func (e *Engine) Reload(ctx context.Context, ev templates.ReloadEvent) {
 	e.mu.Unlock()
 	err := ev.Err
 	if err == nil {
-		if err = e.accept(ctx, ev.Set); err != nil {
+		if err = e.accept(ctx, ev.Set, gen); err != nil {
 			// The files are fine but the cluster refused them (live
-			// objects the new schema rejects, a CRD change): the watcher
-			// will not send them again, so retry until they pass or a
-			// newer edit replaces them.
-			go e.retryAccept(ctx, gen, ev)
+			// objects the new schema rejects, a CRD change) or they are
+			// held: the watcher will not send them again, so retry until
+			// they pass or a newer edit replaces them.
+			go e.retryAccept(ctx, gen, ev, err)
 		}
 	}
 	if err != nil {
 		metricReloads.WithLabelValues("failure").Inc()
 		metricReloadHealthy.Set(0)
-		logger.Error(err, "template reload refused; the last good templates keep serving", "changed", ev.Changed)
+		if held := (*HoldError)(nil); errors.As(err, &held) {
+			logger.Info("template change held: it would delete children; the last templates keep serving", "changed", ev.Changed, "reason", err.Error())
+		} else {
+			logger.Error(err, "template reload refused; the last good templates keep serving", "changed", ev.Changed)
+		}
 		e.reportReloadFailure(ctx, err)
 		return
 	}
@@ -65,15 +69,22 @@ func (e *Engine) Reload(ctx context.Context, ev templates.ReloadEvent) {
 	logger.Info("templates reloaded", "changed", ev.Changed, "seconds", ev.Duration.Seconds())
 }
 
-// retryAccept retries a refused set with backoff while it is the latest.
-func (e *Engine) retryAccept(ctx context.Context, gen uint64, ev templates.ReloadEvent) {
+// retryAccept retries a refused set with backoff while it is the latest; a
+// held set is retried when its hold ends.
+func (e *Engine) retryAccept(ctx context.Context, gen uint64, ev templates.ReloadEvent, err error) {
 	for delay := 2 * time.Second; ; delay = min(2*delay, time.Minute) {
+		wait := delay
+		var held *HoldError
+		if errors.As(err, &held) {
+			wait = max(time.Until(held.Until), 0) + 100*time.Millisecond
+		}
 		select {
 		case <-ctx.Done():
 			return
-		case <-time.After(delay):
+		case <-time.After(wait):
 		}
-		if e.retryOnce(ctx, gen, ev) {
+		var done bool
+		if done, err = e.retryOnce(ctx, gen, ev); done {
 			return
 		}
 	}
@@ -81,29 +92,32 @@ func (e *Engine) retryAccept(ctx context.Context, gen uint64, ev templates.Reloa
 
 // retryOnce makes one retry and reports whether retrying is over: the set
 // was accepted, or a newer reload superseded it.
-func (e *Engine) retryOnce(ctx context.Context, gen uint64, ev templates.ReloadEvent) bool {
+func (e *Engine) retryOnce(ctx context.Context, gen uint64, ev templates.ReloadEvent) (bool, error) {
 	e.acceptMu.Lock()
 	defer e.acceptMu.Unlock()
 	e.mu.Lock()
 	latest := e.reloadGen == gen
 	e.mu.Unlock()
 	if !latest {
-		return true
+		return true, nil
 	}
-	if err := e.accept(ctx, ev.Set); err != nil {
+	if err := e.accept(ctx, ev.Set, gen); err != nil {
 		e.reportReloadFailure(ctx, err)
-		return false
+		return false, err
 	}
 	metricReloads.WithLabelValues("success").Inc()
 	metricReloadHealthy.Set(1)
 	e.setReloadErr(nil)
 	log.FromContext(ctx).Info("templates reloaded after a retry", "changed", ev.Changed)
-	return true
+	return true, nil
 }
 
 // accept checks a new set against the cluster and swaps it in.
-func (e *Engine) accept(ctx context.Context, set *templates.Set) error {
+func (e *Engine) accept(ctx context.Context, set *templates.Set, gen uint64) error {
 	if err := e.checkLiveParents(ctx, set); err != nil {
+		return err
+	}
+	if err := e.holdDeletes(ctx, set, gen); err != nil { // hold.go
 		return err
 	}
 	if e.opts.InstallCRDs && e.isLeader() {
@@ -232,6 +246,12 @@ func (e *Engine) affectedKinds(err error) []schema.GroupVersionKind {
 	if errors.As(err, &le) {
 		for _, te := range le.Errors {
 			paths[te.Template] = true
+		}
+	}
+	var held *HoldError
+	if errors.As(err, &held) {
+		for _, p := range held.Templates {
+			paths[p] = true
 		}
 	}
 	var out []schema.GroupVersionKind
