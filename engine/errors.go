@@ -59,9 +59,6 @@ func terminalError(reason string, err error) error {
 	return &stepError{class: terminal, reason: reason, err: err}
 }
 
-func waitingError(reason string, after time.Duration, err error) error {
-	return &stepError{class: waiting, reason: reason, after: after, err: err}
-}
 
 // classify is the one place that decides what an error means for the
 // reconcile: an error a step classified keeps its class; a provider error

@@ -61,9 +61,9 @@ func TestUnitClassify(t *testing.T) {
 		{name: "deadline", err: context.DeadlineExceeded, class: transient, reason: ReasonNotSynced, want: returned},
 		{name: "classified terminal keeps its reason", err: fmt.Errorf("step: %w", terminalError(ReasonChildConflict, errors.New("taken"))),
 			class: terminal, reason: ReasonChildConflict, want: terminalErr},
-		{name: "classified waiting keeps its delay", err: waitingError("Dependency", 3*time.Second, errors.New("not yet")),
+		{name: "classified waiting keeps its delay", err: waitingErr("Dependency", 3*time.Second, errors.New("not yet")),
 			class: waiting, reason: "Dependency", after: 3 * time.Second, want: requeued, result: ctrl.Result{RequeueAfter: 3 * time.Second}},
-		{name: "classified waiting, later requeue asked", err: waitingError("Dependency", 3*time.Second, errors.New("not yet")), res: ctrl.Result{RequeueAfter: time.Hour},
+		{name: "classified waiting, later requeue asked", err: waitingErr("Dependency", 3*time.Second, errors.New("not yet")), res: ctrl.Result{RequeueAfter: time.Hour},
 			class: waiting, reason: "Dependency", after: 3 * time.Second, want: requeued, result: ctrl.Result{RequeueAfter: 3 * time.Second}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -100,8 +100,8 @@ func TestUnitClassify(t *testing.T) {
 func TestUnitStatusErr(t *testing.T) {
 	const resync = 5 * time.Minute
 	term := terminalError(ReasonChildRefused, errors.New("refused"))
-	wait5 := waitingError("Slow", 5*time.Second, errors.New("slow"))
-	wait1 := waitingError("Quick", time.Second, errors.New("quick"))
+	wait5 := waitingErr("Slow", 5*time.Second, errors.New("slow"))
+	wait1 := waitingErr("Quick", time.Second, errors.New("quick"))
 	transientErr := providers.Retryable(providers.ReasonUnavailable, errors.New("503"))
 	providerWait := providers.Terminal(providers.ReasonCredentialsError, "no credentials")
 	for _, tc := range []struct {
@@ -201,4 +201,9 @@ func TestUnitSafeMessage(t *testing.T) {
 			assert.True(t, utf8.ValidString(got))
 		})
 	}
+}
+
+// waitingErr is an error a step classified as waiting on something else.
+func waitingErr(reason string, after time.Duration, err error) error {
+	return &stepError{class: waiting, reason: reason, after: after, err: err}
 }
