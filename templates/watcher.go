@@ -197,7 +197,7 @@ func (w *Watcher) Run(ctx context.Context) error {
 			if !ok {
 				return errWatcherClosed
 			}
-			if !relevant(ev) {
+			if !relevant(ev) || w.besideRoot(ev) {
 				continue
 			}
 			if ev.Has(fsnotify.Create) {
@@ -231,7 +231,20 @@ func (w *Watcher) watch() (*fsnotify.Watcher, error) {
 		_ = fsw.Close()
 		return nil, fmt.Errorf("watching templates directory: %w", err)
 	}
+	_ = fsw.Add(w.parent()) // a root that cannot be watched from above is left to the rescan
 	return fsw, nil
+}
+
+// parent is the directory holding the root. It is watched too, so that the
+// root itself being replaced (a symlink swapped to a new release directory,
+// a directory renamed over it) is seen at once: the watch on the root
+// follows the old directory.
+func (w *Watcher) parent() string { return filepath.Dir(w.dir) }
+
+// besideRoot reports an event of the parent directory about anything but
+// the root.
+func (w *Watcher) besideRoot(ev fsnotify.Event) bool {
+	return filepath.Dir(ev.Name) == w.parent() && ev.Name != w.dir
 }
 
 // burst is Run's debounce: a reload is pending from the first trigger of a
@@ -306,7 +319,7 @@ func (w *Watcher) refresh(fsw *fsnotify.Watcher) digest {
 		_ = fsw.Add(w.dir) // the directory may be back; Load reports the error otherwise
 		return nil
 	}
-	syncWatches(fsw, dirs)
+	syncWatches(fsw, append(dirs, w.parent()))
 	return files
 }
 

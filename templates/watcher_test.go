@@ -217,6 +217,29 @@ func TestWatcherConfigMapSwap(t *testing.T) {
 	assert.Equal(t, []string{"mykind.cue"}, paths(set))
 }
 
+// TestWatcherRootSymlinkSwap: the templates root is a symlink swapped to a
+// new release directory (as deploy tools do): seen at once, without the
+// rescan.
+func TestWatcherRootSymlinkSwap(t *testing.T) {
+	base := t.TempDir()
+	writeFile(t, filepath.Join(base, "release-1", "mykind.cue"), mykindSource(t, "nginx:v1"))
+	root := filepath.Join(base, "templates")
+	require.NoError(t, os.Symlink("release-1", root))
+	h := startWatcher(t, root, WatcherOptions{Debounce: testDebounce, Rescan: -1})
+	assert.Equal(t, "nginx:v1", imageOf(t, h.w.Current()))
+
+	for i, image := range []string{"nginx:v2", "nginx:v3"} {
+		release := fmt.Sprintf("release-%d", i+2)
+		writeFile(t, filepath.Join(base, release, "mykind.cue"), mykindSource(t, image))
+		require.NoError(t, os.Symlink(release, filepath.Join(base, "templates.new")))
+		require.NoError(t, os.Rename(filepath.Join(base, "templates.new"), root))
+		assert.Equal(t, image, imageOf(t, h.nextSet()))
+	}
+	// Other entries beside the root change nothing.
+	writeFile(t, filepath.Join(base, "unrelated.cue"), []byte("x: 1"))
+	h.quiet(5 * testDebounce)
+}
+
 func TestWatcherDeleteRecreate(t *testing.T) {
 	t.Run("separate", func(t *testing.T) {
 		dir := mykindDir(t)
