@@ -59,7 +59,6 @@ func terminalError(reason string, err error) error {
 	return &stepError{class: terminal, reason: reason, err: err}
 }
 
-
 // classify is the one place that decides what an error means for the
 // reconcile: an error a step classified keeps its class; a provider error
 // is transient when the provider says it may go away, otherwise it waits
