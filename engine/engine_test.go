@@ -140,7 +140,13 @@ func parent(gvk schema.GroupVersionKind, ns, name string, spec map[string]any) *
 // eventually polls cond until it holds or the bounded timeout passes.
 func eventually(t *testing.T, what string, cond func(ctx context.Context) (bool, error)) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	eventuallyWithin(t, what, 30*time.Second, cond)
+}
+
+// eventuallyWithin is eventually with its own bound.
+func eventuallyWithin(t *testing.T, what string, timeout time.Duration, cond func(ctx context.Context) (bool, error)) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	var last error
 	err := wait.PollUntilContextCancel(ctx, 50*time.Millisecond, true, func(ctx context.Context) (bool, error) {
