@@ -50,6 +50,9 @@ type Cluster struct {
 	env       *envtest.Environment // bare mode
 	logFiles  []*os.File           // bare mode: envtest's process output
 	procs     []*process           // full mode, in start order
+	// serving, in full mode, tells whether etcd and kube-apiserver serve
+	// (Revive waits for it).
+	serving map[string]func(context.Context) (bool, error)
 
 	stopOnce sync.Once
 	stopErr  error

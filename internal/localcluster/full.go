@@ -114,10 +114,11 @@ func (s *fullStart) startEtcd(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	healthy := func(ctx context.Context) (bool, error) { return httpOK(ctx, client+"/health") }
+	s.c.setServing("etcd", healthy)
 	return s.prog.wait(ctx, waitSpec{
 		what: "for etcd to be healthy", done: "etcd ready", timeout: readyTimeout,
-		check: func(ctx context.Context) (bool, error) { return httpOK(ctx, client+"/health") },
-		blame: p, alive: s.c.alive,
+		check: healthy, blame: p, alive: s.c.alive,
 	})
 }
 
@@ -145,6 +146,7 @@ func (s *fullStart) startAPIServer(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	s.c.setServing("kube-apiserver", s.apiserverReady)
 	return s.prog.wait(ctx, waitSpec{
 		what: "for kube-apiserver /readyz", done: "kube-apiserver ready", timeout: readyTimeout,
 		check: s.apiserverReady, blame: p, alive: s.c.alive,

@@ -24,6 +24,8 @@ const (
 type process struct {
 	name    string
 	logPath string
+	binDir  string
+	args    []string // to start it again as it was (Revive)
 	cmd     *exec.Cmd
 	done    chan struct{} // closed once the process has exited and been reaped
 	waitErr error         // the exit status; read only after done is closed
@@ -44,7 +46,7 @@ func startProcess(binDir, logDir, name string, args ...string) (*process, error)
 		logFile.Close()
 		return nil, fmt.Errorf("starting %s: %w", name, err)
 	}
-	p := &process{name: name, logPath: logFile.Name(), cmd: cmd, done: make(chan struct{})}
+	p := &process{name: name, logPath: logFile.Name(), binDir: binDir, args: args, cmd: cmd, done: make(chan struct{})}
 	go func() {
 		p.waitErr = cmd.Wait()
 		logFile.Close()
