@@ -34,6 +34,19 @@ resources: [string]: _
 status: {...}
 `
 
+// TestsDir is the directory, directly under the templates directory, that
+// holds the templates' test cases (engine test): tests/<template>/<case>/.
+// Load skips it, and the watcher ignores changes under it.
+const TestsDir = "tests"
+
+// skipped reports whether Load ignores a top-level entry of the templates
+// directory: hidden entries (".git", and the "..data" links of a Kubernetes
+// ConfigMap volume), "_"-prefixed entries and the test cases. cue.mod is not
+// a template either, but templates may import from it.
+func skipped(name string) bool {
+	return strings.HasPrefix(name, ".") || strings.HasPrefix(name, "_") || name == TestsDir
+}
+
 // source is one template's files before compiling.
 type source struct {
 	name  string   // template name: file name without .cue, or directory name
@@ -44,9 +57,8 @@ type source struct {
 }
 
 // discover lists the templates under root: every top-level .cue file and every
-// subdirectory holding .cue files. Hidden entries (".git", and the "..data"
-// links of a Kubernetes ConfigMap volume), "_"-prefixed entries and cue.mod
-// are skipped. Symlinks are followed, so ConfigMap-mounted files work.
+// subdirectory holding .cue files. The entries skipped() names and cue.mod
+// are not templates. Symlinks are followed, so ConfigMap-mounted files work.
 func discover(root string) ([]source, error) {
 	entries, err := os.ReadDir(root)
 	if err != nil {
@@ -55,7 +67,7 @@ func discover(root string) ([]source, error) {
 	var out []source
 	for _, e := range entries {
 		name := e.Name()
-		if strings.HasPrefix(name, ".") || strings.HasPrefix(name, "_") || name == "cue.mod" {
+		if skipped(name) || name == "cue.mod" {
 			continue
 		}
 		full := filepath.Join(root, name)

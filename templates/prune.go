@@ -3,7 +3,6 @@ package templates
 import (
 	"fmt"
 
-	apiextensionsinternal "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	structuralschema "k8s.io/apiextensions-apiserver/pkg/apiserver/schema"
 	"k8s.io/apiextensions-apiserver/pkg/apiserver/schema/pruning"
@@ -13,12 +12,11 @@ import (
 // structural converts the CRD's schema into the apiserver's structural form
 // and checks that it is structural, as the apiserver would on create.
 func structural(crd *apiextensionsv1.CustomResourceDefinition) (*structuralschema.Structural, error) {
-	var internal apiextensionsinternal.JSONSchemaProps
-	props := crd.Spec.Versions[0].Schema.OpenAPIV3Schema
-	if err := apiextensionsv1.Convert_v1_JSONSchemaProps_To_apiextensions_JSONSchemaProps(props, &internal, nil); err != nil {
+	internal, err := internalSchema(crd)
+	if err != nil {
 		return nil, err
 	}
-	s, err := structuralschema.NewStructural(&internal)
+	s, err := structuralschema.NewStructural(internal)
 	if err != nil {
 		return nil, err
 	}

@@ -431,10 +431,20 @@ type digest map[string][sha256.Size]byte
 func scan(root string) ([]string, digest, error) {
 	var dirs []string
 	files := digest{}
+	// What Load skips (the test cases, "_"-prefixed entries) is neither
+	// watched nor part of the digest: an edit there reloads nothing.
+	ignored := func(path string) bool {
+		r := rel(root, path)
+		return r != "." && skipped(strings.SplitN(filepath.ToSlash(r), "/", 2)[0])
+	}
 	err := walk(root, map[string]bool{},
-		func(dir string) { dirs = append(dirs, dir) },
+		func(dir string) {
+			if !ignored(dir) {
+				dirs = append(dirs, dir)
+			}
+		},
 		func(file string) {
-			if strings.HasSuffix(file, ".cue") {
+			if strings.HasSuffix(file, ".cue") && !ignored(file) {
 				// A file removed mid-walk raises its own event.
 				if b, err := os.ReadFile(file); err == nil {
 					files[rel(root, file)] = sha256.Sum256(b)
