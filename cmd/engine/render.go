@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"strings"
 
@@ -35,9 +36,10 @@ desired children as YAML documents, followed by the parent with the status the
 template computes. Fields the schema does not declare are dropped with a
 warning, as the apiserver would drop them.
 
---observed gives the live state of children, as Kubernetes objects (for
-example "kubectl get deployment mykind -o yaml"); each is matched to the child
-with the same apiVersion, kind and name.`,
+--observed gives the live state, as YAML documents: Kubernetes objects (for
+example "kubectl get deployment mykind -o yaml"), each matched to the child
+with the same apiVersion, kind and name, and maps of local name to the
+observation of an external resource (such as "assets: {name: shop-assets-1a2b3c4d}").`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return o.run(cmd.InOrStdin(), cmd.OutOrStdout(), cmd.ErrOrStderr())
@@ -45,7 +47,7 @@ with the same apiVersion, kind and name.`,
 	}
 	cmd.Flags().StringVar(&o.templates, "templates", "templates", "templates directory")
 	cmd.Flags().StringVarP(&o.file, "filename", "f", "", `custom resource YAML file ("-" for stdin)`)
-	cmd.Flags().StringVar(&o.observed, "observed", "", "YAML file with the live state of children")
+	cmd.Flags().StringVar(&o.observed, "observed", "", "YAML file with the live state of children and resources")
 	_ = cmd.MarkFlagRequired("filename")
 	return cmd
 }
@@ -59,9 +61,9 @@ func (o *renderOptions) run(stdin io.Reader, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	var live []*unstructured.Unstructured
+	var obs observedState
 	if o.observed != "" {
-		if live, err = readObjects(o.observed, nil); err != nil {
+		if obs, err = readObserved(o.observed); err != nil {
 			return err
 		}
 	}
@@ -70,7 +72,7 @@ func (o *renderOptions) run(stdin io.Reader, stdout, stderr io.Writer) error {
 		if i > 0 {
 			fmt.Fprintln(stdout, "---")
 		}
-		if err := renderOne(set, parent, live, stdout, stderr); err != nil {
+		if err := renderOne(set, parent, obs, stdout, stderr); err != nil {
 			failed = true
 			fmt.Fprintf(stderr, "%s %s: %v\n", parent.GetKind(), parent.GetName(), err)
 		}
@@ -81,59 +83,101 @@ func (o *renderOptions) run(stdin io.Reader, stdout, stderr io.Writer) error {
 	return nil
 }
 
-func renderOne(set *templates.Set, parent *unstructured.Unstructured, live []*unstructured.Unstructured, stdout, stderr io.Writer) error {
+func renderOne(set *templates.Set, parent *unstructured.Unstructured, obs observedState, stdout, stderr io.Writer) error {
+	r, err := render(set, parent, obs)
+	if err != nil {
+		return err
+	}
+	for _, p := range r.result.Pruned {
+		fmt.Fprintf(stderr, "warning: %s %s: unknown field %q dropped (not in the schema of %s)\n", parent.GetKind(), parent.GetName(), p, r.template.Path)
+	}
+	return r.write(stdout)
+}
+
+// observedState is the live state an offline evaluation is given: live
+// Kubernetes objects, each matched to the child with the same apiVersion,
+// kind and name, and observations by local name (of external resources).
+type observedState struct {
+	live   []*unstructured.Unstructured
+	byName map[string]any
+}
+
+// rendering is what one parent renders to offline.
+type rendering struct {
+	template *templates.Template
+	parent   *unstructured.Unstructured // as given, its namespace defaulted
+	result   *templates.Result
+	children []*unstructured.Unstructured // as applied: with the engine's namespace, owner and labels
+}
+
+// render evaluates the template of parent with the observed state: the
+// observations by name first, then again with the live children the first
+// evaluation names, so a child that depends on a resource is matched too.
+func render(set *templates.Set, parent *unstructured.Unstructured, obs observedState) (*rendering, error) {
 	t, ok := set.Lookup(parent.GroupVersionKind())
 	if !ok {
 		var known []string
 		for _, t := range set.Templates() {
 			known = append(known, t.GVK.Kind+" ("+t.GVK.GroupVersion().String()+")")
 		}
-		return fmt.Errorf("no template for %s; templates exist for %s", parent.GroupVersionKind(), strings.Join(known, ", "))
+		return nil, fmt.Errorf("no template for %s; templates exist for %s", parent.GroupVersionKind(), strings.Join(known, ", "))
 	}
 	if parent.GetNamespace() == "" && t.CRD().Spec.Scope != "Cluster" {
 		parent.SetNamespace("default")
 	}
-	res, err := t.Evaluate(templates.Input{Parent: parent})
+	observed := maps.Clone(obs.byName)
+	res, err := t.Evaluate(templates.Input{Parent: parent, Observed: observed})
 	if err != nil {
-		return err
+		return nil, err
 	}
-	if observed := matchObserved(res, live); len(observed) > 0 {
+	if live := matchObserved(res, obs.live); len(live) > 0 {
+		if observed == nil {
+			observed = map[string]any{}
+		}
+		maps.Copy(observed, live)
 		if res, err = t.Evaluate(templates.Input{Parent: parent, Observed: observed}); err != nil {
-			return err
+			return nil, err
 		}
 	}
-	for _, p := range res.Pruned {
-		fmt.Fprintf(stderr, "warning: %s %s: unknown field %q dropped (not in the schema of %s)\n", parent.GetKind(), parent.GetName(), p, t.Path)
-	}
+	r := &rendering{template: t, parent: parent, result: res}
 	for _, c := range res.Children {
 		obj, err := engine.Desired(parent, t.Policy, engine.OfflineScoper{}, c)
 		if err != nil {
-			return err
+			return nil, err
 		}
-		if err := writeYAML(stdout, fmt.Sprintf("child %q", c.Name), obj.Object); err != nil {
-			return err
-		}
-		fmt.Fprintln(stdout, "---")
+		r.children = append(r.children, obj)
 	}
-	for _, r := range res.Resources {
-		doc := map[string]any{"provider": r.Provider, "spec": r.Spec, "deletionPolicy": r.DeletionPolicy}
-		if err := writeYAML(stdout, fmt.Sprintf("resource %q (external)", r.Name), doc); err != nil {
+	return r, nil
+}
+
+// write prints the rendering as YAML documents: the children, the external
+// resources, then the parent as stored with the status the template computes.
+func (r *rendering) write(w io.Writer) error {
+	for i, c := range r.result.Children {
+		if err := writeYAML(w, fmt.Sprintf("child %q", c.Name), r.children[i].Object); err != nil {
 			return err
 		}
-		fmt.Fprintln(stdout, "---")
+		fmt.Fprintln(w, "---")
 	}
-	out := parent.DeepCopy()
-	for _, p := range res.Pruned {
+	for _, res := range r.result.Resources {
+		doc := map[string]any{"provider": res.Provider, "spec": res.Spec, "deletionPolicy": res.DeletionPolicy}
+		if err := writeYAML(w, fmt.Sprintf("resource %q (external)", res.Name), doc); err != nil {
+			return err
+		}
+		fmt.Fprintln(w, "---")
+	}
+	out := r.parent.DeepCopy()
+	for _, p := range r.result.Pruned {
 		unstructured.RemoveNestedField(out.Object, strings.Split(p, ".")...)
 	}
-	if res.Status != nil {
-		out.Object["status"] = res.Status
+	if r.result.Status != nil {
+		out.Object["status"] = r.result.Status
 	}
 	comment := "parent with the status the template computes"
-	if res.Ready != nil {
-		comment += fmt.Sprintf(" (template says ready: %t)", *res.Ready)
+	if r.result.Ready != nil {
+		comment += fmt.Sprintf(" (template says ready: %t)", *r.result.Ready)
 	}
-	return writeYAML(stdout, comment, out.Object)
+	return writeYAML(w, comment, out.Object)
 }
 
 // matchObserved maps each live object to the local name of the child with the
@@ -161,6 +205,73 @@ func writeYAML(w io.Writer, comment string, obj any) error {
 
 // readObjects reads the Kubernetes objects of a multi-document YAML or JSON file.
 func readObjects(path string, stdin io.Reader) ([]*unstructured.Unstructured, error) {
+	docs, err := readDocuments(path, stdin)
+	if err != nil {
+		return nil, err
+	}
+	var out []*unstructured.Unstructured
+	for _, d := range docs {
+		objs, ok := asObjects(d.content)
+		if !ok {
+			return nil, fmt.Errorf("%s: document %d: apiVersion and kind are required", path, d.index)
+		}
+		out = append(out, objs...)
+	}
+	return out, nil
+}
+
+// readObserved reads observed state from a multi-document YAML or JSON file:
+// a document with apiVersion and kind is a live Kubernetes object (a List
+// gives its items); any other document maps local names to observations,
+// such as a resource's {name, url}.
+func readObserved(path string) (observedState, error) {
+	docs, err := readDocuments(path, nil)
+	if err != nil {
+		return observedState{}, err
+	}
+	var obs observedState
+	for _, d := range docs {
+		if objs, ok := asObjects(d.content); ok {
+			obs.live = append(obs.live, objs...)
+			continue
+		}
+		if obs.byName == nil {
+			obs.byName = map[string]any{}
+		}
+		maps.Copy(obs.byName, d.content)
+	}
+	return obs, nil
+}
+
+// asObjects returns a document as Kubernetes objects, the items of a List
+// one by one; false when it has no apiVersion and kind.
+func asObjects(m map[string]any) ([]*unstructured.Unstructured, bool) {
+	u := &unstructured.Unstructured{Object: m}
+	if u.GetAPIVersion() == "" || u.GetKind() == "" {
+		return nil, false
+	}
+	items, ok := m["items"].([]any)
+	if !ok || !strings.HasSuffix(u.GetKind(), "List") {
+		return []*unstructured.Unstructured{u}, true
+	}
+	var out []*unstructured.Unstructured
+	for _, it := range items {
+		if im, ok := it.(map[string]any); ok {
+			out = append(out, &unstructured.Unstructured{Object: im})
+		}
+	}
+	return out, true
+}
+
+// document is one non-empty document of a YAML or JSON file.
+type document struct {
+	index   int // from 1
+	content map[string]any
+}
+
+// readDocuments reads the non-empty documents of a multi-document YAML or
+// JSON file ("-" is stdin, when given).
+func readDocuments(path string, stdin io.Reader) ([]document, error) {
 	var data []byte
 	var err error
 	if path == "-" && stdin != nil {
@@ -172,7 +283,7 @@ func readObjects(path string, stdin io.Reader) ([]*unstructured.Unstructured, er
 		return nil, err
 	}
 	reader := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(data)))
-	var out []*unstructured.Unstructured
+	var out []document
 	for i := 1; ; i++ {
 		doc, err := reader.Read()
 		if errors.Is(err, io.EOF) {
@@ -190,22 +301,9 @@ func readObjects(path string, stdin io.Reader) ([]*unstructured.Unstructured, er
 		if err := utiljson.Unmarshal(js, &m); err != nil {
 			return nil, fmt.Errorf("%s: document %d: %w", path, i, err)
 		}
-		if len(m) == 0 {
-			continue
+		if len(m) > 0 {
+			out = append(out, document{index: i, content: m})
 		}
-		u := &unstructured.Unstructured{Object: m}
-		if u.GetAPIVersion() == "" || u.GetKind() == "" {
-			return nil, fmt.Errorf("%s: document %d: apiVersion and kind are required", path, i)
-		}
-		if items, ok := m["items"].([]any); ok && strings.HasSuffix(u.GetKind(), "List") {
-			for _, it := range items {
-				if im, ok := it.(map[string]any); ok {
-					out = append(out, &unstructured.Unstructured{Object: im})
-				}
-			}
-			continue
-		}
-		out = append(out, u)
 	}
 	return out, nil
 }
