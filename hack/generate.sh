@@ -5,8 +5,10 @@
 #
 #   config/crds.yaml    engine crds
 #   config/rbac.yaml    engine rbac --install-crds
-#   config/templates/   a copy of examples/templates: kustomize reads files
-#                       only from inside config/
+#   config/templates/   a copy of examples/templates without its tests/ (the
+#                       cases of engine test): kustomize reads files only from
+#                       inside config/, a ConfigMap holds no subdirectories,
+#                       and the engine never reads tests/
 #
 # ENGINE is the engine binary, bin/engine by default.
 set -euo pipefail
@@ -24,3 +26,4 @@ mv "$out/config/crds.yaml.tmp" "$out/config/crds.yaml"
 mv "$out/config/rbac.yaml.tmp" "$out/config/rbac.yaml"
 rm -rf "$out/config/templates"
 cp -R examples/templates "$out/config/templates"
+rm -rf "$out/config/templates/tests"

@@ -1,0 +1,222 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/cuengine/engine/templates"
+)
+
+type testOptions struct {
+	templates string
+	run       string
+	verbose   bool
+	junit     string
+	update    bool
+}
+
+func newTestCommand() *cobra.Command {
+	o := &testOptions{}
+	cmd := &cobra.Command{
+		Use:   "test",
+		Short: "Run the templates' test cases offline: golden files and CUE expectations",
+		Long: `Test runs the test cases of the templates, without a cluster. The cases of
+template mykind.cue (or of the subdirectory template mykind/) live in
+tests/mykind/<case>/ under the templates directory, which the engine never
+loads as a template. A case directory holds:
+
+  parent.yaml    the custom resource
+  observed.yaml  optional: live children (Kubernetes objects, matched by
+                 apiVersion, kind and name) and maps of local name to the
+                 observation of an external resource, as for engine render
+  want.yaml      golden file: what engine render prints (--update rewrites it)
+  expect.cue     partial expectation, unified with the output
+                 {children, resources, status, ready}; or an expected error:
+                 error: "substring" (or any CUE constraint, such as =~"regexp")
+
+The parent is first checked as the apiserver would check it against the CRD
+the template generates: unknown fields are dropped with a warning, defaults
+applied, and an invalid object is refused with the apiserver's message.
+
+Exit status: 0 when every case passes, 1 otherwise.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return o.runTests(cmd.OutOrStdout())
+		},
+	}
+	cmd.Flags().StringVar(&o.templates, "templates", "templates", "templates directory")
+	cmd.Flags().StringVar(&o.run, "run", "", "run only the cases whose name (template/case) matches this regular expression")
+	cmd.Flags().BoolVarP(&o.verbose, "verbose", "v", false, "print every case as it starts, and the warnings of passing cases")
+	cmd.Flags().StringVar(&o.junit, "junit", "", "also write a JUnit XML report to this file")
+	cmd.Flags().BoolVar(&o.update, "update", false, "rewrite the want.yaml of every case run (and write one for a case with no expectation)")
+	return cmd
+}
+
+// testCase is one case directory: tests/<template>/<case>/.
+type testCase struct {
+	template string // the template's name: "mykind"
+	name     string // the case's directory name
+	dir      string
+}
+
+func (c testCase) fullName() string { return c.template + "/" + c.name }
+
+// caseResult is the outcome of one case.
+type caseResult struct {
+	testCase
+	elapsed time.Duration
+	logs    []string // warnings and notes, shown on failure or with -v
+	failure string   // why the case failed; "" when it passed
+}
+
+func (o *testOptions) runTests(stdout io.Writer) error {
+	var filter *regexp.Regexp
+	if o.run != "" {
+		var err error
+		if filter, err = regexp.Compile(o.run); err != nil {
+			return &exitError{code: 1, msg: fmt.Sprintf("-run: %v", err)}
+		}
+	}
+	start := time.Now()
+	set, err := templates.Load(o.templates)
+	if err != nil {
+		return &exitError{code: 1, msg: err.Error()}
+	}
+	cases, orphans, err := discoverCases(set)
+	if err != nil {
+		return &exitError{code: 1, msg: err.Error()}
+	}
+	var results []caseResult
+	for _, c := range orphans {
+		if filter == nil || filter.MatchString(c.fullName()) {
+			results = append(results, caseResult{testCase: c, failure: fmt.Sprintf(
+				"%s has no template: no %s.cue or %s/ template in %s", filepath.Join(templates.TestsDir, c.template), c.template, c.template, o.templates)})
+			o.report(stdout, results[len(results)-1])
+		}
+	}
+	byName := map[string]*templates.Template{}
+	for _, t := range set.Templates() {
+		byName[t.Name] = t
+	}
+	for _, c := range cases {
+		if filter != nil && !filter.MatchString(c.fullName()) {
+			continue
+		}
+		if o.verbose {
+			fmt.Fprintf(stdout, "=== RUN   %s\n", c.fullName())
+		}
+		r := o.runCase(set, byName[c.template], c)
+		results = append(results, r)
+		o.report(stdout, r)
+	}
+	failed := 0
+	for _, r := range results {
+		if r.failure != "" {
+			failed++
+		}
+	}
+	elapsed := time.Since(start)
+	switch {
+	case len(results) == 0 && filter != nil:
+		fmt.Fprintf(stdout, "ok    %s  no case matches -run %q (%.2fs)\n", o.templates, o.run, elapsed.Seconds())
+	case len(results) == 0:
+		fmt.Fprintf(stdout, "ok    %s  no test cases in %s (%.2fs)\n", o.templates, filepath.Join(o.templates, templates.TestsDir), elapsed.Seconds())
+	case failed == 0:
+		fmt.Fprintf(stdout, "PASS\nok    %s  %d cases (%.2fs)\n", o.templates, len(results), elapsed.Seconds())
+	default:
+		fmt.Fprintf(stdout, "FAIL\nFAIL  %s  %d of %d cases failed (%.2fs)\n", o.templates, failed, len(results), elapsed.Seconds())
+	}
+	if o.junit != "" {
+		if err := writeJUnit(o.junit, results, elapsed); err != nil {
+			return &exitError{code: 1, msg: fmt.Sprintf("--junit: %v", err)}
+		}
+	}
+	if failed > 0 {
+		return &exitError{code: 1}
+	}
+	return nil
+}
+
+// report prints one case's line, then its failure and logs, indented.
+func (o *testOptions) report(w io.Writer, r caseResult) {
+	verdict := "PASS"
+	if r.failure != "" {
+		verdict = "FAIL"
+	}
+	fmt.Fprintf(w, "--- %s: %s (%.2fs)\n", verdict, r.fullName(), r.elapsed.Seconds())
+	if r.failure == "" && !o.verbose {
+		return
+	}
+	for _, l := range r.logs {
+		fmt.Fprintln(w, indent(l))
+	}
+	if r.failure != "" {
+		fmt.Fprintln(w, indent(r.failure))
+	}
+}
+
+func indent(s string) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	for i, l := range lines {
+		if l != "" {
+			lines[i] = "    " + l
+		}
+	}
+	return strings.Join(lines, "\n")
+}
+
+// discoverCases lists the case directories under tests/, sorted: those of a
+// template, and those under a directory that names no template (orphans,
+// which fail). Entries starting with "." or "_" are skipped.
+func discoverCases(set *templates.Set) (cases, orphans []testCase, err error) {
+	root := filepath.Join(set.Root, templates.TestsDir)
+	tmplDirs, err := os.ReadDir(root)
+	if os.IsNotExist(err) {
+		return nil, nil, nil
+	}
+	if err != nil {
+		return nil, nil, fmt.Errorf("reading test cases: %w", err)
+	}
+	known := map[string]bool{}
+	for _, t := range set.Templates() {
+		known[t.Name] = true
+	}
+	for _, td := range tmplDirs {
+		if hiddenEntry(td.Name()) || !isDir(filepath.Join(root, td.Name())) {
+			continue
+		}
+		if !known[td.Name()] {
+			orphans = append(orphans, testCase{template: td.Name(), name: "*", dir: filepath.Join(root, td.Name())})
+			continue
+		}
+		entries, err := os.ReadDir(filepath.Join(root, td.Name()))
+		if err != nil {
+			return nil, nil, fmt.Errorf("reading test cases: %w", err)
+		}
+		for _, e := range entries {
+			dir := filepath.Join(root, td.Name(), e.Name())
+			if !hiddenEntry(e.Name()) && isDir(dir) {
+				cases = append(cases, testCase{template: td.Name(), name: e.Name(), dir: dir})
+			}
+		}
+	}
+	sort.Slice(cases, func(i, j int) bool { return cases[i].fullName() < cases[j].fullName() })
+	return cases, orphans, nil
+}
+
+func hiddenEntry(name string) bool {
+	return strings.HasPrefix(name, ".") || strings.HasPrefix(name, "_")
+}
+
+func isDir(path string) bool {
+	info, err := os.Stat(path) // follows symlinks
+	return err == nil && info.IsDir()
+}
