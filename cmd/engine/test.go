@@ -47,17 +47,44 @@ the template generates: unknown fields are dropped with a warning, defaults
 applied, and an invalid object is refused with the apiserver's message.
 
 Exit status: 0 when every case passes, 1 otherwise.`,
-		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
+		// Parsed below, so that -run works as it does for go test (pflag
+		// reads a single dash as shorthands: -r -u -n).
+		DisableFlagParsing: true,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := cmd.Flags().Parse(goTestFlags(args)); err != nil {
+				return &exitError{code: 2, msg: err.Error()}
+			}
+			if help, _ := cmd.Flags().GetBool("help"); help {
+				return cmd.Help()
+			}
+			if rest := cmd.Flags().Args(); len(rest) > 0 {
+				return &exitError{code: 2, msg: fmt.Sprintf("unexpected arguments %q", rest)}
+			}
 			return o.runTests(cmd.OutOrStdout())
 		},
 	}
+	cmd.Flags().BoolP("help", "h", false, "help for test")
 	cmd.Flags().StringVar(&o.templates, "templates", "templates", "templates directory")
 	cmd.Flags().StringVar(&o.run, "run", "", "run only the cases whose name (template/case) matches this regular expression")
 	cmd.Flags().BoolVarP(&o.verbose, "verbose", "v", false, "print every case as it starts, and the warnings of passing cases")
 	cmd.Flags().StringVar(&o.junit, "junit", "", "also write a JUnit XML report to this file")
 	cmd.Flags().BoolVar(&o.update, "update", false, "rewrite the want.yaml of every case run (and write one for a case with no expectation)")
 	return cmd
+}
+
+// goTestFlags accepts go test's spelling of the long flags, -run and
+// -update, by rewriting them as --run and --update.
+func goTestFlags(args []string) []string {
+	out := make([]string, len(args))
+	for i, a := range args {
+		out[i] = a
+		for _, long := range []string{"run", "update", "junit", "templates", "verbose"} {
+			if a == "-"+long || strings.HasPrefix(a, "-"+long+"=") {
+				out[i] = "-" + a
+			}
+		}
+	}
+	return out
 }
 
 // testCase is one case directory: tests/<template>/<case>/.
@@ -130,9 +157,9 @@ func (o *testOptions) runTests(stdout io.Writer) error {
 	case len(results) == 0:
 		fmt.Fprintf(stdout, "ok    %s  no test cases in %s (%.2fs)\n", o.templates, filepath.Join(o.templates, templates.TestsDir), elapsed.Seconds())
 	case failed == 0:
-		fmt.Fprintf(stdout, "PASS\nok    %s  %d cases (%.2fs)\n", o.templates, len(results), elapsed.Seconds())
+		fmt.Fprintf(stdout, "PASS\nok    %s  %s (%.2fs)\n", o.templates, plural(len(results), "case"), elapsed.Seconds())
 	default:
-		fmt.Fprintf(stdout, "FAIL\nFAIL  %s  %d of %d cases failed (%.2fs)\n", o.templates, failed, len(results), elapsed.Seconds())
+		fmt.Fprintf(stdout, "FAIL\nFAIL  %s  %d of %s failed (%.2fs)\n", o.templates, failed, plural(len(results), "case"), elapsed.Seconds())
 	}
 	if o.junit != "" {
 		if err := writeJUnit(o.junit, results, elapsed); err != nil {
@@ -161,6 +188,13 @@ func (o *testOptions) report(w io.Writer, r caseResult) {
 	if r.failure != "" {
 		fmt.Fprintln(w, indent(r.failure))
 	}
+}
+
+func plural(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
 }
 
 func indent(s string) string {
