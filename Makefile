@@ -33,8 +33,12 @@ generate: build ## Regenerate config/crds.yaml, config/rbac.yaml and config/temp
 verify: build ## Check that config/ is what `make generate` writes and that the code is gofmt-ed (seconds, no cluster).
 	@ENGINE=$(BIN)/engine hack/verify.sh
 
+.PHONY: test-templates
+test-templates: build ## Run the example templates' test cases (engine test, offline, a second).
+	$(BIN)/engine test --templates examples/templates
+
 .PHONY: test
-test: verify lint assets build ## Check (verify, lint), then run every test (unit, integration, end-to-end) with -race.
+test: verify lint assets build test-templates ## Check (verify, lint, the templates' cases), then run every test (unit, integration, end-to-end) with -race.
 	$(GO) test -race -count=1 -timeout 40m $(PKGS)
 
 .PHONY: fuzz
