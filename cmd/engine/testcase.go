@@ -154,7 +154,7 @@ func readExpectation(root, path string) (cue.Value, bool, error) {
 // with the error's text, or the rest with {children, resources, status,
 // ready}. It returns a failure, "" when the outcome satisfies it.
 func checkExpectation(root string, expect cue.Value, r *rendering, evalErr error) string {
-	ctx := expect.Context()
+	ctx := cuecontext.New()
 	if ev := expect.LookupPath(pathError); ev.Exists() {
 		it, _ := expect.Fields()
 		for it.Next() {
