@@ -41,6 +41,10 @@ test-templates: build ## Run the example templates' test cases (engine test, off
 test: verify lint assets build test-templates ## Check (verify, lint, the templates' cases), then run every test (unit, integration, end-to-end) with -race.
 	$(GO) test -race -count=1 -timeout 40m $(PKGS)
 
+.PHONY: test-faults
+test-faults: assets build ## The fault suite at full size (300 MyKinds, 20 Storefronts, 20 Gcs; `make test` runs it at a tenth): prints the time to converge after each fault.
+	set -o pipefail; ENGINE_FAULTS_SCALE=1 $(GO) test -count=1 -timeout 60m -run TestFaults -v ./e2e 2>&1 | grep -E '^(=== RUN|---|ok|FAIL|PASS)|fault:|Error'
+
 .PHONY: fuzz
 fuzz: ## Fuzz template evaluation for a minute (FUZZTIME=10m for longer).
 	$(GO) test ./templates -run '^$$' -fuzz FuzzEvaluate -fuzztime $${FUZZTIME:-1m}

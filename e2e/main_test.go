@@ -110,8 +110,16 @@ type engineProc struct {
 	done  chan struct{}
 }
 
-// startEngine runs bin/engine against the cluster with the templates in dir.
+// startEngine runs bin/engine against the cluster with the templates in
+// dir, until the test ends.
 func startEngine(t *testing.T, dir string, extra ...string) *engineProc {
+	t.Helper()
+	return launchEngine(t, t, dir, extra...)
+}
+
+// launchEngine is startEngine with the process's lifetime bound to owner,
+// which may outlive t (a subtest that restarts the engine for its parent).
+func launchEngine(t, owner *testing.T, dir string, extra ...string) *engineProc {
 	t.Helper()
 	probe := freeAddr(t)
 	args := append([]string{"run", "--templates", dir, "--kubeconfig", cluster.Kubeconfig,
@@ -121,10 +129,10 @@ func startEngine(t *testing.T, dir string, extra ...string) *engineProc {
 	p.cmd.Env = os.Environ()
 	require.NoError(t, p.cmd.Start())
 	go func() { _ = p.cmd.Wait(); close(p.done) }()
-	t.Cleanup(func() {
+	owner.Cleanup(func() {
 		p.stop()
-		if t.Failed() {
-			t.Logf("engine log (tail):\n%s", tail(p.log.String(), 60))
+		if owner.Failed() {
+			owner.Logf("engine log (tail):\n%s", tail(p.log.String(), 60))
 		}
 	})
 	eventually(t, "the engine to be ready", time.Minute, func(ctx context.Context) (bool, error) {

@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/util/workqueue"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/event"
@@ -143,6 +144,7 @@ func (kc *kindController) run(ctx context.Context) error {
 		MaxConcurrentReconciles: kc.e.opts.MaxConcurrentReconciles,
 		SkipNameValidation:      &skip,
 		Logger:                  kc.e.mgr.GetLogger(),
+		RateLimiter:             retryLimiter(),
 	})
 	if err != nil {
 		return err
@@ -232,6 +234,25 @@ func (kc *kindController) list(ctx context.Context, parent *unstructured.Unstruc
 		}
 	}
 	return out, nil
+}
+
+// Retries of transient failures (errors.go): each parent backs off
+// exponentially up to maxRetryDelay, and all parents of a kind together are
+// retried at most retryQPS per second. controller-runtime's defaults (up to
+// 1000 s per parent, 10 per second in all) turn an outage of seconds into
+// minutes of recovery for a fleet: every parent fails during the outage,
+// and its retry waits far past the end of it.
+const (
+	maxRetryDelay = 10 * time.Second
+	retryQPS      = 50
+	retryBurst    = 500
+)
+
+func retryLimiter() workqueue.TypedRateLimiter[reconcile.Request] {
+	return workqueue.NewTypedMaxOfRateLimiter(
+		workqueue.NewTypedItemExponentialFailureRateLimiter[reconcile.Request](5*time.Millisecond, maxRetryDelay),
+		&workqueue.TypedBucketRateLimiter[reconcile.Request]{Limiter: rate.NewLimiter(rate.Limit(retryQPS), retryBurst)},
+	)
 }
 
 // parentOf maps a child to its parent through the parent annotation, which
