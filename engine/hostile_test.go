@@ -77,8 +77,8 @@ func hostileSpecs(r *rand.Rand, valid map[string]any) []map[string]any {
 	return out
 }
 
-// TestHostileSpecs sends the example templates' kinds specs designed to
-// hurt, through the real apiserver, with the real GCS provider against the
+// TestHostileSpecs sends the example templates' kinds (Gcs, Storefront,
+// MyKind) specs designed to hurt, through the real apiserver, with the real GCS provider against the
 // emulator, and checks what must hold whatever the input: the engine does
 // not panic and keeps serving, no child lands outside the template's
 // policy, every parent the apiserver accepted gets a Synced condition, a
@@ -124,6 +124,9 @@ func TestHostileSpecs(t *testing.T) {
 	valid := map[schema.GroupVersionKind]map[string]any{
 		gcsGVK:        {"projectID": "p", "bucketName": "hostile", "location": "US", "storageClass": "STANDARD", "versioning": false, "forceDestroy": true, "deletionPolicy": "Delete"},
 		storefrontGVK: {"projectID": "p", "bucketName": "assets", "image": "nginx:1", "replicas": int64(1)},
+		// MyKind is served by the package's engine, from the same template
+		// as examples/templates/mykind.cue.
+		myKindGVK: {"deploymentName": "web", "replicas": int64(1)},
 	}
 	var accepted []*unstructured.Unstructured
 	refused := 0
@@ -177,7 +180,7 @@ func TestHostileSpecs(t *testing.T) {
 	var deployments appsv1.DeploymentList
 	require.NoError(t, k8s.List(ctx, &deployments, client.HasLabels{engine.LabelParentUID}))
 	for _, d := range deployments.Items {
-		if d.Labels[engine.LabelManagedBy] != engine.ManagedByValue || !strings.HasPrefix(d.Name, "storefront-") && d.Name != "canary" {
+		if d.Labels[engine.LabelManagedBy] != engine.ManagedByValue {
 			continue
 		}
 		assert.Equal(t, ns, d.Namespace, "no child outside the parent's namespace")
