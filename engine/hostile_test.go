@@ -177,11 +177,15 @@ func TestHostileSpecs(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, metav1.ConditionTrue, c.Status, "a valid parent of the same kinds is still served: %s", c.Message)
 
+	ours := map[string]bool{}
+	for _, obj := range accepted {
+		ours[string(obj.GetUID())] = true
+	}
 	var deployments appsv1.DeploymentList
 	require.NoError(t, k8s.List(ctx, &deployments, client.HasLabels{engine.LabelParentUID}))
 	for _, d := range deployments.Items {
-		if d.Labels[engine.LabelManagedBy] != engine.ManagedByValue {
-			continue
+		if !ours[d.Labels[engine.LabelParentUID]] {
+			continue // another test's
 		}
 		assert.Equal(t, ns, d.Namespace, "no child outside the parent's namespace")
 		assert.NotNil(t, metav1.GetControllerOf(&d), "every child is owned")
