@@ -54,33 +54,33 @@ func TestFaults(t *testing.T) {
 	w.createFleet(faultScale(300), faultScale(20), faultScale(20))
 	w.converged("the fleet", 5*time.Minute)
 
-	t.Run("kube-apiserver killed for 20s", func(t *testing.T) {
-		w.t = t
-		w.rescale(faultScale(30))
-		require.NoError(t, cluster.Kill("kube-apiserver"))
-		w.readyzSays("the apiserver is unreachable")
-		w.down(20 * time.Second)
-		require.NoError(t, cluster.Revive(context.Background(), "kube-apiserver"))
-		w.converged("after the apiserver is back", 5*time.Minute)
-	})
-	t.Run("etcd killed for 20s", func(t *testing.T) {
-		w.t = t
-		w.rescale(faultScale(30))
-		require.NoError(t, cluster.Kill("etcd"))
-		w.readyzSays("the apiserver is unreachable")
-		w.down(20 * time.Second)
-		require.NoError(t, cluster.Revive(context.Background(), "etcd"))
-		w.converged("after etcd is back", 5*time.Minute)
-	})
-	t.Run("connections cut for 30s", func(t *testing.T) {
-		w.t = t
-		w.rescale(faultScale(30))
-		w.proxy.cut()
-		w.readyzSays("the apiserver is unreachable")
-		w.down(30 * time.Second)
-		w.proxy.restore()
-		w.converged("after the connections are back", 5*time.Minute)
-	})
+	// Outages between the engine and the apiserver: work in flight when
+	// they strike, /readyz saying so while they last.
+	for _, o := range []struct {
+		name         string
+		down         time.Duration
+		fail, repair func(t *testing.T)
+	}{
+		{"kube-apiserver killed for 20s", 20 * time.Second,
+			func(t *testing.T) { require.NoError(t, cluster.Kill("kube-apiserver")) },
+			func(t *testing.T) { require.NoError(t, cluster.Revive(context.Background(), "kube-apiserver")) }},
+		{"etcd killed for 20s", 20 * time.Second,
+			func(t *testing.T) { require.NoError(t, cluster.Kill("etcd")) },
+			func(t *testing.T) { require.NoError(t, cluster.Revive(context.Background(), "etcd")) }},
+		{"connections cut for 30s", 30 * time.Second,
+			func(*testing.T) { w.proxy.cut() },
+			func(*testing.T) { w.proxy.restore() }},
+	} {
+		t.Run(o.name, func(t *testing.T) {
+			w.t = t
+			w.rescale(faultScale(30))
+			o.fail(t)
+			w.readyzSays("the apiserver is unreachable")
+			w.down(o.down)
+			o.repair(t)
+			w.converged("after: "+o.name, 5*time.Minute)
+		})
+	}
 	t.Run("engine killed while parents are created", func(t *testing.T) {
 		w.t = t
 		n := faultScale(500)
