@@ -35,6 +35,8 @@ type kindController struct {
 	gvk schema.GroupVersionKind
 	tpl atomic.Pointer[templates.Template]
 	rec *reconciler
+	// busy counts the reconciles in flight, for stall detection.
+	busy *workers
 	// gone: the template was removed; only deletions are finished.
 	gone atomic.Bool
 
@@ -53,6 +55,7 @@ func newKindController(e *Engine, t *templates.Template) *kindController {
 	kc := &kindController{e: e, gvk: t.GVK, watching: map[schema.GroupVersionKind]bool{},
 		requeue: make(chan event.TypedGenericEvent[*unstructured.Unstructured])}
 	kc.tpl.Store(t)
+	kc.busy = newWorkers(e.opts.MaxConcurrentReconciles, e.opts.StallAfter)
 	kc.rec = &reconciler{
 		gvk:            t.GVK,
 		kind:           kc,
@@ -79,7 +82,7 @@ func (kc *kindController) status() KindStatus {
 	kc.mu.Lock()
 	defer kc.mu.Unlock()
 	t := kc.template()
-	return KindStatus{Kind: kindString(kc.gvk), Template: t.Path, Revision: t.Hash, Running: kc.running, Retired: kc.retired(), Error: kc.err}
+	return KindStatus{Kind: kindString(kc.gvk), Template: t.Path, Revision: t.Hash, Running: kc.running, Retired: kc.retired(), Error: kc.err, Stalled: kc.busy.stalled()}
 }
 
 func kindString(gvk schema.GroupVersionKind) string {
@@ -140,7 +143,7 @@ func (kc *kindController) run(ctx context.Context) error {
 	}
 	skip := true
 	ctrl, err := controller.NewTypedUnmanaged("engine-"+strings.ToLower(kindString(kc.gvk)), controller.TypedOptions[reconcile.Request]{
-		Reconciler:              kc.rec,
+		Reconciler:              kc.busy.wrap(kc.rec),
 		MaxConcurrentReconciles: kc.e.opts.MaxConcurrentReconciles,
 		SkipNameValidation:      &skip,
 		Logger:                  kc.e.mgr.GetLogger(),

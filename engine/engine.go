@@ -44,6 +44,10 @@ type Options struct {
 	// must stay unchanged on disk before it is served (hold.go); 0 serves
 	// it at once.
 	DeleteHold time.Duration
+	// StallAfter is how long every worker of a kind must be held before
+	// the kind is reported stalled (KindStatus.Stalled, /readyz); zero
+	// takes DefaultStallAfter.
+	StallAfter time.Duration
 }
 
 // Engine runs one controller per templated parent kind. Templates are
@@ -95,6 +99,9 @@ func New(mgr manager.Manager, opts Options) (*Engine, error) {
 	}
 	if opts.Limits.MaxRenderedBytes == 0 {
 		opts.Limits.MaxRenderedBytes = DefaultLimits.MaxRenderedBytes
+	}
+	if opts.StallAfter == 0 {
+		opts.StallAfter = DefaultStallAfter
 	}
 	if opts.Providers == nil {
 		opts.Providers = providers.NewRegistry()
@@ -225,6 +232,9 @@ type KindStatus struct {
 	// Retired: the template was removed; only deletions are finished.
 	Retired bool
 	Error   string
+	// Stalled says why no object of the kind is being reconciled although
+	// the controller runs (every worker held too long), or is empty.
+	Stalled string
 }
 
 // Status lists the state of every kind's controller, sorted by kind.
