@@ -50,7 +50,7 @@ type Template struct {
 
 	root       string
 	files      map[string]string // sources by relative path (Files)
-	ctx        *cue.Context // value's context, to encode the inputs of an evaluation
+	ctx        *cue.Context      // value's context, to encode the inputs of an evaluation
 	value      cue.Value
 	crd        *apiextensionsv1.CustomResourceDefinition
 	schema     *structuralschema.Structural // of the whole parent object, for pruning

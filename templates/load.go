@@ -56,7 +56,7 @@ type source struct {
 	// contents are its files and the packages it may import, by path
 	// relative to the root: what a revision stores (Template.Files).
 	contents map[string]string
-	pkg   string   // CUE package name ("" when the files have no package clause)
+	pkg      string // CUE package name ("" when the files have no package clause)
 }
 
 // discover lists the templates under root: every top-level .cue file and every
