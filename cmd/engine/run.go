@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	goflag "flag"
 	"fmt"
@@ -45,7 +46,8 @@ type runOptions struct {
 	resourceResync          time.Duration
 	rescanInterval          time.Duration
 	limits                  engine.Limits
-	deleteHold              time.Duration
+	revisionNamespace       string
+	revisionHistoryLimit    int
 	zap                     zap.Options
 }
 
@@ -67,7 +69,8 @@ func (o *runOptions) addFlags(cmd *cobra.Command) {
 	f.BoolVar(&o.forceCRDs, "force-crd-changes", false, "with --install-crds, apply CRD changes that could break stored objects")
 	f.Float64Var(&o.requeueQPS, "requeue-qps", 200, "parents requeued per second after a template change")
 	f.DurationVar(&o.resourceResync, "resource-resync", 10*time.Minute, "how often external resources are re-observed (jittered)")
-	f.DurationVar(&o.deleteHold, "template-delete-hold", 30*time.Second, "how long a template edit that would delete children must stay unchanged on disk before it is served (0: at once)")
+	f.StringVar(&o.revisionNamespace, "revision-namespace", "", "namespace of the templates' revisions (ControllerRevisions) (default: --leader-election-namespace, else \"default\")")
+	f.IntVar(&o.revisionHistoryLimit, "revision-history-limit", 10, "revisions kept per kind, besides those an object runs or is pinned to")
 	f.DurationVar(&o.limits.EvaluationTimeout, "evaluation-timeout", engine.DefaultLimits.EvaluationTimeout, "longest evaluation of a template for one object; past it the object is Synced=False EvaluationTimeout until its spec or the template changes")
 	f.IntVar(&o.limits.MaxChildren, "max-children", engine.DefaultLimits.MaxChildren, "most children and resources one object may render (TooManyChildren past it)")
 	f.IntVar(&o.limits.MaxRenderedBytes, "max-rendered-bytes", engine.DefaultLimits.MaxRenderedBytes, "largest rendering of one object, as JSON bytes (RenderTooLarge past it)")
@@ -153,7 +156,8 @@ func (o *runOptions) run(cmd *cobra.Command, cfg *rest.Config) error {
 		InstallCRDs:             o.installCRDs,
 		ForceCRDChanges:         o.forceCRDs,
 		Limits:                  o.limits,
-		DeleteHold:              o.deleteHold,
+		RevisionNamespace:       cmp.Or(o.revisionNamespace, o.leaderElectionNamespace, "default"),
+		RevisionHistoryLimit:    o.revisionHistoryLimit,
 	})
 	if err != nil {
 		return err
