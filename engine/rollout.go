@@ -156,7 +156,12 @@ func (ro *rollout) retarget(ctx context.Context, t *templates.Template) error {
 			return err
 		}
 	}
-	if old := ro.target; old != nil && old.Phase != PhaseComplete && old.Phase != PhaseRolledBack {
+	// Any other revision still on its way (the previous target, or one a
+	// previous leader was rolling out when the files changed) is over.
+	for _, old := range ro.revs {
+		if old == lr || (old.Phase != PhasePending && old.Phase != PhaseHeld && old.Phase != PhaseProgressing) {
+			continue
+		}
 		old.Phase, old.Message = PhaseSuperseded, fmt.Sprintf("superseded by revision %d", lr.Number)
 		if err := ro.store.record(ctx, old.Revision); err != nil {
 			return err
@@ -295,7 +300,7 @@ func (ro *rollout) begin(ctx context.Context, parents []unstructured.Unstructure
 		return ro.complete(ctx, "rolled out to every object at once (strategy Immediate)", done...)
 	}
 	ro.target.Phase, ro.target.Wave = PhaseProgressing, 0
-	ro.target.Message = "wave 1 of " + fmt.Sprint(len(ro.target.tpl.Rollout.Waves))
+	ro.target.Message = fmt.Sprintf("wave 1 of %d", len(ro.target.tpl.Rollout.Waves))
 	if err := ro.store.record(ctx, ro.target.Revision, done...); err != nil {
 		return err
 	}
@@ -334,6 +339,23 @@ func (ro *rollout) progress(ctx context.Context, parents []unstructured.Unstruct
 		return ro.rollBack(ctx, parents, fmt.Sprintf("%d objects failed (more than maxFailures %d): %s",
 			len(failures), policy.MaxFailures, strings.Join(failures[:min(len(failures), 3)], "; ")))
 	}
+	msg := fmt.Sprintf("wave %d of %d", ro.target.Wave+1, len(policy.Waves))
+	if ro.target.Paused {
+		ready := 0
+		for _, p := range moved {
+			if readyOn(p, ro.target.Hash) {
+				ready++
+			}
+		}
+		msg = fmt.Sprintf("paused at wave %d of %d: %d of %d objects moved, %d Ready (engine rollout resume continues)",
+			ro.target.Wave+1, len(policy.Waves), len(moved), len(fleet), ready)
+	}
+	if ro.target.Message != msg {
+		ro.target.Message = msg
+		if err := ro.store.record(ctx, ro.target.Revision); err != nil {
+			return err
+		}
+	}
 	if ro.target.Paused {
 		return nil
 	}
@@ -362,7 +384,10 @@ func (ro *rollout) progress(ctx context.Context, parents []unstructured.Unstruct
 	}
 	ro.target.Wave++
 	ro.target.Message = fmt.Sprintf("wave %d of %d", ro.target.Wave+1, len(policy.Waves))
-	return ro.store.record(ctx, ro.target.Revision)
+	if err := ro.store.record(ctx, ro.target.Revision); err != nil {
+		return err
+	}
+	return ro.progress(ctx, parents) // the next wave's parents, at once
 }
 
 // complete makes the target the stable revision and moves every parent.
@@ -430,13 +455,13 @@ func (ro *rollout) status() (revision string, held string) {
 	return fmt.Sprintf("%d (%s, %s)", ro.target.Number, ro.target.Hash, ro.target.Phase), ro.held
 }
 
-// wouldDelete evaluates the target for every parent and counts the live
+// wouldDelete evaluates the target for every parent that would move and counts the live
 // children that the target no longer produces. A parent the target cannot
 // evaluate is left to its health gate.
 func (ro *rollout) wouldDelete(ctx context.Context, parents []unstructured.Unstructured) (*HoldError, error) {
 	held := &HoldError{Templates: []string{ro.target.Path}}
-	for i := range parents {
-		if err := ro.kc.e.countDeletes(ctx, ro.kc, ro.target.tpl, &parents[i], held); err != nil {
+	for _, p := range rolloutOrder(parents) { // pinned parents do not move
+		if err := ro.kc.e.countDeletes(ctx, ro.kc, ro.target.tpl, p, held); err != nil {
 			return nil, err
 		}
 	}

@@ -189,8 +189,9 @@ func (o *runOptions) run(cmd *cobra.Command, cfg *rest.Config) error {
 }
 
 // readiness fails while the templates on disk cannot be served (the last
-// good version keeps running), a kind's controller cannot run or a kind is
-// stalled (every worker held for minutes), and says why.
+// good version keeps running), a kind's controller cannot run, a kind is
+// stalled (every worker held for minutes) or its new revision is held (it
+// would delete children), and says why.
 func readiness(ctx context.Context, eng engineState, apiserver func(context.Context) error) error {
 	if err := apiserver(ctx); err != nil {
 		return fmt.Errorf("the apiserver is unreachable (nothing is reconciled until it is back; nothing is lost): %w", err)
@@ -204,6 +205,9 @@ func readiness(ctx context.Context, eng engineState, apiserver func(context.Cont
 		}
 		if k.Stalled != "" {
 			return fmt.Errorf("%s (template %s): %s", k.Kind, k.Template, k.Stalled)
+		}
+		if k.Held != "" {
+			return fmt.Errorf("%s (template %s): %s", k.Kind, k.Template, k.Held)
 		}
 	}
 	return nil
