@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -15,7 +14,6 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/cuengine/engine/engine"
 )
@@ -30,7 +28,6 @@ rollout: {
 }
 `
 
-var myKindGVK = schema.GroupVersionKind{Group: "webapp.my.domain", Version: "v1", Kind: "MyKind"}
 
 // fleetView is what a test sees of the MyKinds and their Deployments.
 type fleetView struct {
@@ -78,73 +75,8 @@ func TestProgressiveRollout(t *testing.T) {
 	kubectlApply(t, ns, manifest.String())
 	kubectl(t, "-n", ns, "annotate", "mykind", pinned, engine.AnnotationTemplateRevision+"=1")
 
-	fleet := func(ctx context.Context) (fleetView, error) {
-		f := fleetView{revision: map[string]int64{}, ready: map[string]bool{}, image: map[string]string{}, deploy: map[string]appsv1.Deployment{}}
-		list, err := dyn.Resource(myKinds).Namespace(ns).List(ctx, metav1.ListOptions{})
-		if err != nil {
-			return f, err
-		}
-		deploys, err := kube.AppsV1().Deployments(ns).List(ctx, metav1.ListOptions{})
-		if err != nil {
-			return f, err
-		}
-		byName := map[string]appsv1.Deployment{}
-		for _, d := range deploys.Items {
-			byName[d.Name] = d
-		}
-		for i := range list.Items {
-			mk := &list.Items[i]
-			f.revision[mk.GetName()], _ = engine.ParentRevision(mk)
-			f.ready[mk.GetName()] = isReady(mk)
-			d := byName[strings.Replace(mk.GetName(), "mk-", "web-", 1)]
-			f.deploy[mk.GetName()] = d
-			if len(d.Spec.Template.Spec.Containers) > 0 {
-				f.image[mk.GetName()] = d.Spec.Template.Spec.Containers[0].Image
-			}
-		}
-		return f, nil
-	}
-	revisions := func(ctx context.Context) ([]engine.Revision, error) {
-		list, err := kube.AppsV1().ControllerRevisions(revNS).List(ctx, metav1.ListOptions{})
-		if err != nil {
-			return nil, err
-		}
-		var out []engine.Revision
-		for i := range list.Items {
-			out = append(out, engine.RevisionOf(&list.Items[i]))
-		}
-		slices.SortFunc(out, func(a, b engine.Revision) int { return int(a.Number - b.Number) })
-		return out, nil
-	}
-	revision := func(ctx context.Context, n int64) (engine.Revision, error) {
-		revs, err := revisions(ctx)
-		for _, r := range revs {
-			if r.Number == n {
-				return r, err
-			}
-		}
-		return engine.Revision{}, fmt.Errorf("revision %d not recorded yet (%v)", n, err)
-	}
-	phaseIs := func(n int64, phase engine.Phase) func(ctx context.Context) (bool, error) {
-		return func(ctx context.Context) (bool, error) {
-			r, err := revision(ctx, n)
-			return err == nil && r.Phase == phase, nil
-		}
-	}
-	allOn := func(n int64, image string) func(ctx context.Context) (bool, error) {
-		return func(ctx context.Context) (bool, error) {
-			f, err := fleet(ctx)
-			if err != nil || len(f.revision) != 21 {
-				return false, err
-			}
-			for name := range f.revision {
-				if name != pinned && (f.revision[name] != n || f.image[name] != image || !f.ready[name]) {
-					return false, nil
-				}
-			}
-			return true, nil
-		}
-	}
+	w := &rolloutWorld{ns: ns, revNS: revNS, total: 21, skip: pinned}
+	fleet, revision, phaseIs, allOn := w.fleet, w.revision, w.phaseIs, w.allOn
 	annotateRevision := func(t *testing.T, n int64, annotation string) {
 		r, err := revision(context.Background(), n)
 		require.NoError(t, err)
@@ -295,6 +227,78 @@ func TestProgressiveRollout(t *testing.T) {
 	})
 }
 
+// rolloutWorld reads a rollout test's MyKinds, Deployments and revisions.
+type rolloutWorld struct {
+	ns, revNS string
+	total     int    // MyKinds in ns
+	skip      string // a pinned MyKind, left out of allOn
+}
+
+func (w *rolloutWorld) fleet(ctx context.Context) (fleetView, error) {
+	f := fleetView{revision: map[string]int64{}, ready: map[string]bool{}, image: map[string]string{}, deploy: map[string]appsv1.Deployment{}}
+	list, err := dyn.Resource(myKinds).Namespace(w.ns).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return f, err
+	}
+	deploys, err := kube.AppsV1().Deployments(w.ns).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return f, err
+	}
+	byName := map[string]appsv1.Deployment{}
+	for _, d := range deploys.Items {
+		byName[d.Name] = d
+	}
+	for i := range list.Items {
+		mk := &list.Items[i]
+		f.revision[mk.GetName()], _ = engine.ParentRevision(mk)
+		f.ready[mk.GetName()] = isReady(mk)
+		d := byName[strings.Replace(mk.GetName(), "mk-", "web-", 1)]
+		f.deploy[mk.GetName()] = d
+		if len(d.Spec.Template.Spec.Containers) > 0 {
+			f.image[mk.GetName()] = d.Spec.Template.Spec.Containers[0].Image
+		}
+	}
+	return f, nil
+}
+
+// revision reads revision n of MyKind.
+func (w *rolloutWorld) revision(ctx context.Context, n int64) (engine.Revision, error) {
+	list, err := kube.AppsV1().ControllerRevisions(w.revNS).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return engine.Revision{}, err
+	}
+	for i := range list.Items {
+		if r := engine.RevisionOf(&list.Items[i]); r.Number == n {
+			return r, nil
+		}
+	}
+	return engine.Revision{}, fmt.Errorf("revision %d not recorded yet", n)
+}
+
+func (w *rolloutWorld) phaseIs(n int64, phase engine.Phase) func(ctx context.Context) (bool, error) {
+	return func(ctx context.Context) (bool, error) {
+		r, err := w.revision(ctx, n)
+		return err == nil && r.Phase == phase, nil
+	}
+}
+
+// allOn: every MyKind but the skipped one Ready on revision n, its
+// Deployment on image.
+func (w *rolloutWorld) allOn(n int64, image string) func(ctx context.Context) (bool, error) {
+	return func(ctx context.Context) (bool, error) {
+		f, err := w.fleet(ctx)
+		if err != nil || len(f.revision) != w.total {
+			return false, err
+		}
+		for name := range f.revision {
+			if name != w.skip && (f.revision[name] != n || f.image[name] != image || !f.ready[name]) {
+				return false, nil
+			}
+		}
+		return true, nil
+	}
+}
+
 // isReady reports Ready=True at the object's generation.
 func isReady(obj *unstructured.Unstructured) bool {
 	gen, _, _ := unstructured.NestedInt64(obj.Object, "status", "observedGeneration")
@@ -309,4 +313,65 @@ func isReady(obj *unstructured.Unstructured) bool {
 		}
 	}
 	return false
+}
+
+// TestRolloutLeaderFailover: two engines with leader election; the leader
+// is SIGKILLed in the middle of a wave, and the other one carries the
+// rollout on from where it was, moving each MyKind once.
+func TestRolloutLeaderFailover(t *testing.T) {
+	dir := templatesDir(t, "examples/templates/mykind.cue")
+	path := filepath.Join(dir, "mykind.cue")
+	b, err := os.ReadFile(path)
+	require.NoError(t, err)
+	base := string(b) + strings.Replace(rolloutPolicy, `[1, "25%", "100%"]`, `[1, "50%", "100%"]`, 1)
+	writeFile(t, path, base)
+	installCRDs(t, dir)
+	ns := namespace(t)
+	election := []string{"--leader-elect", "--leader-election-namespace", ns, "--leader-election-id", "engine-rollout",
+		"--leader-election-lease-duration", "4s", "--leader-election-renew-deadline", "3s", "--leader-election-retry-period", "500ms"}
+	first := startEngine(t, dir, election...)
+	leader := func(ctx context.Context) (string, error) {
+		l, err := kube.CoordinationV1().Leases(ns).Get(ctx, "engine-rollout", metav1.GetOptions{})
+		if err != nil || l.Spec.HolderIdentity == nil {
+			return "", err
+		}
+		return *l.Spec.HolderIdentity, nil
+	}
+	var firstLeader string
+	eventually(t, "the first engine to lead", 30*time.Second, func(ctx context.Context) (bool, error) {
+		firstLeader, err = leader(ctx)
+		return firstLeader != "", err
+	})
+	startEngine(t, dir, election...)
+
+	const n = 8
+	var manifest strings.Builder
+	for i := range n {
+		fmt.Fprintf(&manifest, "---\napiVersion: webapp.my.domain/v1\nkind: MyKind\nmetadata: {name: mk-%02d}\nspec: {deploymentName: web-%02d}\n", i, i)
+	}
+	kubectlApply(t, ns, manifest.String())
+	w := &rolloutWorld{ns: ns, revNS: revisionNamespace(t), total: n}
+	eventually(t, "the MyKinds Ready on revision 1", 2*time.Minute, w.allOn(1, "nginx:latest"))
+	before, err := w.fleet(context.Background())
+	require.NoError(t, err)
+
+	// Both engines see the edit (every replica serves the files); only the
+	// leader rolls it out.
+	writeFile(t, path, strings.Replace(base, `"nginx:latest"`, `"nginx:1.27"`, 1))
+	eventually(t, "the canary moved to revision 2", time.Minute, func(ctx context.Context) (bool, error) {
+		f, err := w.fleet(ctx)
+		return err == nil && f.onRevision(2, "") >= 1, err
+	})
+	first.kill()
+	eventually(t, "the second engine to lead", 30*time.Second, func(ctx context.Context) (bool, error) {
+		h, err := leader(ctx)
+		return h != "" && h != firstLeader, err
+	})
+	eventually(t, "revision 2 complete", 3*time.Minute, w.phaseIs(2, engine.PhaseComplete))
+	eventually(t, "every MyKind on nginx:1.27", 2*time.Minute, w.allOn(2, "nginx:1.27"))
+	after, err := w.fleet(context.Background())
+	require.NoError(t, err)
+	for name, d := range after.deploy {
+		assert.Equal(t, before.deploy[name].Generation+1, d.Generation, "%s: moved once", name)
+	}
 }
