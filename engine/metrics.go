@@ -38,9 +38,19 @@ var (
 		Name: "engine_evaluations_overrunning",
 		Help: "Evaluations past --evaluation-timeout still running in the background (CUE cannot be interrupted); each holds a CPU while it runs.",
 	})
+	metricProviderCalls = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "engine_provider_calls_total",
+		Help: "Calls to external-resource providers, by provider, operation (apply, delete) and result (success, or the error's reason: Unavailable, CredentialsError, ...).",
+	}, []string{"provider", "operation", "result"})
+	metricProviderSeconds = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name:    "engine_provider_call_duration_seconds",
+		Help:    "Time of one call to an external-resource provider, by provider and operation.",
+		Buckets: []float64{0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30},
+	}, []string{"provider", "operation"})
 )
 
 func init() {
-	metrics.Registry.MustRegister(metricReloads, metricReloadHealthy, metricReloadSeconds, metricRevision, metricEvaluateSeconds, metricLimitExceeded, metricEvaluationsOverrunning)
+	metrics.Registry.MustRegister(metricReloads, metricReloadHealthy, metricReloadSeconds, metricRevision, metricEvaluateSeconds, metricLimitExceeded, metricEvaluationsOverrunning,
+		metricProviderCalls, metricProviderSeconds)
 	metricReloadHealthy.Set(1)
 }
