@@ -22,23 +22,36 @@ build: ## Build the engine binary into bin/engine.
 	$(GO) build -trimpath -ldflags "$(LDFLAGS)" -o $(BIN)/engine ./cmd/engine
 
 .PHONY: assets
-assets: ## Build the local control plane into bin/ (kube-apiserver, etcd, controller-manager, scheduler, kubectl, kwok).
+assets: ## Build the local control plane and helm into bin/ (kube-apiserver, etcd, controller-manager, scheduler, kubectl, kwok, helm).
 	@bash hack/build-assets.sh
 
 .PHONY: generate
-generate: build ## Regenerate config/crds.yaml, config/rbac.yaml and config/templates from examples/templates.
+generate: build ## Regenerate config/crds.yaml, config/rbac.yaml, config/templates and the chart's generated files (charts/engine/crds, files/) from examples/templates.
 	ENGINE=$(BIN)/engine hack/generate.sh .
 
 .PHONY: verify
-verify: build ## Check that config/ is what `make generate` writes and that the code is gofmt-ed (seconds, no cluster).
+verify: build ## Check that config/ and the chart are what `make generate` writes and that the code is gofmt-ed (seconds, no cluster).
 	@ENGINE=$(BIN)/engine hack/verify.sh
 
 .PHONY: test-templates
 test-templates: build ## Run the example templates' test cases (engine test, offline, a second).
 	$(BIN)/engine test --templates examples/templates
 
+# The chart's value sets that `make test-chart` lints and renders: the
+# defaults (as config/), and every option on.
+CHART        := charts/engine
+CHART_VALUES := --set gcs.keySecret=engine-gcs-key,dashboard.enabled=true,prometheusRule.enabled=true --set 'serviceAccount.annotations.iam\.gke\.io/gcp-service-account=engine@p.iam.gserviceaccount.com'
+
+.PHONY: test-chart
+test-chart: assets ## Lint the Helm chart and render it, with its defaults and with every option on (helm lint --strict, helm template; seconds).
+	$(BIN)/helm lint --strict $(CHART)
+	$(BIN)/helm lint --strict $(CHART) $(CHART_VALUES)
+	$(BIN)/helm template engine $(CHART) --namespace engine-system --include-crds >/dev/null
+	$(BIN)/helm template engine $(CHART) --namespace engine-system $(CHART_VALUES) >/dev/null
+	$(BIN)/helm template engine $(CHART) --namespace engine-system --set templates.existingConfigMap=my-templates >/dev/null
+
 .PHONY: test
-test: verify lint assets build test-templates ## Check (verify, lint, the templates' cases), then run every test (unit, integration, end-to-end) with -race.
+test: verify lint assets build test-templates test-chart ## Check (verify, lint, the templates' cases), then run every test (unit, integration, end-to-end) with -race.
 	$(GO) test -race -count=1 -timeout 40m $(PKGS)
 
 .PHONY: test-faults

@@ -53,4 +53,28 @@ func init() {
 	metrics.Registry.MustRegister(metricReloads, metricReloadHealthy, metricReloadSeconds, metricRevision, metricEvaluateSeconds, metricLimitExceeded, metricEvaluationsOverrunning,
 		metricProviderCalls, metricProviderSeconds)
 	metricReloadHealthy.Set(1)
+	for _, result := range []string{"success", "failure"} {
+		metricReloads.WithLabelValues(result)
+	}
+}
+
+// The functions below create the series of a kind or a provider at zero
+// before anything happens to it: a series that appears only with its first
+// event is missing from rate() and from alerts until then, and dashboards
+// show "no data" instead of 0.
+
+// initKindMetrics creates the per-kind series of a served template.
+func initKindMetrics(kind string) {
+	metricEvaluateSeconds.WithLabelValues(kind)
+	for _, limit := range []string{ReasonEvaluationTimeout, ReasonTooManyChildren, ReasonRenderTooLarge} {
+		metricLimitExceeded.WithLabelValues(kind, limit)
+	}
+}
+
+// initProviderMetrics creates the series of a registered provider.
+func initProviderMetrics(provider string) {
+	for _, op := range []string{"apply", "delete"} {
+		metricProviderSeconds.WithLabelValues(provider, op)
+		metricProviderCalls.WithLabelValues(provider, op, "success")
+	}
 }

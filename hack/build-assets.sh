@@ -16,6 +16,9 @@ KWOK_VERSION=v0.8.0
 # helm's version is pinned by hack/tools/helm/go.mod; this names it in the
 # stamp and in `helm version`.
 HELM_VERSION=v3.22.0
+# The Kubernetes version helm assumes without a cluster (helm template, helm
+# lint): that of the client-go it is built with, as helm's own Makefile does.
+HELM_KUBE_MINOR=$(cd "$root/hack/tools/helm" && go list -m -f '{{.Version}}' k8s.io/client-go | cut -d. -f2)
 
 ldflags=""
 for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
@@ -31,7 +34,7 @@ i=0
 for name in "${want[@]}"; do
   i=$((i + 1))
   version="$K8S_VERSION/$ETCD_VERSION/$KWOK_VERSION"
-  if [ "$name" = helm ]; then version=$HELM_VERSION; fi
+  if [ "$name" = helm ]; then version="$HELM_VERSION/kube-1.$HELM_KUBE_MINOR"; fi
   if [ -x "$bin/$name" ] && [ "$(cat "$bin/.$name.version" 2>/dev/null)" = "$version" ]; then
     stamp "($i/$total) $name: already built"
     continue
@@ -58,8 +61,11 @@ for name in "${want[@]}"; do
     kwok)
       CGO_ENABLED=0 GOBIN="$bin" go install -trimpath "sigs.k8s.io/kwok/cmd/kwok@$KWOK_VERSION" ;;
     helm)
-      (cd "$root/hack/tools/helm" && CGO_ENABLED=0 go build -trimpath \
-        -ldflags "-X helm.sh/helm/v3/internal/version.version=$HELM_VERSION" -o "$bin/helm" helm.sh/helm/v3/cmd/helm) ;;
+      hldflags="-X helm.sh/helm/v3/internal/version.version=$HELM_VERSION"
+      for pkg in helm.sh/helm/v3/pkg/chartutil helm.sh/helm/v3/pkg/lint/rules; do
+        hldflags+=" -X $pkg.k8sVersionMajor=1 -X $pkg.k8sVersionMinor=$HELM_KUBE_MINOR"
+      done
+      (cd "$root/hack/tools/helm" && CGO_ENABLED=0 go build -trimpath -ldflags "$hldflags" -o "$bin/helm" helm.sh/helm/v3/cmd/helm) ;;
   esac
   kill $beat 2>/dev/null || true
   wait $beat 2>/dev/null || true
