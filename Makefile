@@ -50,8 +50,21 @@ test-chart: assets ## Lint the Helm chart and render it, with its defaults and w
 	$(BIN)/helm template engine $(CHART) --namespace engine-system $(CHART_VALUES) >/dev/null
 	$(BIN)/helm template engine $(CHART) --namespace engine-system --set templates.existingConfigMap=my-templates >/dev/null
 
+# promcheck, from its own module: Prometheus's rule and PromQL parsers, for
+# the alerts and the dashboard of config/components/monitoring.
+PROMCHECK  := $(BIN)/promcheck
+MONITORING := config/components/monitoring
+$(PROMCHECK): $(wildcard hack/tools/promcheck/*.go) hack/tools/promcheck/go.mod hack/tools/promcheck/go.sum
+	cd hack/tools/promcheck && $(GO) build -o $@ .
+
+.PHONY: test-monitoring
+test-monitoring: $(PROMCHECK) ## Check the alerts as `promtool check rules` does and that the dashboard's queries parse (hack/tools/promcheck).
+	cd hack/tools/promcheck && $(GO) test -count=1 .
+	$(PROMCHECK) rules $(MONITORING)/prometheusrule.yaml
+	$(PROMCHECK) metrics $(MONITORING)/engine-dashboard.json $(MONITORING)/prometheusrule.yaml >/dev/null
+
 .PHONY: test
-test: verify lint assets build test-templates test-chart ## Check (verify, lint, the templates' cases), then run every test (unit, integration, end-to-end) with -race.
+test: verify lint assets build test-templates test-chart test-monitoring ## Check (verify, lint, the templates' cases, the chart, the alerts and dashboard), then run every test (unit, integration, end-to-end) with -race.
 	$(GO) test -race -count=1 -timeout 40m $(PKGS)
 
 .PHONY: test-faults
