@@ -78,6 +78,16 @@ func (o *runOptions) setLogger(cmd *cobra.Command, dev bool) error {
 // --zap-stacktrace-level was given.
 func newLogger(opts *zap.Options, format string, color bool, stacktraceSet bool) logr.Logger {
 	o := *opts
+	if format == logFormatJSON {
+		// As controller-runtime's own JSON encoder, whatever --zap-devel says.
+		o.NewEncoder = func(eco ...zap.EncoderConfigOption) zapcore.Encoder {
+			cfg := uberzap.NewProductionEncoderConfig()
+			for _, opt := range eco {
+				opt(&cfg)
+			}
+			return zapcore.NewJSONEncoder(cfg)
+		}
+	}
 	if format == logFormatConsole {
 		o.NewEncoder = func(eco ...zap.EncoderConfigOption) zapcore.Encoder {
 			cfg := zapcore.EncoderConfig{

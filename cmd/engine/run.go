@@ -78,6 +78,7 @@ func (o *runOptions) addFlags(cmd *cobra.Command) {
 	o.zap.Development = false
 	o.zap.BindFlags(zfs)
 	f.AddGoFlagSet(zfs)
+	_ = f.MarkDeprecated("zap-encoder", "use --log-format")
 }
 
 func newRunCommand() *cobra.Command {
