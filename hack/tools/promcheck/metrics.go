@@ -7,6 +7,7 @@ import (
 	"regexp"
 	"strings"
 
+	"github.com/prometheus/common/model"
 	"github.com/prometheus/prometheus/model/labels"
 	"github.com/prometheus/prometheus/promql/parser"
 	"sigs.k8s.io/yaml"
@@ -51,7 +52,7 @@ func selectedMetrics(query string) ([]string, error) {
 	for _, matchers := range parser.ExtractSelectors(expr) {
 		name := ""
 		for _, m := range matchers {
-			if m.Name == labels.MetricName && m.Type == labels.MatchEqual {
+			if m.Name == model.MetricNameLabel && m.Type == labels.MatchEqual {
 				name = m.Value
 			}
 		}
