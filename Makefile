@@ -101,8 +101,9 @@ $(STATICCHECK): hack/tools/staticcheck/go.mod hack/tools/staticcheck/go.sum
 	cd hack/tools/staticcheck && $(GO) build -o $@ honnef.co/go/tools/cmd/staticcheck
 
 .PHONY: lint
-lint: vet $(STATICCHECK) ## Run go vet and staticcheck.
+lint: vet $(STATICCHECK) ## Run go vet and staticcheck (on promcheck's module too).
 	$(STATICCHECK) $(PKGS)
+	cd hack/tools/promcheck && $(GO) vet . && $(STATICCHECK) .
 
 .PHONY: clean
 clean: ## Remove built binaries (keeps the control plane, which is slow to build).
