@@ -42,20 +42,25 @@ const (
 )
 
 // regenerateConfig is printed when config/ no longer matches the templates.
-const regenerateConfig = `config/ is stale; regenerate it with ` + "`make generate`" + `,
+const regenerateConfig = `config/ or charts/engine/ is stale; regenerate them with ` + "`make generate`" + `,
 and list any new template file in config/kustomization.yaml (configMapGenerator)
 and config/deployment.yaml (the items of the templates volume).`
 
-// TestDeployGeneratedManifests: config/crds.yaml and config/rbac.yaml are
-// exactly what the engine generates from the example templates today (as
-// `make verify` checks, for a plain go test too).
+// TestDeployGeneratedManifests: config/crds.yaml and config/rbac.yaml, and
+// their copies in the Helm chart, are exactly what the engine generates from
+// the example templates today (as `make verify` checks, for a plain go test
+// too).
 func TestDeployGeneratedManifests(t *testing.T) {
+	crds := []string{"crds", "--templates", filepath.Join(repo, "examples/templates")}
+	rbac := []string{"rbac", "--templates", filepath.Join(repo, "examples/templates"), "--install-crds"}
 	for _, g := range []struct {
 		file string
 		args []string
 	}{
-		{"config/crds.yaml", []string{"crds", "--templates", filepath.Join(repo, "examples/templates")}},
-		{"config/rbac.yaml", []string{"rbac", "--templates", filepath.Join(repo, "examples/templates"), "--install-crds"}},
+		{"config/crds.yaml", crds},
+		{"config/rbac.yaml", rbac},
+		{"charts/engine/crds/crds.yaml", crds},
+		{"charts/engine/files/rbac.yaml", rbac},
 	} {
 		want, err := runEngine(g.args...)
 		require.NoError(t, err, "engine %s", strings.Join(g.args, " "))
