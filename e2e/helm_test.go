@@ -77,6 +77,31 @@ func TestHelmMatchesKustomize(t *testing.T) {
 	}
 }
 
+// TestHelmRefusesBadValues: mistakes in values fail the install with a
+// message, instead of deploying an engine that cannot serve.
+func TestHelmRefusesBadValues(t *testing.T) {
+	mykind := filepath.Join(repo, "examples/templates/mykind.cue")
+	for _, c := range []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"a misspelt value", []string{"--set", "replicas=3"}, "additional properties 'replicas' not allowed"},
+		{"an unknown log format", []string{"--set", "logFormat=text"}, "at '/logFormat': value must be one of 'json', 'console'"},
+		{"two templates with one base name", []string{"--set-file", `templates.files.a/x\.cue=` + mykind, "--set-file", `templates.files.b/x\.cue=` + mykind},
+			"templates.files: two files are named x.cue; ConfigMap keys are base names, so they must differ"},
+		{"a role that is not engine rbac's", []string{"--set", "rbac.generated=kind: Role"},
+			"rbac.generated holds no ClusterRole with rules: give it the output of `engine rbac --templates DIR --install-crds`"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			args := append([]string{"template", helmRelease, filepath.Join(repo, "charts/engine")}, c.args...)
+			out, err := exec.Command(filepath.Join(bin, "helm"), args...).CombinedOutput()
+			require.Error(t, err, "helm template %s: %s", strings.Join(c.args, " "), out)
+			assert.Contains(t, string(out), c.want)
+		})
+	}
+}
+
 // TestHelmInstall installs the chart into the full cluster, runs the
 // engine with the installed Deployment's arguments, templates and
 // ServiceAccount, and upgrades the release with a changed template. The
