@@ -78,36 +78,11 @@ func (o *runOptions) setLogger(cmd *cobra.Command, dev bool) error {
 // --zap-stacktrace-level was given.
 func newLogger(opts *zap.Options, format string, color bool, stacktraceSet bool) logr.Logger {
 	o := *opts
-	if format == logFormatJSON {
-		// As controller-runtime's own JSON encoder, whatever --zap-devel says.
-		o.NewEncoder = func(eco ...zap.EncoderConfigOption) zapcore.Encoder {
-			cfg := uberzap.NewProductionEncoderConfig()
-			for _, opt := range eco {
-				opt(&cfg)
-			}
-			return zapcore.NewJSONEncoder(cfg)
-		}
-	}
-	if format == logFormatConsole {
-		o.NewEncoder = func(eco ...zap.EncoderConfigOption) zapcore.Encoder {
-			cfg := zapcore.EncoderConfig{
-				TimeKey: "T", LevelKey: "L", NameKey: "N", MessageKey: "M", CallerKey: "C", StacktraceKey: "S",
-				LineEnding:     zapcore.DefaultLineEnding,
-				EncodeLevel:    zapcore.CapitalLevelEncoder,
-				EncodeDuration: zapcore.StringDurationEncoder,
-				EncodeName:     zapcore.FullNameEncoder,
-			}
-			for _, opt := range eco {
-				opt(&cfg)
-			}
-			// The time of day: a person reads a live log, not an archive.
-			cfg.EncodeTime = zapcore.TimeEncoderOfLayout("15:04:05.000")
-			if color {
-				cfg.EncodeLevel = zapcore.CapitalColorLevelEncoder
-			}
-			cfg.ConsoleSeparator = " "
-			return zapcore.NewConsoleEncoder(cfg)
-		}
+	switch format {
+	case logFormatJSON:
+		o.NewEncoder = jsonEncoder
+	case logFormatConsole:
+		o.NewEncoder = consoleEncoder(color)
 		// Fields become key=value on the message line.
 		o.ZapOpts = append(slices.Clone(o.ZapOpts), uberzap.WrapCore(func(c zapcore.Core) zapcore.Core { return &keyValueCore{Core: c} }))
 		// A stack trace under every logged error splits events over many
@@ -117,6 +92,40 @@ func newLogger(opts *zap.Options, format string, color bool, stacktraceSet bool)
 		}
 	}
 	return zap.New(zap.UseFlagOptions(&o))
+}
+
+// jsonEncoder is controller-runtime's own JSON encoder, whatever --zap-devel
+// says.
+func jsonEncoder(eco ...zap.EncoderConfigOption) zapcore.Encoder {
+	cfg := uberzap.NewProductionEncoderConfig()
+	for _, opt := range eco {
+		opt(&cfg)
+	}
+	return zapcore.NewJSONEncoder(cfg)
+}
+
+// consoleEncoder writes "time LEVEL logger message" separated by spaces;
+// keyValueCore has put the fields in the message.
+func consoleEncoder(color bool) zap.NewEncoderFunc {
+	return func(eco ...zap.EncoderConfigOption) zapcore.Encoder {
+		cfg := zapcore.EncoderConfig{
+			TimeKey: "T", LevelKey: "L", NameKey: "N", MessageKey: "M", CallerKey: "C", StacktraceKey: "S",
+			LineEnding:       zapcore.DefaultLineEnding,
+			EncodeLevel:      zapcore.CapitalLevelEncoder,
+			EncodeDuration:   zapcore.StringDurationEncoder,
+			EncodeName:       zapcore.FullNameEncoder,
+			ConsoleSeparator: " ",
+		}
+		for _, opt := range eco {
+			opt(&cfg)
+		}
+		// The time of day: a person reads a live log, not an archive.
+		cfg.EncodeTime = zapcore.TimeEncoderOfLayout("15:04:05.000")
+		if color {
+			cfg.EncodeLevel = zapcore.CapitalColorLevelEncoder
+		}
+		return zapcore.NewConsoleEncoder(cfg)
+	}
 }
 
 // keyValueCore writes an entry's fields, and those added with WithValues, as
