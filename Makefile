@@ -64,12 +64,13 @@ test-monitoring: $(PROMCHECK) ## Check the alerts as `promtool check rules` does
 	$(PROMCHECK) metrics $(MONITORING)/engine-dashboard.json $(MONITORING)/prometheusrule.yaml >/dev/null
 
 .PHONY: test
-test: verify lint assets build test-templates test-chart test-monitoring ## Check (verify, lint, the templates' cases, the chart, the alerts and dashboard), then run every test (unit, integration, end-to-end) with -race.
-	$(GO) test -race -count=1 -timeout 40m $(PKGS)
+test: verify lint assets build test-templates test-chart test-monitoring ## Check (verify, lint, the templates' cases, the chart, the alerts and dashboard), run every test (unit, integration, end-to-end) with -race, then the fault suite at full size.
+	$(GO) test -race -count=1 -timeout 40m -skip '^TestFaults$$' $(PKGS)
+	@$(MAKE) --no-print-directory test-faults
 
 .PHONY: test-faults
-test-faults: assets build ## The fault suite at full size (300 MyKinds, 20 Storefronts, 20 Gcs; `make test` runs it at a tenth): prints the time to converge after each fault.
-	set -o pipefail; ENGINE_FAULTS_SCALE=1 $(GO) test -count=1 -timeout 60m -run TestFaults -v ./e2e 2>&1 | grep -E '^(=== RUN|---|ok|FAIL|PASS)|fault:|Error'
+test-faults: assets build ## The fault suite at full size (300 MyKinds, 20 Storefronts, 20 Gcs; part of `make test`): prints the time to converge after each fault.
+	set -o pipefail; $(GO) test -count=1 -timeout 60m -run TestFaults -v ./e2e 2>&1 | grep -E '^(=== RUN|---|ok|FAIL|PASS)|fault:|Error'
 
 .PHONY: fuzz
 fuzz: ## Fuzz template evaluation for a minute (FUZZTIME=10m for longer).

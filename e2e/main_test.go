@@ -3,6 +3,8 @@ package e2e
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"io"
 	"net"
@@ -10,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -122,8 +125,14 @@ func startEngine(t *testing.T, dir string, extra ...string) *engineProc {
 func launchEngine(t, owner *testing.T, dir string, extra ...string) *engineProc {
 	t.Helper()
 	probe := freeAddr(t)
-	args := append([]string{"run", "--templates", dir, "--kubeconfig", cluster.Kubeconfig,
-		"--metrics-bind-address", "0", "--health-probe-bind-address", probe}, extra...) // a later --kubeconfig wins
+	args := []string{"run", "--templates", dir, "--kubeconfig", cluster.Kubeconfig,
+		"--metrics-bind-address", "0", "--health-probe-bind-address", probe}
+	if !slices.ContainsFunc(extra, func(a string) bool { return strings.HasPrefix(a, "--revision-namespace") }) {
+		// Each test's template revisions apart from the others' (the
+		// tests share kinds); every engine of one test shares them.
+		args = append(args, "--revision-namespace", revisionNamespace(owner))
+	}
+	args = append(args, extra...) // a later --kubeconfig wins
 	p := &engineProc{cmd: exec.Command(filepath.Join(bin, "engine"), args...), log: &syncBuffer{}, probe: probe, done: make(chan struct{})}
 	p.cmd.Stdout, p.cmd.Stderr = p.log, p.log
 	p.cmd.Env = os.Environ()
@@ -200,6 +209,18 @@ func installCRDs(t *testing.T, dir string) []*apiextensionsv1.CustomResourceDefi
 		kubectl(t, "wait", "--for=condition=Established", "--timeout=60s", "crd/"+tm.CRD().Name)
 	}
 	return crds
+}
+
+// revisionNamespace returns the namespace of a test's template revisions,
+// creating it the first time.
+func revisionNamespace(t *testing.T) string {
+	t.Helper()
+	sum := sha256.Sum256([]byte(t.Name()))
+	name := "revisions-" + hex.EncodeToString(sum[:])[:12]
+	if out, err := kubectlErr("create", "namespace", name); err != nil && !strings.Contains(out, "AlreadyExists") {
+		t.Fatalf("creating namespace %s: %v: %s", name, err, out)
+	}
+	return name
 }
 
 // namespace creates a namespace named for the test.

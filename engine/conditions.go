@@ -37,6 +37,9 @@ const (
 	// ReasonStatusTooLarge: the status the template renders is over the
 	// apiserver's size limit.
 	ReasonStatusTooLarge = "StatusTooLarge"
+	// ReasonRevisionNotFound: the object is pinned to a template revision
+	// that is not stored.
+	ReasonRevisionNotFound = "RevisionNotFound"
 )
 
 // maxMessage bounds a condition message.

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"maps"
@@ -35,6 +36,10 @@ type kindController struct {
 	gvk schema.GroupVersionKind
 	tpl atomic.Pointer[templates.Template]
 	rec *reconciler
+	// busy counts the reconciles in flight, for stall detection.
+	busy *workers
+	// ro holds the kind's revisions and rolls out new ones (rollout.go).
+	ro *rollout
 	// gone: the template was removed; only deletions are finished.
 	gone atomic.Bool
 
@@ -53,6 +58,8 @@ func newKindController(e *Engine, t *templates.Template) *kindController {
 	kc := &kindController{e: e, gvk: t.GVK, watching: map[schema.GroupVersionKind]bool{},
 		requeue: make(chan event.TypedGenericEvent[*unstructured.Unstructured])}
 	kc.tpl.Store(t)
+	kc.busy = newWorkers(e.opts.MaxConcurrentReconciles, e.opts.StallAfter)
+	kc.ro = newRollout(kc, &revisionStore{c: e.writer, reader: e.apiReader, namespace: e.opts.RevisionNamespace, gvk: t.GVK})
 	kc.rec = &reconciler{
 		gvk:            t.GVK,
 		kind:           kc,
@@ -79,7 +86,31 @@ func (kc *kindController) status() KindStatus {
 	kc.mu.Lock()
 	defer kc.mu.Unlock()
 	t := kc.template()
-	return KindStatus{Kind: kindString(kc.gvk), Template: t.Path, Revision: t.Hash, Running: kc.running, Retired: kc.retired(), Error: kc.err}
+	revision, held := kc.ro.status()
+	return KindStatus{Kind: kindString(kc.gvk), Template: t.Path, Revision: cmp.Or(revision, t.Hash), Running: kc.running, Retired: kc.retired(), Error: kc.err, Held: held, Stalled: kc.busy.stalled()}
+}
+
+// templateFor implements kindTemplate: the parent's revision (rollout.go).
+func (kc *kindController) templateFor(parent *unstructured.Unstructured) (*templates.Template, *Revision, error) {
+	rev, err := kc.ro.templateFor(parent)
+	if err != nil {
+		return nil, nil, err
+	}
+	return rev.tpl, &rev.Revision, nil
+}
+
+// enqueue queues a parent for a reconcile, without waiting for the queue.
+func (kc *kindController) enqueue(parent *unstructured.Unstructured) {
+	kc.mu.Lock()
+	ctx := kc.e.ctx
+	kc.mu.Unlock()
+	ev := event.TypedGenericEvent[*unstructured.Unstructured]{Object: parent}
+	go func() {
+		select {
+		case kc.requeue <- ev:
+		case <-ctx.Done():
+		}
+	}()
 }
 
 func kindString(gvk schema.GroupVersionKind) string {
@@ -140,7 +171,7 @@ func (kc *kindController) run(ctx context.Context) error {
 	}
 	skip := true
 	ctrl, err := controller.NewTypedUnmanaged("engine-"+strings.ToLower(kindString(kc.gvk)), controller.TypedOptions[reconcile.Request]{
-		Reconciler:              kc.rec,
+		Reconciler:              kc.busy.wrap(kc.rec),
 		MaxConcurrentReconciles: kc.e.opts.MaxConcurrentReconciles,
 		SkipNameValidation:      &skip,
 		Logger:                  kc.e.mgr.GetLogger(),
@@ -167,6 +198,12 @@ func (kc *kindController) run(ctx context.Context) error {
 			log.FromContext(ctx).Error(err, "cannot watch child kind", "kind", kindString(kc.gvk), "childKind", kindString(gvk))
 		}
 	}
+	// The revisions are loaded before any parent is reconciled, so that
+	// each is reconciled with the revision it runs.
+	if err := kc.ro.init(ctx); err != nil {
+		return fmt.Errorf("loading the template revisions: %w", err)
+	}
+	go kc.ro.run(ctx)
 	kc.mu.Lock()
 	kc.running, kc.err = true, ""
 	kc.mu.Unlock()
@@ -282,8 +319,8 @@ func parentChanged() predicate.TypedPredicate[*unstructured.Unstructured] {
 	}
 }
 
-// update swaps in a new version of the template and requeues every parent of
-// the kind, at a bounded rate.
+// update swaps in a new version of the template; the kind's rollout
+// records it as a revision and moves the parents to it as its policy says.
 func (kc *kindController) update(t *templates.Template) {
 	old := kc.tpl.Swap(t)
 	if old.Hash == t.Hash {
@@ -297,7 +334,7 @@ func (kc *kindController) update(t *templates.Template) {
 			log.FromContext(ctx).Error(err, "cannot watch child kind", "kind", kindString(kc.gvk), "childKind", kindString(gvk))
 		}
 	}
-	go kc.requeueAll(ctx)
+	kc.ro.poke()
 }
 
 // requeueAll queues every parent of the kind, no faster than RequeueQPS.

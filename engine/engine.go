@@ -40,10 +40,16 @@ type Options struct {
 	ForceCRDChanges bool
 	// Limits bound what one parent may cost; zero fields take DefaultLimits.
 	Limits Limits
-	// DeleteHold is how long a template change that would delete children
-	// must stay unchanged on disk before it is served (hold.go); 0 serves
-	// it at once.
-	DeleteHold time.Duration
+	// RevisionNamespace is where the templates' revisions are stored
+	// (ControllerRevisions); "" is "default".
+	RevisionNamespace string
+	// RevisionHistoryLimit is how many revisions of a kind are kept,
+	// besides those a parent runs or is pinned to; 0 is 10.
+	RevisionHistoryLimit int
+	// StallAfter is how long every worker of a kind must be held before
+	// the kind is reported stalled (KindStatus.Stalled, /readyz); zero
+	// takes DefaultStallAfter.
+	StallAfter time.Duration
 }
 
 // Engine runs one controller per templated parent kind. Templates are
@@ -63,8 +69,6 @@ type Engine struct {
 	ctx       context.Context // set once the engine runs (is leader)
 	reloadErr error           // why the templates on disk are not served
 	reloadGen uint64          // counts reload events; a retry stops when it moves
-	holdGen   uint64          // the reload whose deletions are held (hold.go)
-	holdSince time.Time       // when that hold started
 
 	acceptMu sync.Mutex // serializes reloads: one set is checked and swapped at a time
 	indexMu  sync.Mutex // held while registering an index
@@ -95,6 +99,15 @@ func New(mgr manager.Manager, opts Options) (*Engine, error) {
 	}
 	if opts.Limits.MaxRenderedBytes == 0 {
 		opts.Limits.MaxRenderedBytes = DefaultLimits.MaxRenderedBytes
+	}
+	if opts.RevisionNamespace == "" {
+		opts.RevisionNamespace = "default"
+	}
+	if opts.RevisionHistoryLimit <= 0 {
+		opts.RevisionHistoryLimit = 10
+	}
+	if opts.StallAfter == 0 {
+		opts.StallAfter = DefaultStallAfter
 	}
 	if opts.Providers == nil {
 		opts.Providers = providers.NewRegistry()
@@ -229,6 +242,12 @@ type KindStatus struct {
 	// Retired: the template was removed; only deletions are finished.
 	Retired bool
 	Error   string
+	// Held says why the kind's newest revision waits for a confirmation
+	// (it would delete children), or is empty.
+	Held string
+	// Stalled says why no object of the kind is being reconciled although
+	// the controller runs (every worker held too long), or is empty.
+	Stalled string
 }
 
 // Status lists the state of every kind's controller, sorted by kind.

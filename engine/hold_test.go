@@ -2,15 +2,16 @@ package engine_test
 
 import (
 	"context"
-	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -50,8 +51,9 @@ func reloadEvent(t *testing.T, dir, content string) templates.ReloadEvent {
 
 // TestTemplateWrittenInTwoHalvesDeletesNothing: a template saved in two
 // writes is, between them, a valid template without children. The engine
-// holds that version instead of deleting every child, and serves the
-// complete one; a deletion the author means is served once the hold ends.
+// records it as a revision and holds it instead of deleting every child;
+// the complete file supersedes it. A deletion the author means waits for a
+// confirmation (engine rollout resume), then goes through.
 func TestTemplateWrittenInTwoHalvesDeletesNothing(t *testing.T) {
 	controlPlane(t)
 	dir := t.TempDir()
@@ -64,14 +66,15 @@ func TestTemplateWrittenInTwoHalvesDeletesNothing(t *testing.T) {
 	defer cancel()
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{Metrics: metricsserver.Options{BindAddress: "0"}, HealthProbeBindAddress: "0"})
 	require.NoError(t, err)
-	eng, err := engine.New(mgr, engine.Options{DeleteHold: 3 * time.Second})
+	ns := namespace(t)
+	revisions := ns // this test's revisions, apart from the other tests'
+	eng, err := engine.New(mgr, engine.Options{RevisionNamespace: revisions})
 	require.NoError(t, err)
 	eng.SetTemplates(full.Set)
 	done := make(chan error)
 	go func() { done <- mgr.Start(ctx) }()
 	defer func() { cancel(); <-done }()
 
-	ns := namespace(t)
 	for _, name := range []string{"a", "b"} {
 		require.NoError(t, k8s.Create(ctx, parent(shelfGVK, ns, name, map[string]any{})))
 	}
@@ -86,43 +89,69 @@ func TestTemplateWrittenInTwoHalvesDeletesNothing(t *testing.T) {
 		}
 		return true, nil
 	})
-	eventually(t, "the Shelf kind running", func(context.Context) (bool, error) {
+	shelfStatus := func() engine.KindStatus {
 		for _, k := range eng.Status() {
 			if strings.HasPrefix(k.Kind, "Shelf.") {
-				return k.Running, nil
+				return k
 			}
 		}
-		return false, nil
+		return engine.KindStatus{}
+	}
+	phases := func(ctx context.Context) ([]string, error) {
+		revs, err := engine.ListRevisions(ctx, k8s, revisions, shelfGVK)
+		var out []string
+		for _, r := range revs {
+			out = append(out, fmt.Sprintf("%d %s", r.Number, r.Phase))
+		}
+		return out, err
+	}
+	eventually(t, "revision 1 complete", func(ctx context.Context) (bool, error) {
+		got, err := phases(ctx)
+		return slices.Equal(got, []string{"1 Complete"}), err
 	})
 
-	// The first half: held, nothing deleted.
+	// The first half: recorded as revision 2 and held, nothing deleted.
 	eng.Reload(ctx, reloadEvent(t, dir, shelfHead))
-	var held *engine.HoldError
-	require.True(t, errors.As(eng.ReloadError(), &held), "held: %v", eng.ReloadError())
-	assert.Equal(t, 2, held.Deletes)
-	assert.Equal(t, []string{"shelf.cue"}, held.Templates)
-	assert.Contains(t, held.Error(), "held: the new version of shelf.cue would delete 2 children (Shelf "+ns+"/a: ConfigMap "+ns+"/a; Shelf "+ns+"/b: ConfigMap "+ns+"/b)")
+	require.NoError(t, eng.ReloadError(), "the files are served; the revision is held")
+	eventually(t, "revision 2 held", func(ctx context.Context) (bool, error) {
+		got, err := phases(ctx)
+		return slices.Equal(got, []string{"1 Complete", "2 Held"}), err
+	})
+	assert.Contains(t, shelfStatus().Held, "revision 2 held: the new version of shelf.cue would delete 2 children (Shelf "+ns+"/a: ConfigMap "+ns+"/a; Shelf "+ns+"/b: ConfigMap "+ns+"/b)")
 
-	// The second half, within the hold: served, the children untouched.
+	// The second half: the files are revision 1 again, which the fleet
+	// runs; revision 2 is superseded, the children untouched.
 	eng.Reload(ctx, reloadEvent(t, dir, shelfHead+shelfTail))
-	require.NoError(t, eng.ReloadError())
-	// Past the end of the first half's hold, still nothing deleted.
-	deadline := held.Until.Add(2 * time.Second)
-	eventually(t, "past the first half's hold", func(context.Context) (bool, error) { return time.Now().After(deadline), nil })
+	eventually(t, "revision 2 superseded", func(ctx context.Context) (bool, error) {
+		got, err := phases(ctx)
+		return slices.Equal(got, []string{"1 Complete", "2 Superseded"}) && shelfStatus().Held == "", err
+	})
 	for name, before := range books {
 		cm := &corev1.ConfigMap{}
 		require.NoError(t, k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, cm))
 		assert.Equal(t, before.UID, cm.UID, "child %s never deleted", name)
+		p := parent(shelfGVK, ns, name, nil)
+		require.NoError(t, k8s.Get(ctx, client.ObjectKeyFromObject(p), p))
+		number, _ := engine.ParentRevision(p)
+		assert.EqualValues(t, 1, number, "parent %s on revision 1", name)
 	}
 
-	// Removing the child on purpose: held, then served, then deleted.
+	// Removing the child on purpose: held until confirmed, then deleted.
 	eng.Reload(ctx, reloadEvent(t, dir, shelfHead+"// the books go\n"))
-	require.True(t, errors.As(eng.ReloadError(), &held))
-	eventually(t, "the deletion served after the hold", func(ctx context.Context) (bool, error) {
-		if eng.ReloadError() != nil {
-			return false, nil
-		}
+	eventually(t, "revision 3 held", func(ctx context.Context) (bool, error) {
+		got, err := phases(ctx)
+		return slices.Equal(got, []string{"1 Complete", "2 Superseded", "3 Held"}), err
+	})
+	require.NoError(t, k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: "a"}, &corev1.ConfigMap{}), "not deleted while held")
+	cr := &appsv1.ControllerRevision{}
+	require.NoError(t, k8s.Get(ctx, client.ObjectKey{Namespace: revisions, Name: engine.RevisionName(shelfGVK, reloadEvent(t, dir, shelfHead+"// the books go\n").Set.Templates()[0].Hash)}, cr))
+	cr.Annotations[engine.AnnotationRolloutApproved] = "true"
+	require.NoError(t, k8s.Update(ctx, cr))
+	eventually(t, "the deletion served once confirmed", func(ctx context.Context) (bool, error) {
 		err := k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: "a"}, &corev1.ConfigMap{})
 		return apierrors.IsNotFound(err), nil
 	})
+	got, err := phases(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, []string{"1 Complete", "2 Superseded", "3 Complete"}, got)
 }

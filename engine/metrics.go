@@ -21,6 +21,10 @@ var (
 		Help:    "Time from the first file change of a burst to the new templates being served.",
 		Buckets: []float64{0.1, 0.25, 0.5, 1, 2, 5, 10, 30},
 	})
+	metricRollouts = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "engine_rollouts_total",
+		Help: "Template revision rollouts by kind and by the phase they reached (Progressing, Held, Complete, RolledBack).",
+	}, []string{"kind", "phase"})
 	metricRevision = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "engine_template_revision",
 		Help: "1 for the template revision (content hash) each kind is serving.",
@@ -50,7 +54,7 @@ var (
 )
 
 func init() {
-	metrics.Registry.MustRegister(metricReloads, metricReloadHealthy, metricReloadSeconds, metricRevision, metricEvaluateSeconds, metricLimitExceeded, metricEvaluationsOverrunning,
+	metrics.Registry.MustRegister(metricRollouts, metricReloads, metricReloadHealthy, metricReloadSeconds, metricRevision, metricEvaluateSeconds, metricLimitExceeded, metricEvaluationsOverrunning,
 		metricProviderCalls, metricProviderSeconds)
 	metricReloadHealthy.Set(1)
 	for _, result := range []string{"success", "failure"} {

@@ -47,8 +47,12 @@ type reconciler struct {
 
 // kindTemplate is what the reconciler needs of its kind's controller.
 type kindTemplate interface {
-	// template returns the template being served for the kind.
+	// template returns the template of the files for the kind.
 	template() *templates.Template
+	// templateFor returns the template a parent is reconciled with: the
+	// revision it is pinned to or that the rollout puts it on (rollout.go).
+	// The revision is nil when the kind keeps none.
+	templateFor(parent *unstructured.Unstructured) (*templates.Template, *Revision, error)
 	// retired reports that the template was removed: parents being
 	// deleted are still finished, nothing else is done.
 	retired() bool
@@ -72,7 +76,10 @@ func (r *reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 	if err != nil || parent == nil {
 		return ctrl.Result{}, err
 	}
-	t := r.kind.template()
+	t, rev, terr := r.kind.templateFor(parent) // rollout.go
+	if t == nil {
+		t = r.kind.template()
+	}
 	ctx = log.IntoContext(ctx, log.FromContext(ctx).WithValues("template", t.Path))
 	st := newStatus()
 	defer func() { result, err = r.finish(ctx, parent, st, result, err) }()
@@ -80,6 +87,10 @@ func (r *reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 	if parent.GetDeletionTimestamp() != nil {
 		return r.reconcileDelete(ctx, t, parent, st) // deletion.go
 	}
+	if terr != nil {
+		return ctrl.Result{}, terr
+	}
+	st.revision = rev
 	if r.kind.retired() {
 		st.skip = true // no template: children are left as they are
 		return ctrl.Result{}, nil

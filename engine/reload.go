@@ -43,22 +43,18 @@ func (e *Engine) Reload(ctx context.Context, ev templates.ReloadEvent) {
 	e.mu.Unlock()
 	err := ev.Err
 	if err == nil {
-		if err = e.accept(ctx, ev.Set, gen); err != nil {
+		if err = e.accept(ctx, ev.Set); err != nil {
 			// The files are fine but the cluster refused them (live
-			// objects the new schema rejects, a CRD change) or they are
-			// held: the watcher will not send them again, so retry until
-			// they pass or a newer edit replaces them.
-			go e.retryAccept(ctx, gen, ev, err)
+			// objects the new schema rejects, a CRD change): the watcher
+			// will not send them again, so retry until they pass or a
+			// newer edit replaces them.
+			go e.retryAccept(ctx, gen, ev)
 		}
 	}
 	if err != nil {
 		metricReloads.WithLabelValues("failure").Inc()
 		metricReloadHealthy.Set(0)
-		if held := (*HoldError)(nil); errors.As(err, &held) {
-			logger.Info("template change held: it would delete children; the last templates keep serving", "changed", ev.Changed, "reason", err.Error())
-		} else {
-			logger.Error(err, "template reload refused; the last good templates keep serving", "changed", ev.Changed)
-		}
+		logger.Error(err, "template reload refused; the last good templates keep serving", "changed", ev.Changed)
 		e.reportReloadFailure(ctx, err)
 		return
 	}
@@ -69,22 +65,15 @@ func (e *Engine) Reload(ctx context.Context, ev templates.ReloadEvent) {
 	logger.Info("templates reloaded", "changed", ev.Changed, "seconds", ev.Duration.Seconds())
 }
 
-// retryAccept retries a refused set with backoff while it is the latest; a
-// held set is retried when its hold ends.
-func (e *Engine) retryAccept(ctx context.Context, gen uint64, ev templates.ReloadEvent, err error) {
+// retryAccept retries a refused set with backoff while it is the latest.
+func (e *Engine) retryAccept(ctx context.Context, gen uint64, ev templates.ReloadEvent) {
 	for delay := 2 * time.Second; ; delay = min(2*delay, time.Minute) {
-		wait := delay
-		var held *HoldError
-		if errors.As(err, &held) {
-			wait = max(time.Until(held.Until), 0) + 100*time.Millisecond
-		}
 		select {
 		case <-ctx.Done():
 			return
-		case <-time.After(wait):
+		case <-time.After(delay):
 		}
-		var done bool
-		if done, err = e.retryOnce(ctx, gen, ev); done {
+		if done, _ := e.retryOnce(ctx, gen, ev); done {
 			return
 		}
 	}
@@ -101,7 +90,7 @@ func (e *Engine) retryOnce(ctx context.Context, gen uint64, ev templates.ReloadE
 	if !latest {
 		return true, nil
 	}
-	if err := e.accept(ctx, ev.Set, gen); err != nil {
+	if err := e.accept(ctx, ev.Set); err != nil {
 		e.reportReloadFailure(ctx, err)
 		return false, err
 	}
@@ -113,11 +102,8 @@ func (e *Engine) retryOnce(ctx context.Context, gen uint64, ev templates.ReloadE
 }
 
 // accept checks a new set against the cluster and swaps it in.
-func (e *Engine) accept(ctx context.Context, set *templates.Set, gen uint64) error {
+func (e *Engine) accept(ctx context.Context, set *templates.Set) error {
 	if err := e.checkLiveParents(ctx, set); err != nil {
-		return err
-	}
-	if err := e.holdDeletes(ctx, set, gen); err != nil { // hold.go
 		return err
 	}
 	if e.opts.InstallCRDs && e.isLeader() {

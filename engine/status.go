@@ -34,6 +34,9 @@ type status struct {
 	problems  []problem
 	synced    condition
 	ready     condition
+	// revision is the template revision the parent was reconciled with,
+	// for status.templateRevision; nil keeps the stored one.
+	revision *Revision
 	// skip: this reconcile's status is not worth writing (children or the
 	// parent were written: the reconcile their watch event brings sees the
 	// result), or there is no parent left to write it to.
@@ -262,6 +265,11 @@ func nextStatus(parent *unstructured.Unstructured, stored map[string]any, st *st
 	delete(next, "resources")
 	if len(resources) > 0 {
 		next["resources"] = resources
+	}
+	if st.revision != nil {
+		next["templateRevision"] = map[string]any{"number": st.revision.Number, "hash": st.revision.Hash}
+	} else if stored["templateRevision"] != nil {
+		next["templateRevision"] = stored["templateRevision"]
 	}
 	gen := parent.GetGeneration()
 	next["conditions"] = setConditions(conditionsOf(stored), gen, st.synced, st.ready)

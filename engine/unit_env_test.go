@@ -284,6 +284,9 @@ type unitKind struct {
 
 func (k *unitKind) template() *templates.Template { return k.tpl }
 func (k *unitKind) retired() bool                 { return k.gone }
+func (k *unitKind) templateFor(*unstructured.Unstructured) (*templates.Template, *Revision, error) {
+	return k.tpl, nil, nil
+}
 
 // unitChildren is the childCache of the unit tests: it lists the objects
 // labelled with the parent's UID, of every kind watched so far, from the

@@ -45,9 +45,12 @@ type Template struct {
 	Hash string
 	// Policy says where the template's children may be written.
 	Policy Policy
+	// Rollout says how a new revision reaches the parents.
+	Rollout Rollout
 
 	root       string
-	ctx        *cue.Context // value's context, to encode the inputs of an evaluation
+	files      map[string]string // sources by relative path (Files)
+	ctx        *cue.Context      // value's context, to encode the inputs of an evaluation
 	value      cue.Value
 	crd        *apiextensionsv1.CustomResourceDefinition
 	schema     *structuralschema.Structural // of the whole parent object, for pruning
@@ -97,20 +100,21 @@ func decodePolicy(v cue.Value) (Policy, error) {
 		for _, item := range cn {
 			name, ok := item.(string)
 			if !ok || name == "" {
-				return Policy{}, &policyError{"crossNamespace", fmt.Sprintf("list items must be namespace names, not %q", fmt.Sprint(item))}
+				return Policy{}, &fieldError{"policy", "crossNamespace", fmt.Sprintf("list items must be namespace names, not %q", fmt.Sprint(item))}
 			}
 			p.CrossNamespace.Names = append(p.CrossNamespace.Names, name)
 		}
 	default:
-		return Policy{}, &policyError{"crossNamespace", fmt.Sprintf("must be true, false or a list of namespace names, not %q", fmt.Sprint(cn))}
+		return Policy{}, &fieldError{"policy", "crossNamespace", fmt.Sprintf("must be true, false or a list of namespace names, not %q", fmt.Sprint(cn))}
 	}
 	return p, nil
 }
 
-// policyError is a policy field with a value of the wrong shape.
-type policyError struct{ field, msg string }
+// fieldError is a field of a top-level block (policy, rollout) with a
+// value of the wrong shape.
+type fieldError struct{ block, field, msg string }
 
-func (e *policyError) Error() string { return "policy." + e.field + ": " + e.msg }
+func (e *fieldError) Error() string { return e.block + "." + e.field + ": " + e.msg }
 
 // CRD returns a copy of the CustomResourceDefinition generated for the
 // template's parent kind.
@@ -230,17 +234,19 @@ func (c *compiler) compile(src source) (*Template, error) {
 	if err := v.Validate(); err != nil {
 		return nil, fromCUE(c.root, src.path, err)
 	}
-	t := &Template{Name: src.name, Path: src.path, Hash: src.hash, root: c.root, ctx: c.ctx, value: v}
+	t := &Template{Name: src.name, Path: src.path, Hash: src.hash, root: c.root, files: src.contents, ctx: c.ctx, value: v}
 	if t.GVK, err = c.gvk(src.path, v); err != nil {
 		return nil, err
 	}
 	if pv := v.LookupPath(pathPolicy); pv.Exists() {
 		if t.Policy, err = decodePolicy(pv); err != nil {
-			var pe *policyError
-			if errors.As(err, &pe) {
-				return nil, c.problemf(src.path, pv.LookupPath(cue.ParsePath(pe.field)), "policy."+pe.field, "%s", pe.msg)
-			}
-			return nil, fromCUE(c.root, src.path, err)
+			return nil, c.blockError(src.path, pv, err)
+		}
+	}
+	t.Rollout = DefaultRollout
+	if rv := v.LookupPath(pathRollout); rv.Exists() {
+		if t.Rollout, err = decodeRollout(rv); err != nil {
+			return nil, c.blockError(src.path, rv, err)
 		}
 	}
 	for _, name := range []string{"children", "resources"} {
@@ -269,6 +275,16 @@ func (c *compiler) buildInstance(inst *build.Instance) (v cue.Value, err error) 
 	}()
 	v = c.ctx.BuildInstance(inst)
 	return v, v.Err()
+}
+
+// blockError positions an error decoding a top-level block (policy,
+// rollout) at the field it names.
+func (c *compiler) blockError(path string, block cue.Value, err error) error {
+	var fe *fieldError
+	if errors.As(err, &fe) {
+		return c.problemf(path, block.LookupPath(cue.ParsePath(fe.field)), fe.block+"."+fe.field, "%s", fe.msg)
+	}
+	return fromCUE(c.root, path, err)
 }
 
 // gvk reads parent.apiVersion and parent.kind, which must be concrete.

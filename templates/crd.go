@@ -67,6 +67,7 @@ func (c *compiler) buildCRD(path string, t *Template) (*apiextensionsv1.CustomRe
 	columns := append(opts.PrinterColumns,
 		apiextensionsv1.CustomResourceColumnDefinition{Name: "Ready", Type: "string", JSONPath: `.status.conditions[?(@.type=="Ready")].status`},
 		apiextensionsv1.CustomResourceColumnDefinition{Name: "Synced", Type: "string", JSONPath: `.status.conditions[?(@.type=="Synced")].status`, Priority: 1},
+		apiextensionsv1.CustomResourceColumnDefinition{Name: "Revision", Type: "integer", JSONPath: `.status.templateRevision.number`, Description: "The template revision the object runs"},
 		apiextensionsv1.CustomResourceColumnDefinition{Name: "Age", Type: "date", JSONPath: ".metadata.creationTimestamp"},
 	)
 	return &apiextensionsv1.CustomResourceDefinition{
@@ -165,6 +166,14 @@ func engineStatusSchema() map[string]apiextensionsv1.JSONSchemaProps {
 					"observedGeneration": {Type: "integer", Format: "int64"},
 				},
 			}},
+		},
+		"templateRevision": {
+			Type:        "object",
+			Description: "The template revision the engine last reconciled the object with (engine rollout history lists them).",
+			Properties: map[string]apiextensionsv1.JSONSchemaProps{
+				"number": {Type: "integer", Format: "int64"},
+				"hash":   str,
+			},
 		},
 		"resources": {
 			Type:        "object",

@@ -53,7 +53,10 @@ type source struct {
 	path  string   // relative to the root: "mykind.cue" or "website"
 	files []string // absolute paths of its .cue files, sorted
 	hash  string   // sha256 of the names and contents of its files
-	pkg   string   // CUE package name ("" when the files have no package clause)
+	// contents are its files and the packages it may import, by path
+	// relative to the root: what a revision stores (Template.Files).
+	contents map[string]string
+	pkg      string // CUE package name ("" when the files have no package clause)
 }
 
 // discover lists the templates under root: every top-level .cue file and every
@@ -164,6 +167,7 @@ func cueFilesUnder(dir string) ([]string, error) {
 // package name.
 func (s *source) read(root string, deps []string) error {
 	h := sha256.New()
+	s.contents = map[string]string{}
 	for _, f := range deps {
 		b, err := os.ReadFile(f)
 		if err != nil {
@@ -173,6 +177,7 @@ func (s *source) read(root string, deps []string) error {
 		h.Write([]byte{0})
 		h.Write(b)
 		h.Write([]byte{0})
+		s.contents[rel(root, f)] = string(b)
 	}
 	for _, f := range s.files {
 		b, err := os.ReadFile(f)
@@ -184,6 +189,7 @@ func (s *source) read(root string, deps []string) error {
 		h.Write([]byte{0})
 		h.Write(b)
 		h.Write([]byte{0})
+		s.contents[rp] = string(b)
 		if s.pkg == "" {
 			// A syntax error is reported by the compile step with its position.
 			if af, err := parser.ParseFile(f, b, parser.PackageClauseOnly); err == nil {

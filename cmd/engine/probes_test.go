@@ -32,6 +32,8 @@ func TestReadiness(t *testing.T) {
 		{"apiserver down", fakeEngineState{}, down, "the apiserver is unreachable (nothing is reconciled until it is back; nothing is lost): dial tcp 10.0.0.1:443: connect: connection refused"},
 		{"reload refused", fakeEngineState{reloadErr: errors.New("mykind.cue:3:1: bad")}, up, "templates on disk not served (the last good version is): mykind.cue:3:1: bad"},
 		{"kind not served", fakeEngineState{kinds: []engine.KindStatus{{Kind: "Ghost.ghost.cuengine.dev/v1", Template: "ghost.cue", Error: "no CRD"}}}, up, "Ghost.ghost.cuengine.dev/v1 (template ghost.cue): no CRD"},
+		{"kind stalled", fakeEngineState{kinds: []engine.KindStatus{{Kind: "MyKind.webapp.my.domain/v1", Template: "mykind.cue", Running: true, Stalled: "stalled: all 4 workers held"}}}, up, "MyKind.webapp.my.domain/v1 (template mykind.cue): stalled: all 4 workers held"},
+		{"revision held", fakeEngineState{kinds: []engine.KindStatus{{Kind: "MyKind.webapp.my.domain/v1", Template: "mykind.cue", Running: true, Held: "revision 4 held: would delete 2 children"}}}, up, "MyKind.webapp.my.domain/v1 (template mykind.cue): revision 4 held: would delete 2 children"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			err := readiness(context.Background(), tc.state, tc.apiserver)

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	goflag "flag"
 	"fmt"
@@ -45,7 +46,8 @@ type runOptions struct {
 	resourceResync          time.Duration
 	rescanInterval          time.Duration
 	limits                  engine.Limits
-	deleteHold              time.Duration
+	revisionNamespace       string
+	revisionHistoryLimit    int
 	logFormat               string
 	zap                     zap.Options
 }
@@ -68,7 +70,8 @@ func (o *runOptions) addFlags(cmd *cobra.Command) {
 	f.BoolVar(&o.forceCRDs, "force-crd-changes", false, "with --install-crds, apply CRD changes that could break stored objects")
 	f.Float64Var(&o.requeueQPS, "requeue-qps", 200, "parents requeued per second after a template change")
 	f.DurationVar(&o.resourceResync, "resource-resync", 10*time.Minute, "how often external resources are re-observed (jittered)")
-	f.DurationVar(&o.deleteHold, "template-delete-hold", 30*time.Second, "how long a template edit that would delete children must stay unchanged on disk before it is served (0: at once)")
+	f.StringVar(&o.revisionNamespace, "revision-namespace", "", "namespace of the templates' revisions (ControllerRevisions) (default: --leader-election-namespace, else \"default\")")
+	f.IntVar(&o.revisionHistoryLimit, "revision-history-limit", 10, "revisions kept per kind, besides those an object runs or is pinned to")
 	f.DurationVar(&o.limits.EvaluationTimeout, "evaluation-timeout", engine.DefaultLimits.EvaluationTimeout, "longest evaluation of a template for one object; past it the object is Synced=False EvaluationTimeout until its spec or the template changes")
 	f.IntVar(&o.limits.MaxChildren, "max-children", engine.DefaultLimits.MaxChildren, "most children and resources one object may render (TooManyChildren past it)")
 	f.IntVar(&o.limits.MaxRenderedBytes, "max-rendered-bytes", engine.DefaultLimits.MaxRenderedBytes, "largest rendering of one object, as JSON bytes (RenderTooLarge past it)")
@@ -158,7 +161,8 @@ func (o *runOptions) run(cmd *cobra.Command, cfg *rest.Config) error {
 		InstallCRDs:             o.installCRDs,
 		ForceCRDChanges:         o.forceCRDs,
 		Limits:                  o.limits,
-		DeleteHold:              o.deleteHold,
+		RevisionNamespace:       cmp.Or(o.revisionNamespace, o.leaderElectionNamespace, "default"),
+		RevisionHistoryLimit:    o.revisionHistoryLimit,
 	})
 	if err != nil {
 		return err
@@ -190,7 +194,9 @@ func (o *runOptions) run(cmd *cobra.Command, cfg *rest.Config) error {
 }
 
 // readiness fails while the templates on disk cannot be served (the last
-// good version keeps running) or a kind's controller cannot run, and says why.
+// good version keeps running), a kind's controller cannot run, a kind is
+// stalled (every worker held for minutes) or its new revision is held (it
+// would delete children), and says why.
 func readiness(ctx context.Context, eng engineState, apiserver func(context.Context) error) error {
 	if err := apiserver(ctx); err != nil {
 		return fmt.Errorf("the apiserver is unreachable (nothing is reconciled until it is back; nothing is lost): %w", err)
@@ -201,6 +207,12 @@ func readiness(ctx context.Context, eng engineState, apiserver func(context.Cont
 	for _, k := range eng.Status() {
 		if k.Error != "" {
 			return fmt.Errorf("%s (template %s): %s", k.Kind, k.Template, k.Error)
+		}
+		if k.Stalled != "" {
+			return fmt.Errorf("%s (template %s): %s", k.Kind, k.Template, k.Stalled)
+		}
+		if k.Held != "" {
+			return fmt.Errorf("%s (template %s): %s", k.Kind, k.Template, k.Held)
 		}
 	}
 	return nil

@@ -1,0 +1,312 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	appsv1 "k8s.io/api/apps/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/cuengine/engine/engine"
+)
+
+// rolloutPolicy makes the MyKind template roll out in three waves.
+const rolloutPolicy = `
+rollout: {
+	strategy:         "Progressive"
+	waves:            [1, "25%", "100%"]
+	progressDeadline: "20s"
+	maxFailures:      0
+}
+`
+
+var myKindGVK = schema.GroupVersionKind{Group: "webapp.my.domain", Version: "v1", Kind: "MyKind"}
+
+// fleetView is what a test sees of the MyKinds and their Deployments.
+type fleetView struct {
+	revision map[string]int64  // MyKind name: status.templateRevision.number
+	ready    map[string]bool   // MyKind name: Ready=True at its generation
+	image    map[string]string // MyKind name: its Deployment's image
+	deploy   map[string]appsv1.Deployment
+}
+
+// onRevision counts the MyKinds (other than skip) on revision n.
+func (f fleetView) onRevision(n int64, skip string) int {
+	count := 0
+	for name, r := range f.revision {
+		if r == n && name != skip {
+			count++
+		}
+	}
+	return count
+}
+
+// TestProgressiveRollout: a template edit rolls out like a Deployment rolls
+// out pods, on the full local cluster: in waves, each after the previous
+// one is Ready; an edit that never becomes Ready is rolled back at the
+// canary; a truncated write is held, not served; pause, resume and undo;
+// a pinned MyKind stays where it is; the engine killed mid-rollout finishes
+// it after a restart.
+func TestProgressiveRollout(t *testing.T) {
+	dir := templatesDir(t, "examples/templates/mykind.cue")
+	path := filepath.Join(dir, "mykind.cue")
+	b, err := os.ReadFile(path)
+	require.NoError(t, err)
+	base := string(b) + rolloutPolicy
+	writeFile(t, path, base)
+	installCRDs(t, dir)
+	eng := startEngine(t, dir)
+	revNS := revisionNamespace(t)
+	ns := namespace(t)
+
+	// 21 MyKinds; mk-00 is pinned to revision 1, the 20 others roll.
+	const pinned = "mk-00"
+	var manifest strings.Builder
+	for i := range 21 {
+		fmt.Fprintf(&manifest, "---\napiVersion: webapp.my.domain/v1\nkind: MyKind\nmetadata: {name: mk-%02d}\nspec: {deploymentName: web-%02d}\n", i, i)
+	}
+	kubectlApply(t, ns, manifest.String())
+	kubectl(t, "-n", ns, "annotate", "mykind", pinned, engine.AnnotationTemplateRevision+"=1")
+
+	fleet := func(ctx context.Context) (fleetView, error) {
+		f := fleetView{revision: map[string]int64{}, ready: map[string]bool{}, image: map[string]string{}, deploy: map[string]appsv1.Deployment{}}
+		list, err := dyn.Resource(myKinds).Namespace(ns).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return f, err
+		}
+		deploys, err := kube.AppsV1().Deployments(ns).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return f, err
+		}
+		byName := map[string]appsv1.Deployment{}
+		for _, d := range deploys.Items {
+			byName[d.Name] = d
+		}
+		for i := range list.Items {
+			mk := &list.Items[i]
+			f.revision[mk.GetName()], _ = engine.ParentRevision(mk)
+			f.ready[mk.GetName()] = isReady(mk)
+			d := byName[strings.Replace(mk.GetName(), "mk-", "web-", 1)]
+			f.deploy[mk.GetName()] = d
+			if len(d.Spec.Template.Spec.Containers) > 0 {
+				f.image[mk.GetName()] = d.Spec.Template.Spec.Containers[0].Image
+			}
+		}
+		return f, nil
+	}
+	revisions := func(ctx context.Context) ([]engine.Revision, error) {
+		list, err := kube.AppsV1().ControllerRevisions(revNS).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return nil, err
+		}
+		var out []engine.Revision
+		for i := range list.Items {
+			out = append(out, engine.RevisionOf(&list.Items[i]))
+		}
+		slices.SortFunc(out, func(a, b engine.Revision) int { return int(a.Number - b.Number) })
+		return out, nil
+	}
+	revision := func(ctx context.Context, n int64) (engine.Revision, error) {
+		revs, err := revisions(ctx)
+		for _, r := range revs {
+			if r.Number == n {
+				return r, err
+			}
+		}
+		return engine.Revision{}, fmt.Errorf("revision %d not recorded yet (%v)", n, err)
+	}
+	phaseIs := func(n int64, phase engine.Phase) func(ctx context.Context) (bool, error) {
+		return func(ctx context.Context) (bool, error) {
+			r, err := revision(ctx, n)
+			return err == nil && r.Phase == phase, nil
+		}
+	}
+	allOn := func(n int64, image string) func(ctx context.Context) (bool, error) {
+		return func(ctx context.Context) (bool, error) {
+			f, err := fleet(ctx)
+			if err != nil || len(f.revision) != 21 {
+				return false, err
+			}
+			for name := range f.revision {
+				if name != pinned && (f.revision[name] != n || f.image[name] != image || !f.ready[name]) {
+					return false, nil
+				}
+			}
+			return true, nil
+		}
+	}
+	annotateRevision := func(t *testing.T, n int64, annotation string) {
+		r, err := revision(context.Background(), n)
+		require.NoError(t, err)
+		kubectl(t, "-n", revNS, "annotate", "--overwrite", "controllerrevision", r.Name, annotation)
+	}
+	edit := func(t *testing.T, image, extra string) {
+		writeFile(t, path, strings.Replace(base, `"nginx:latest"`, `"`+image+`"`, 1)+extra)
+	}
+
+	eventually(t, "21 MyKinds Ready on revision 1", 3*time.Minute, allOn(1, "nginx:latest"))
+	outer := t // the engine restarted by a subtest outlives it
+
+	t.Run("an image edit moves 1, then 5, then 20 MyKinds, each wave once the previous one is Ready", func(t *testing.T) {
+		edit(t, "nginx:1.27", "")
+		allowance := []int{1, 5, 20}
+		seen := map[int]bool{}
+		eventually(t, "revision 2 complete", 3*time.Minute, func(ctx context.Context) (bool, error) {
+			f, err := fleet(ctx)
+			if err != nil {
+				return false, err
+			}
+			r, err := revision(ctx, 2) // read after the fleet: its wave is at least the one they moved in
+			if err != nil {
+				return false, nil
+			}
+			moved := f.onRevision(2, pinned)
+			if r.Phase == engine.PhaseProgressing {
+				require.LessOrEqual(t, moved, allowance[r.Wave], "wave %d (%s) must not move more than %d", r.Wave+1, r.Message, allowance[r.Wave])
+			}
+			seen[moved] = true
+			return r.Phase == engine.PhaseComplete, nil
+		})
+		assert.True(t, seen[1] && seen[5], "saw the canary alone, then the first quarter: %v", seen)
+		eventually(t, "every MyKind but the pinned one Ready on nginx:1.27", 2*time.Minute, allOn(2, "nginx:1.27"))
+	})
+
+	t.Run("an edit that never becomes Ready stops at the canary and rolls it back", func(t *testing.T) {
+		before, err := fleet(context.Background())
+		require.NoError(t, err)
+		edit(t, "nginx:1.28", "\nready: false\n")
+		eventually(t, "revision 3 rolled back", 2*time.Minute, phaseIs(3, engine.PhaseRolledBack))
+		r, err := revision(context.Background(), 3)
+		require.NoError(t, err)
+		assert.Contains(t, r.Message, "1 objects failed (more than maxFailures 0): "+ns+"/mk-")
+		assert.Contains(t, r.Message, "not Ready 20s after its update (progressDeadline)")
+		eventually(t, "the canary back on revision 2's image", time.Minute, allOn(2, "nginx:1.27"))
+		after, err := fleet(context.Background())
+		require.NoError(t, err)
+		changed := 0
+		for name, d := range after.deploy {
+			was := before.deploy[name]
+			if d.Generation != was.Generation || d.Annotations[engine.AnnotationAppliedHash] != was.Annotations[engine.AnnotationAppliedHash] {
+				changed++
+				assert.Equal(t, was.Generation+2, d.Generation, "%s: the canary, moved once and back once", name)
+			}
+		}
+		assert.Equal(t, 1, changed, "only the canary's Deployment was touched")
+		eventually(t, "a RevisionRolledBack event", 30*time.Second, func(ctx context.Context) (bool, error) {
+			out, err := kubectlErr("-n", revNS, "get", "events", "--field-selector", "reason=RevisionRolledBack", "-o", "jsonpath={.items[*].note}{.items[*].message}")
+			return strings.Contains(out, "revision 3 rolled back to revision 2: 1 objects failed"), err
+		})
+	})
+
+	t.Run("a template written in two halves deletes nothing", func(t *testing.T) {
+		before, err := fleet(context.Background())
+		require.NoError(t, err)
+		full := strings.Replace(base, `"nginx:latest"`, `"nginx:1.27"`, 1)
+		half := full[:strings.Index(full, "children:")]
+		writeFile(t, path, half)
+		eventually(t, "the first half held as revision 4", time.Minute, phaseIs(4, engine.PhaseHeld))
+		code, body := readyz(eng.probe)
+		assert.Equal(t, 500, code)
+		assert.Contains(t, body, "revision 4 held: the new version of mykind.cue would delete 20 children")
+		writeFile(t, path, full)
+		eventually(t, "revision 4 superseded by the complete file (revision 2)", time.Minute, phaseIs(4, engine.PhaseSuperseded))
+		after, err := fleet(context.Background())
+		require.NoError(t, err)
+		for name, d := range after.deploy {
+			assert.Equal(t, before.deploy[name].UID, d.UID, "%s: its Deployment was never deleted", name)
+			assert.Equal(t, before.deploy[name].Generation, d.Generation, "%s: nor changed", name)
+		}
+	})
+
+	t.Run("pause stops a rollout between waves, resume continues it, undo returns the fleet", func(t *testing.T) {
+		edit(t, "nginx:1.29", "")
+		eventually(t, "revision 5 recorded", time.Minute, func(ctx context.Context) (bool, error) {
+			_, err := revision(ctx, 5)
+			return err == nil, nil
+		})
+		annotateRevision(t, 5, engine.AnnotationRolloutPaused+"=true")
+		var paused engine.Revision
+		eventually(t, "the rollout paused with its wave Ready", 2*time.Minute, func(ctx context.Context) (bool, error) {
+			r, err := revision(ctx, 5)
+			paused = r
+			moved, ready := 0, 0
+			_, scanErr := fmt.Sscanf(strings.TrimPrefix(r.Message, fmt.Sprintf("paused at wave %d of 3: ", r.Wave+1)), "%d of 20 objects moved, %d Ready", &moved, &ready)
+			return err == nil && scanErr == nil && moved > 0 && moved == ready, nil
+		})
+		f, err := fleet(context.Background())
+		require.NoError(t, err)
+		assert.Equal(t, []int{1, 5, 20}[paused.Wave], f.onRevision(5, pinned), "paused: no more than the wave (%s)", paused.Message)
+		assert.Less(t, paused.Wave, 2, "paused before the last wave")
+
+		kubectl(t, "-n", revNS, "annotate", "controllerrevision", paused.Name, engine.AnnotationRolloutPaused+"-")
+		eventually(t, "revision 5 complete after resume", 3*time.Minute, phaseIs(5, engine.PhaseComplete))
+		eventually(t, "every MyKind on nginx:1.29", 2*time.Minute, allOn(5, "nginx:1.29"))
+
+		annotateRevision(t, 5, engine.AnnotationRolloutUndo+"=true")
+		eventually(t, "revision 5 rolled back", time.Minute, phaseIs(5, engine.PhaseRolledBack))
+		eventually(t, "every MyKind back on revision 2 (nginx:1.27)", 2*time.Minute, allOn(2, "nginx:1.27"))
+	})
+
+	t.Run("the engine killed mid-rollout finishes it after a restart, moving each MyKind once", func(t *testing.T) {
+		before, err := fleet(context.Background())
+		require.NoError(t, err)
+		edit(t, "nginx:1.30", "")
+		eventually(t, "the canary moved to revision 6", time.Minute, func(ctx context.Context) (bool, error) {
+			f, err := fleet(ctx)
+			return err == nil && f.onRevision(6, pinned) >= 1, err
+		})
+		eng.kill()
+		eng = launchEngine(t, outer, dir)
+		eventually(t, "revision 6 complete", 3*time.Minute, phaseIs(6, engine.PhaseComplete))
+		eventually(t, "every MyKind on nginx:1.30", 2*time.Minute, allOn(6, "nginx:1.30"))
+		after, err := fleet(context.Background())
+		require.NoError(t, err)
+		for name, d := range after.deploy {
+			if name == pinned {
+				continue
+			}
+			assert.Equal(t, before.deploy[name].Generation+1, d.Generation, "%s: one image change, never rolled twice", name)
+		}
+	})
+
+	t.Run("the pinned MyKind stayed on revision 1 throughout", func(t *testing.T) {
+		f, err := fleet(context.Background())
+		require.NoError(t, err)
+		assert.EqualValues(t, 1, f.revision[pinned])
+		assert.Equal(t, "nginx:latest", f.image[pinned])
+		assert.EqualValues(t, 1, f.deploy[pinned].Generation, "never changed")
+
+		// Unpinned, it follows the fleet.
+		kubectl(t, "-n", ns, "annotate", "mykind", pinned, engine.AnnotationTemplateRevision+"-")
+		eventually(t, "the unpinned MyKind on revision 6", 2*time.Minute, func(ctx context.Context) (bool, error) {
+			f, err := fleet(ctx)
+			return err == nil && f.revision[pinned] == 6 && f.image[pinned] == "nginx:1.30", err
+		})
+	})
+}
+
+// isReady reports Ready=True at the object's generation.
+func isReady(obj *unstructured.Unstructured) bool {
+	gen, _, _ := unstructured.NestedInt64(obj.Object, "status", "observedGeneration")
+	if gen != obj.GetGeneration() {
+		return false
+	}
+	conds, _, _ := unstructured.NestedSlice(obj.Object, "status", "conditions")
+	for _, c := range conds {
+		m, _ := c.(map[string]any)
+		if m["type"] == "Ready" {
+			return m["status"] == "True"
+		}
+	}
+	return false
+}

@@ -1,0 +1,559 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"hash/fnv"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+
+	"github.com/cuengine/engine/templates"
+)
+
+// How often the leader looks at a kind's rollout: often while parents are
+// moving, rarely once it is over (to notice a user's undo).
+const (
+	rolloutTickActive = time.Second
+	rolloutTickIdle   = 5 * time.Second
+)
+
+// loadedRevision is a stored revision with its compiled template.
+type loadedRevision struct {
+	Revision
+	tpl *templates.Template
+}
+
+// rollout is a kind's revisions and the progress of the newest one, kept by
+// the leader. The ControllerRevisions are the record (revisions.go); this
+// is the leader's working copy, rebuilt from them and from the parents'
+// status.templateRevision when a leader starts.
+type rollout struct {
+	kc    *kindController
+	store *revisionStore
+
+	mu sync.Mutex
+	// revs are the stored revisions, by hash.
+	revs map[string]*loadedRevision
+	// target is the revision of the files; stable the newest complete one,
+	// where parents that have not moved stay.
+	target, stable *loadedRevision
+	// moving holds the parents this leader sent to the target, with when.
+	moving map[types.UID]time.Time
+	// held describes a held target for readiness; empty otherwise.
+	held string
+
+	wake chan struct{}
+}
+
+func newRollout(kc *kindController, store *revisionStore) *rollout {
+	return &rollout{kc: kc, store: store, revs: map[string]*loadedRevision{}, moving: map[types.UID]time.Time{}, wake: make(chan struct{}, 1)}
+}
+
+// poke makes the coordinator look at the kind at once.
+func (ro *rollout) poke() {
+	select {
+	case ro.wake <- struct{}{}:
+	default:
+	}
+}
+
+// templateFor returns the revision a parent is reconciled with: the one it
+// is pinned to; else, while a revision rolls out, the target if the parent
+// was moved to it (or is new and the rollout is past its first wave), and
+// the revision it runs otherwise; once it is complete, the target.
+func (ro *rollout) templateFor(parent *unstructured.Unstructured) (*loadedRevision, error) {
+	pin, err := PinnedRevision(parent)
+	if err != nil {
+		return nil, terminalError(ReasonRevisionNotFound, err)
+	}
+	ro.mu.Lock()
+	defer ro.mu.Unlock()
+	if pin > 0 {
+		for _, r := range ro.revs {
+			if r.Number == pin {
+				return r, nil
+			}
+		}
+		return nil, terminalError(ReasonRevisionNotFound, fmt.Errorf(
+			"the object is pinned (%s) to revision %d, which is not stored; `engine rollout history %s` lists the revisions", AnnotationTemplateRevision, pin, ro.kc.gvk.Kind))
+	}
+	_, hash := ParentRevision(parent)
+	cur := ro.revs[hash]
+	switch {
+	case ro.target.Phase == PhaseComplete:
+		return ro.target, nil
+	case ro.target.Phase == PhaseProgressing:
+		if _, moved := ro.moving[parent.GetUID()]; moved || cur == ro.target {
+			return ro.target, nil
+		}
+		if cur == nil && ro.target.Wave > 0 {
+			return ro.target, nil // a new parent, once the canaries passed
+		}
+	}
+	if cur == nil || cur.Phase == PhaseRolledBack || cur == ro.target {
+		return ro.stable, nil
+	}
+	return cur, nil
+}
+
+// init loads the kind's stored revisions and records the files' template
+// as the target. It runs before the kind's controller starts, so that no
+// parent is reconciled with a revision it is not on.
+func (ro *rollout) init(ctx context.Context) error {
+	crs, err := listRevisionObjects(ctx, ro.store.reader, ro.store.namespace, ro.store.gvk)
+	if err != nil {
+		return err
+	}
+	ro.mu.Lock()
+	defer ro.mu.Unlock()
+	for i := range crs {
+		rev := RevisionOf(&crs[i])
+		if _, ok := ro.revs[rev.Hash]; ok {
+			continue
+		}
+		t, err := ro.store.load(&crs[i])
+		if err != nil {
+			// An old revision this engine cannot compile (written by a
+			// newer engine, say): parents on it move to the stable one.
+			log.FromContext(ctx).Error(err, "cannot load a stored revision; its parents move to the stable revision", "kind", kindString(ro.kc.gvk))
+			continue
+		}
+		ro.revs[rev.Hash] = &loadedRevision{Revision: rev, tpl: t}
+	}
+	return ro.retarget(ctx, ro.kc.template())
+}
+
+// retarget makes the files' template the target, recording it as a new
+// revision if it is new. The previous target, if it was still rolling out,
+// is superseded. Called with mu held.
+func (ro *rollout) retarget(ctx context.Context, t *templates.Template) error {
+	if ro.target != nil && ro.target.Hash == t.Hash {
+		return nil
+	}
+	rev, first, err := ro.store.ensure(ctx, t)
+	if err != nil {
+		return err
+	}
+	lr := ro.revs[rev.Hash]
+	if lr == nil {
+		lr = &loadedRevision{Revision: rev, tpl: t}
+		ro.revs[rev.Hash] = lr
+	}
+	lr.Revision = rev
+	if first {
+		// Nothing ran before it: it is complete at once.
+		lr.Phase, lr.Message = PhaseComplete, "the first revision of the kind"
+		if err := ro.store.record(ctx, lr.Revision); err != nil {
+			return err
+		}
+	}
+	// Any other revision still on its way (the previous target, or one a
+	// previous leader was rolling out when the files changed) is over.
+	for _, old := range ro.revs {
+		if old == lr || (old.Phase != PhasePending && old.Phase != PhaseHeld && old.Phase != PhaseProgressing) {
+			continue
+		}
+		old.Phase, old.Message = PhaseSuperseded, fmt.Sprintf("superseded by revision %d", lr.Number)
+		if err := ro.store.record(ctx, old.Revision); err != nil {
+			return err
+		}
+	}
+	ro.target, ro.held = lr, ""
+	clear(ro.moving)
+	ro.restable()
+	log.FromContext(ctx).Info("template revision", "kind", kindString(ro.kc.gvk), "revision", lr.Number, "hash", lr.Hash, "phase", lr.Phase)
+	ro.prune(ctx)
+	return nil
+}
+
+// restable makes the newest complete revision the stable one.
+func (ro *rollout) restable() {
+	ro.stable = nil
+	for _, r := range ro.revs {
+		if r.Phase == PhaseComplete && (ro.stable == nil || r.Number > ro.stable.Number) {
+			ro.stable = r
+		}
+	}
+	if ro.stable == nil {
+		ro.stable = ro.target // none complete (revisions from before rollouts): the files
+	}
+}
+
+// prune deletes revisions beyond the history limit that no parent runs or
+// is pinned to. Called with mu held.
+func (ro *rollout) prune(ctx context.Context) {
+	parents, err := ro.kc.e.listParents(ctx, ro.kc.gvk)
+	if err != nil {
+		log.FromContext(ctx).Error(err, "not pruning old revisions")
+		return
+	}
+	used := map[string]bool{ro.target.Hash: true, ro.stable.Hash: true}
+	pinned := map[int64]bool{}
+	for i := range parents {
+		_, hash := ParentRevision(&parents[i])
+		used[hash] = true
+		if n, _ := PinnedRevision(&parents[i]); n > 0 {
+			pinned[n] = true
+		}
+	}
+	err = ro.store.prune(ctx, ro.kc.e.opts.RevisionHistoryLimit, func(r Revision) bool { return used[r.Hash] || pinned[r.Number] })
+	if err != nil {
+		log.FromContext(ctx).Error(err, "pruning old revisions")
+	}
+}
+
+// run is the kind's rollout coordinator: it moves parents to the target
+// revision as its policy says, until the kind's controller stops.
+func (ro *rollout) run(ctx context.Context) {
+	for {
+		next, err := ro.step(ctx)
+		if err != nil && ctx.Err() == nil {
+			log.FromContext(ctx).Error(err, "rollout step failed; retrying", "kind", kindString(ro.kc.gvk))
+			next = rolloutTickIdle
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-ro.wake:
+		case <-time.After(next):
+		}
+	}
+}
+
+// step looks at the kind once and returns when to look again.
+func (ro *rollout) step(ctx context.Context) (time.Duration, error) {
+	ro.mu.Lock()
+	defer ro.mu.Unlock()
+	if err := ro.retarget(ctx, ro.kc.template()); err != nil {
+		return 0, err
+	}
+	if err := ro.refresh(ctx); err != nil {
+		return 0, err
+	}
+	parents, err := ro.kc.e.listParents(ctx, ro.kc.gvk)
+	if err != nil {
+		return 0, err
+	}
+	switch ro.target.Phase {
+	case PhasePending:
+		return rolloutTickActive, ro.start(ctx, parents)
+	case PhaseHeld:
+		if ro.target.Approved {
+			return rolloutTickActive, ro.begin(ctx, parents, AnnotationRolloutApproved)
+		}
+	case PhaseProgressing:
+		return rolloutTickActive, ro.progress(ctx, parents)
+	case PhaseComplete:
+		if ro.target.Undo {
+			return rolloutTickActive, ro.rollBack(ctx, parents, "undone (engine rollout undo)", AnnotationRolloutUndo)
+		}
+	}
+	return rolloutTickIdle, nil
+}
+
+// refresh reads the users' requests (pause, approve, undo) from the
+// target's ControllerRevision.
+func (ro *rollout) refresh(ctx context.Context) error {
+	cr := &appsv1.ControllerRevision{}
+	key := types.NamespacedName{Namespace: ro.store.namespace, Name: ro.target.Name}
+	if err := ro.store.reader.Get(ctx, key, cr); err != nil {
+		return fmt.Errorf("reading revision %d of %s: %w", ro.target.Number, kindString(ro.kc.gvk), err)
+	}
+	stored := RevisionOf(cr)
+	ro.target.Paused, ro.target.Approved, ro.target.Undo = stored.Paused, stored.Approved, stored.Undo
+	return nil
+}
+
+// start decides what happens to a new target: held when it would delete
+// children the parents have, otherwise rolled out.
+func (ro *rollout) start(ctx context.Context, parents []unstructured.Unstructured) error {
+	if !ro.target.tpl.Rollout.AllowDeletions && !ro.target.Approved {
+		held, err := ro.wouldDelete(ctx, parents)
+		if err != nil {
+			return err
+		}
+		if held.Deletes > 0 {
+			ro.target.Phase = PhaseHeld
+			ro.target.Message = held.Error()
+			ro.held = fmt.Sprintf("revision %d held: %s", ro.target.Number, held.Error())
+			ro.event(corev1.EventTypeWarning, "RevisionHeld", "%s", ro.target.Message)
+			metricRollouts.WithLabelValues(kindString(ro.kc.gvk), string(PhaseHeld)).Inc()
+			return ro.store.record(ctx, ro.target.Revision)
+		}
+	}
+	return ro.begin(ctx, parents)
+}
+
+// begin starts moving parents: all at once (Immediate), or the first wave.
+func (ro *rollout) begin(ctx context.Context, parents []unstructured.Unstructured, done ...string) error {
+	ro.held = ""
+	if ro.target.tpl.Rollout.Strategy == templates.RolloutImmediate {
+		return ro.complete(ctx, "rolled out to every object at once (strategy Immediate)", done...)
+	}
+	ro.target.Phase, ro.target.Wave = PhaseProgressing, 0
+	ro.target.Message = fmt.Sprintf("wave 1 of %d", len(ro.target.tpl.Rollout.Waves))
+	if err := ro.store.record(ctx, ro.target.Revision, done...); err != nil {
+		return err
+	}
+	metricRollouts.WithLabelValues(kindString(ro.kc.gvk), string(PhaseProgressing)).Inc()
+	return ro.progress(ctx, parents)
+}
+
+// progress moves the parents of the current wave, checks their health, and
+// starts the next wave once every parent moved so far is Ready.
+func (ro *rollout) progress(ctx context.Context, parents []unstructured.Unstructured) error {
+	policy := ro.target.tpl.Rollout
+	if ro.target.Undo {
+		return ro.rollBack(ctx, parents, "undone (engine rollout undo)", AnnotationRolloutUndo)
+	}
+	fleet := rolloutOrder(parents)
+	now := time.Now()
+	var moved []*unstructured.Unstructured
+	var failures []string
+	for _, p := range fleet {
+		_, hash := ParentRevision(p)
+		since, sent := ro.moving[p.GetUID()]
+		if !sent && hash != ro.target.Hash {
+			continue
+		}
+		if !sent {
+			// Moved by an earlier leader: its clock starts now.
+			since = now
+			ro.moving[p.GetUID()] = now
+		}
+		moved = append(moved, p)
+		if msg := failedOn(p, ro.target.Hash, since, now, policy.ProgressDeadline); msg != "" {
+			failures = append(failures, fmt.Sprintf("%s/%s: %s", p.GetNamespace(), p.GetName(), msg))
+		}
+	}
+	if len(failures) > policy.MaxFailures {
+		return ro.rollBack(ctx, parents, fmt.Sprintf("%d objects failed (more than maxFailures %d): %s",
+			len(failures), policy.MaxFailures, strings.Join(failures[:min(len(failures), 3)], "; ")))
+	}
+	msg := fmt.Sprintf("wave %d of %d", ro.target.Wave+1, len(policy.Waves))
+	if ro.target.Paused {
+		ready := 0
+		for _, p := range moved {
+			if readyOn(p, ro.target.Hash) {
+				ready++
+			}
+		}
+		msg = fmt.Sprintf("paused at wave %d of %d: %d of %d objects moved, %d Ready (engine rollout resume continues)",
+			ro.target.Wave+1, len(policy.Waves), len(moved), len(fleet), ready)
+	}
+	if ro.target.Message != msg {
+		ro.target.Message = msg
+		if err := ro.store.record(ctx, ro.target.Revision); err != nil {
+			return err
+		}
+	}
+	if ro.target.Paused {
+		return nil
+	}
+	want := policy.Waves[ro.target.Wave].Of(len(fleet))
+	if len(moved) < want {
+		for _, p := range fleet {
+			if len(moved) >= want {
+				break
+			}
+			if _, sent := ro.moving[p.GetUID()]; sent {
+				continue
+			}
+			ro.moving[p.GetUID()] = now
+			moved = append(moved, p)
+			ro.kc.enqueue(p)
+		}
+		return nil
+	}
+	for _, p := range moved {
+		if !readyOn(p, ro.target.Hash) {
+			return nil
+		}
+	}
+	if ro.target.Wave+1 >= len(policy.Waves) {
+		return ro.complete(ctx, fmt.Sprintf("rolled out in %d waves", len(policy.Waves)))
+	}
+	ro.target.Wave++
+	ro.target.Message = fmt.Sprintf("wave %d of %d", ro.target.Wave+1, len(policy.Waves))
+	if err := ro.store.record(ctx, ro.target.Revision); err != nil {
+		return err
+	}
+	return ro.progress(ctx, parents) // the next wave's parents, at once
+}
+
+// complete makes the target the stable revision and moves every parent.
+func (ro *rollout) complete(ctx context.Context, msg string, done ...string) error {
+	ro.target.Phase, ro.target.Message = PhaseComplete, msg
+	ro.target.Wave = len(ro.target.tpl.Rollout.Waves) - 1
+	if err := ro.store.record(ctx, ro.target.Revision, done...); err != nil {
+		return err
+	}
+	ro.restable()
+	clear(ro.moving)
+	metricRollouts.WithLabelValues(kindString(ro.kc.gvk), string(PhaseComplete)).Inc()
+	go ro.kc.requeueAll(ctx)
+	return nil
+}
+
+// rollBack returns every parent on the target to the stable revision; the
+// target is not tried again.
+func (ro *rollout) rollBack(ctx context.Context, parents []unstructured.Unstructured, why string, done ...string) error {
+	ro.target.Phase = PhaseRolledBack
+	ro.target.Message = why
+	if err := ro.store.record(ctx, ro.target.Revision, done...); err != nil {
+		return err
+	}
+	ro.restable()
+	if ro.stable == ro.target {
+		// Nothing complete to go back to: parents stay where they are.
+		ro.stable = nil
+		for _, r := range ro.revs {
+			if r != ro.target && (ro.stable == nil || r.Number > ro.stable.Number) {
+				ro.stable = r
+			}
+		}
+		if ro.stable == nil {
+			ro.stable = ro.target
+		}
+	}
+	ro.event(corev1.EventTypeWarning, "RevisionRolledBack", "revision %d rolled back to revision %d: %s", ro.target.Number, ro.stable.Number, why)
+	metricRollouts.WithLabelValues(kindString(ro.kc.gvk), string(PhaseRolledBack)).Inc()
+	for i := range parents {
+		p := &parents[i]
+		_, hash := ParentRevision(p)
+		if _, sent := ro.moving[p.GetUID()]; sent || hash == ro.target.Hash {
+			ro.kc.enqueue(p)
+		}
+	}
+	clear(ro.moving)
+	return nil
+}
+
+// event records an event on the target's ControllerRevision.
+func (ro *rollout) event(kind, reason, format string, args ...any) {
+	cr := &appsv1.ControllerRevision{ObjectMeta: metav1.ObjectMeta{Name: ro.target.Name, Namespace: ro.store.namespace}}
+	cr.SetGroupVersionKind(appsv1.SchemeGroupVersion.WithKind("ControllerRevision"))
+	ro.kc.e.recorder.Eventf(cr, nil, kind, reason, "Rollout", format, args...)
+}
+
+// status describes the kind's revisions for KindStatus.
+func (ro *rollout) status() (revision string, held string) {
+	ro.mu.Lock()
+	defer ro.mu.Unlock()
+	if ro.target == nil {
+		return "", ""
+	}
+	return fmt.Sprintf("%d (%s, %s)", ro.target.Number, ro.target.Hash, ro.target.Phase), ro.held
+}
+
+// wouldDelete evaluates the target for every parent that would move and counts the live
+// children that the target no longer produces. A parent the target cannot
+// evaluate is left to its health gate.
+func (ro *rollout) wouldDelete(ctx context.Context, parents []unstructured.Unstructured) (*HoldError, error) {
+	held := &HoldError{Templates: []string{ro.target.Path}}
+	for _, p := range rolloutOrder(parents) { // pinned parents do not move
+		if err := ro.kc.e.countDeletes(ctx, ro.kc, ro.target.tpl, p, held); err != nil {
+			return nil, err
+		}
+	}
+	return held, nil
+}
+
+// rolloutOrder is the order parents move in: those labelled canary first,
+// then by a hash of their UID, so the same parents go first every time.
+func rolloutOrder(parents []unstructured.Unstructured) []*unstructured.Unstructured {
+	var out []*unstructured.Unstructured
+	for i := range parents {
+		p := &parents[i]
+		if p.GetDeletionTimestamp() != nil {
+			continue
+		}
+		if n, err := PinnedRevision(p); n > 0 || err != nil {
+			continue // pinned: not part of the rollout
+		}
+		out = append(out, p)
+	}
+	slices.SortFunc(out, func(a, b *unstructured.Unstructured) int {
+		ca, cb := a.GetLabels()[LabelCanary] == "true", b.GetLabels()[LabelCanary] == "true"
+		if ca != cb {
+			if ca {
+				return -1
+			}
+			return 1
+		}
+		return strings.Compare(uidOrder(a.GetUID()), uidOrder(b.GetUID()))
+	})
+	return out
+}
+
+// LabelCanary, "true" on a parent, puts it in a rollout's first wave.
+const LabelCanary = "engine.cuengine.dev/canary"
+
+// uidOrder spreads parents evenly and stably: a hash of the UID.
+func uidOrder(uid types.UID) string {
+	h := fnv.New64a()
+	h.Write([]byte(uid))
+	return fmt.Sprintf("%016x", h.Sum64())
+}
+
+// readyOn reports a parent that runs revision hash, reconciled at its
+// current generation, Synced and Ready.
+func readyOn(p *unstructured.Unstructured, hash string) bool {
+	_, h := ParentRevision(p)
+	if h != hash || !observedCurrent(p) {
+		return false
+	}
+	return conditionIs(p, ConditionSynced, metav1.ConditionTrue) && conditionIs(p, ConditionReady, metav1.ConditionTrue)
+}
+
+// failedOn says why a parent moved to revision hash at since has failed
+// its health gate, or returns "": Synced=False on the revision, or not
+// Ready within the deadline.
+func failedOn(p *unstructured.Unstructured, hash string, since, now time.Time, deadline time.Duration) string {
+	_, h := ParentRevision(p)
+	if h == hash && observedCurrent(p) {
+		if c := findCondition(p, ConditionSynced); c != nil && c.Status == metav1.ConditionFalse {
+			return fmt.Sprintf("Synced=False %s: %s", c.Reason, c.Message)
+		}
+		if readyOn(p, hash) {
+			return ""
+		}
+	}
+	if now.Sub(since) < deadline {
+		return ""
+	}
+	msg := "not updated to the revision"
+	if c := findCondition(p, ConditionReady); h == hash && c != nil {
+		msg = fmt.Sprintf("Ready=%s %s: %s", c.Status, c.Reason, c.Message)
+	}
+	return fmt.Sprintf("not Ready %s after its update (progressDeadline): %s", deadline, msg)
+}
+
+func observedCurrent(p *unstructured.Unstructured) bool {
+	g, _, _ := unstructured.NestedInt64(p.Object, "status", "observedGeneration")
+	return g == p.GetGeneration()
+}
+
+func findCondition(p *unstructured.Unstructured, condType string) *metav1.Condition {
+	stored, _, _ := unstructured.NestedMap(p.Object, "status")
+	for _, c := range conditionsOf(stored) {
+		if c.Type == condType {
+			return &c
+		}
+	}
+	return nil
+}
+
+func conditionIs(p *unstructured.Unstructured, condType string, want metav1.ConditionStatus) bool {
+	c := findCondition(p, condType)
+	return c != nil && c.Status == want
+}

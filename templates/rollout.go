@@ -1,0 +1,183 @@
+package templates
+
+import (
+	"fmt"
+	"math"
+	"math/big"
+	"strconv"
+	"strings"
+	"time"
+
+	"cuelang.org/go/cue"
+)
+
+var pathRollout = cue.ParsePath("rollout")
+
+// Rollout strategies.
+const (
+	// RolloutImmediate moves every parent to a new revision at once.
+	RolloutImmediate = "Immediate"
+	// RolloutProgressive moves parents in waves, each after the previous
+	// one is Ready, and rolls back on failures.
+	RolloutProgressive = "Progressive"
+)
+
+// Rollout is the template's top-level rollout block: how a new revision of
+// the template reaches the parents of its kind.
+type Rollout struct {
+	Strategy string
+	// Waves are cumulative shares of the parents on the new revision.
+	Waves []Wave
+	// ProgressDeadline: a parent not Ready this long after its update has
+	// failed.
+	ProgressDeadline time.Duration
+	// MaxFailures are the failures tolerated before the rollout stops and
+	// rolls back.
+	MaxFailures int
+	// AllowDeletions: the revision may delete children the previous one
+	// produces without being held for a confirmation.
+	AllowDeletions bool
+}
+
+// Wave is a count of parents (1) or a percentage of them ("10%").
+type Wave struct {
+	Count   int
+	Percent int
+}
+
+func (w Wave) String() string {
+	if w.Percent > 0 {
+		return strconv.Itoa(w.Percent) + "%"
+	}
+	return strconv.Itoa(w.Count)
+}
+
+// Of returns how many of total parents the wave covers: at least one when
+// there are any, never more than total.
+func (w Wave) Of(total int) int {
+	n := w.Count
+	if w.Percent > 0 {
+		n = int(math.Ceil(float64(total) * float64(w.Percent) / 100))
+	}
+	return max(min(n, total), min(1, total))
+}
+
+// DefaultRollout is the policy of a template without a rollout block.
+var DefaultRollout = Rollout{Strategy: RolloutImmediate, Waves: []Wave{{Percent: 100}}, ProgressDeadline: 5 * time.Minute}
+
+// defaultWaves are a Progressive rollout's waves when it lists none.
+var defaultWaves = []Wave{{Count: 1}, {Percent: 10}, {Percent: 50}, {Percent: 100}}
+
+// decodeRollout reads the rollout block. Errors name the field.
+func decodeRollout(v cue.Value) (Rollout, error) {
+	var raw struct {
+		Strategy         *string `json:"strategy"`
+		Waves            []any   `json:"waves"`
+		ProgressDeadline *string `json:"progressDeadline"`
+		MaxFailures      *int    `json:"maxFailures"`
+		AllowDeletions   bool    `json:"allowDeletions"`
+	}
+	if err := v.Decode(&raw); err != nil {
+		return Rollout{}, err
+	}
+	r := DefaultRollout
+	r.AllowDeletions = raw.AllowDeletions
+	if raw.Strategy != nil {
+		if *raw.Strategy != RolloutImmediate && *raw.Strategy != RolloutProgressive {
+			return Rollout{}, &fieldError{"rollout", "strategy", fmt.Sprintf("must be %q or %q, not %q", RolloutImmediate, RolloutProgressive, *raw.Strategy)}
+		}
+		r.Strategy = *raw.Strategy
+	}
+	if r.Strategy == RolloutProgressive {
+		r.Waves = defaultWaves
+	}
+	if raw.Waves != nil {
+		waves, err := decodeWaves(raw.Waves)
+		if err != nil {
+			return Rollout{}, err
+		}
+		r.Waves = waves
+	}
+	if raw.ProgressDeadline != nil {
+		d, err := time.ParseDuration(*raw.ProgressDeadline)
+		if err != nil || d <= 0 {
+			return Rollout{}, &fieldError{"rollout", "progressDeadline", fmt.Sprintf("must be a positive duration such as \"2m\", not %q", *raw.ProgressDeadline)}
+		}
+		r.ProgressDeadline = d
+	}
+	if raw.MaxFailures != nil {
+		if *raw.MaxFailures < 0 {
+			return Rollout{}, &fieldError{"rollout", "maxFailures", fmt.Sprintf("must be 0 or more, not %d", *raw.MaxFailures)}
+		}
+		r.MaxFailures = *raw.MaxFailures
+	}
+	return r, nil
+}
+
+// decodeWaves reads counts and percentages; they must grow, and the last
+// must cover every parent ("100%").
+func decodeWaves(items []any) ([]Wave, error) {
+	bad := func(msg string, args ...any) error { return &fieldError{"rollout", "waves", fmt.Sprintf(msg, args...)} }
+	if len(items) == 0 {
+		return nil, bad("must list at least one wave, ending with \"100%%\"")
+	}
+	var waves []Wave
+	for _, item := range items {
+		var w Wave
+		switch x := item.(type) {
+		case int, int64, float64, *big.Int, *big.Float:
+			n, ok := wholeNumber(x)
+			if !ok || n < 1 {
+				return nil, bad("a count of parents must be a whole number of 1 or more, not %v", x)
+			}
+			w.Count = n
+		case string:
+			p, err := strconv.Atoi(strings.TrimSuffix(x, "%"))
+			if !strings.HasSuffix(x, "%") || err != nil || p < 1 || p > 100 {
+				return nil, bad("a share of parents is written \"1%%\" to \"100%%\", not %q", x)
+			}
+			w.Percent = p
+		default:
+			return nil, bad("each wave is a count (1) or a share (\"10%%\"), not %v", x)
+		}
+		if n := len(waves); n > 0 && !grows(waves[n-1], w) {
+			return nil, bad("waves are cumulative and must grow: %s after %s", w, waves[n-1])
+		}
+		waves = append(waves, w)
+	}
+	if last := waves[len(waves)-1]; last.Percent != 100 {
+		return nil, bad("the last wave must be \"100%%\" (every parent), not %s", last)
+	}
+	return waves, nil
+}
+
+// wholeNumber converts the numbers CUE decodes into an int.
+func wholeNumber(x any) (int, bool) {
+	switch x := x.(type) {
+	case int:
+		return x, true
+	case int64:
+		return int(x), true
+	case float64:
+		return int(x), x == math.Trunc(x) && math.Abs(x) < math.MaxInt32
+	case *big.Int:
+		return int(x.Int64()), x.IsInt64() && x.Int64() < math.MaxInt32
+	case *big.Float:
+		n, acc := x.Int64()
+		return int(n), acc == big.Exact && n < math.MaxInt32
+	}
+	return 0, false
+}
+
+// grows reports whether b covers more parents than a can be sure to: a
+// count after a count, or a share after a share, must be larger; a share
+// after a count and a count after a share are left to the fleet's size.
+func grows(a, b Wave) bool {
+	switch {
+	case a.Percent > 0 && b.Percent > 0:
+		return b.Percent > a.Percent
+	case a.Percent == 0 && b.Percent == 0:
+		return b.Count > a.Count
+	}
+	return true
+}
