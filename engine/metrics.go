@@ -73,6 +73,9 @@ func initKindMetrics(kind string) {
 	for _, limit := range []string{ReasonEvaluationTimeout, ReasonTooManyChildren, ReasonRenderTooLarge} {
 		metricLimitExceeded.WithLabelValues(kind, limit)
 	}
+	for _, phase := range []Phase{PhaseProgressing, PhaseHeld, PhaseComplete, PhaseRolledBack} {
+		metricRollouts.WithLabelValues(kind, string(phase))
+	}
 }
 
 // initProviderMetrics creates the series of a registered provider.
