@@ -22,23 +22,49 @@ build: ## Build the engine binary into bin/engine.
 	$(GO) build -trimpath -ldflags "$(LDFLAGS)" -o $(BIN)/engine ./cmd/engine
 
 .PHONY: assets
-assets: ## Build the local control plane into bin/ (kube-apiserver, etcd, controller-manager, scheduler, kubectl, kwok).
+assets: ## Build the local control plane and helm into bin/ (kube-apiserver, etcd, controller-manager, scheduler, kubectl, kwok, helm).
 	@bash hack/build-assets.sh
 
 .PHONY: generate
-generate: build ## Regenerate config/crds.yaml, config/rbac.yaml and config/templates from examples/templates.
+generate: build ## Regenerate config/crds.yaml, config/rbac.yaml, config/templates and the chart's generated files (charts/engine/crds, files/) from examples/templates.
 	ENGINE=$(BIN)/engine hack/generate.sh .
 
 .PHONY: verify
-verify: build ## Check that config/ is what `make generate` writes and that the code is gofmt-ed (seconds, no cluster).
+verify: build ## Check that config/ and the chart are what `make generate` writes and that the code is gofmt-ed (seconds, no cluster).
 	@ENGINE=$(BIN)/engine hack/verify.sh
 
 .PHONY: test-templates
 test-templates: build ## Run the example templates' test cases (engine test, offline, a second).
 	$(BIN)/engine test --templates examples/templates
 
+# The chart's value sets that `make test-chart` lints and renders: the
+# defaults (as config/), and every option on.
+CHART        := charts/engine
+CHART_VALUES := --set gcs.keySecret=engine-gcs-key,dashboard.enabled=true,prometheusRule.enabled=true --set 'serviceAccount.annotations.iam\.gke\.io/gcp-service-account=engine@p.iam.gserviceaccount.com'
+
+.PHONY: test-chart
+test-chart: assets ## Lint the Helm chart and render it, with its defaults and with every option on (helm lint --strict, helm template; seconds).
+	$(BIN)/helm lint --strict $(CHART)
+	$(BIN)/helm lint --strict $(CHART) $(CHART_VALUES)
+	$(BIN)/helm template engine $(CHART) --namespace engine-system --include-crds >/dev/null
+	$(BIN)/helm template engine $(CHART) --namespace engine-system $(CHART_VALUES) >/dev/null
+	$(BIN)/helm template engine $(CHART) --namespace engine-system --set templates.existingConfigMap=my-templates >/dev/null
+
+# promcheck, from its own module: Prometheus's rule and PromQL parsers, for
+# the alerts and the dashboard of config/components/monitoring.
+PROMCHECK  := $(BIN)/promcheck
+MONITORING := config/components/monitoring
+$(PROMCHECK): $(wildcard hack/tools/promcheck/*.go) hack/tools/promcheck/go.mod hack/tools/promcheck/go.sum
+	cd hack/tools/promcheck && $(GO) build -o $@ .
+
+.PHONY: test-monitoring
+test-monitoring: $(PROMCHECK) ## Check the alerts as `promtool check rules` does and that the dashboard's queries parse (hack/tools/promcheck).
+	cd hack/tools/promcheck && $(GO) test -count=1 .
+	$(PROMCHECK) rules $(MONITORING)/prometheusrule.yaml
+	$(PROMCHECK) metrics $(MONITORING)/engine-dashboard.json $(MONITORING)/prometheusrule.yaml >/dev/null
+
 .PHONY: test
-test: verify lint assets build test-templates ## Check (verify, lint, the templates' cases), run every test (unit, integration, end-to-end) with -race, then the fault suite at full size.
+test: verify lint assets build test-templates test-chart test-monitoring ## Check (verify, lint, the templates' cases, the chart, the alerts and dashboard), run every test (unit, integration, end-to-end) with -race, then the fault suite at full size.
 	$(GO) test -race -count=1 -timeout 40m -skip '^TestFaults$$' $(PKGS)
 	@$(MAKE) --no-print-directory test-faults
 
@@ -76,8 +102,9 @@ $(STATICCHECK): hack/tools/staticcheck/go.mod hack/tools/staticcheck/go.sum
 	cd hack/tools/staticcheck && $(GO) build -o $@ honnef.co/go/tools/cmd/staticcheck
 
 .PHONY: lint
-lint: vet $(STATICCHECK) ## Run go vet and staticcheck.
+lint: vet $(STATICCHECK) ## Run go vet and staticcheck (on promcheck's module too).
 	$(STATICCHECK) $(PKGS)
+	cd hack/tools/promcheck && $(GO) vet . && $(STATICCHECK) .
 
 .PHONY: clean
 clean: ## Remove built binaries (keeps the control plane, which is slow to build).

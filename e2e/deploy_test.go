@@ -42,20 +42,25 @@ const (
 )
 
 // regenerateConfig is printed when config/ no longer matches the templates.
-const regenerateConfig = `config/ is stale; regenerate it with ` + "`make generate`" + `,
+const regenerateConfig = `config/ or charts/engine/ is stale; regenerate them with ` + "`make generate`" + `,
 and list any new template file in config/kustomization.yaml (configMapGenerator)
 and config/deployment.yaml (the items of the templates volume).`
 
-// TestDeployGeneratedManifests: config/crds.yaml and config/rbac.yaml are
-// exactly what the engine generates from the example templates today (as
-// `make verify` checks, for a plain go test too).
+// TestDeployGeneratedManifests: config/crds.yaml and config/rbac.yaml, and
+// their copies in the Helm chart, are exactly what the engine generates from
+// the example templates today (as `make verify` checks, for a plain go test
+// too).
 func TestDeployGeneratedManifests(t *testing.T) {
+	crds := []string{"crds", "--templates", filepath.Join(repo, "examples/templates")}
+	rbac := []string{"rbac", "--templates", filepath.Join(repo, "examples/templates"), "--install-crds"}
 	for _, g := range []struct {
 		file string
 		args []string
 	}{
-		{"config/crds.yaml", []string{"crds", "--templates", filepath.Join(repo, "examples/templates")}},
-		{"config/rbac.yaml", []string{"rbac", "--templates", filepath.Join(repo, "examples/templates"), "--install-crds"}},
+		{"config/crds.yaml", crds},
+		{"config/rbac.yaml", rbac},
+		{"charts/engine/crds/crds.yaml", crds},
+		{"charts/engine/files/rbac.yaml", rbac},
 	} {
 		want, err := runEngine(g.args...)
 		require.NoError(t, err, "engine %s", strings.Join(g.args, " "))
@@ -248,18 +253,8 @@ func TestDeployApply(t *testing.T) {
 	ns := namespace(t)
 	t.Cleanup(func() { _, _ = kubectlErr("delete", "namespace", ns, "--wait=false") })
 	metrics := freeAddr(t)
-	args := []string{"--kubeconfig", serviceAccountToken(t), "--namespace", ns}
 	c := m.deployment(t).Spec.Template.Spec.Containers[0]
-	for _, a := range c.Args[1:] {
-		switch name, _, _ := strings.Cut(strings.TrimPrefix(a, "--"), "="); name {
-		case "templates", "health-probe-bind-address": // set by startEngine
-		case "metrics-bind-address":
-			args = append(args, "--metrics-bind-address="+metrics)
-		default:
-			args = append(args, a)
-		}
-	}
-	eng := startEngine(t, m.mountedTemplates(t), args...)
+	eng := startEngine(t, m.mountedTemplates(t), containerArgs(t, c, ns, metrics)...)
 	for _, p := range []*corev1.Probe{c.LivenessProbe, c.ReadinessProbe} {
 		code, body := httpGet(t, "http://"+eng.probe+p.HTTPGet.Path)
 		assert.Equal(t, http.StatusOK, code, "%s: %s", p.HTTPGet.Path, body)
@@ -287,15 +282,32 @@ func TestDeployApply(t *testing.T) {
 	})
 	assert.NotContains(t, eng.log.String(), "forbidden", "the committed role covers what the engine does")
 
-	// The metrics docs/operations.md alerts on are served.
+	// The metrics the dashboard and the alerts of
+	// config/components/monitoring query are served.
 	_, body := httpGet(t, "http://"+metrics+"/metrics")
-	for _, name := range []string{
-		"engine_template_reload_healthy 1", "engine_template_revision{", "engine_template_evaluation_duration_seconds_bucket{",
-		"controller_runtime_reconcile_total{", "controller_runtime_reconcile_errors_total{", "workqueue_depth{",
-		`leader_election_master_status{name="engine.cuengine.dev"} 1`,
-	} {
-		assert.Contains(t, body, name)
+	assertMonitoredMetricsServed(t, body)
+	for _, sample := range []string{"engine_template_reload_healthy 1", `leader_election_master_status{name="engine.cuengine.dev"} 1`} {
+		assert.Contains(t, body, sample)
 	}
+}
+
+// containerArgs are the engine container's arguments for the engine run
+// here, against the cluster as the ServiceAccount: only the addresses
+// change, and --namespace keeps the engine off the other tests' objects.
+func containerArgs(t *testing.T, c corev1.Container, ns, metrics string) []string {
+	t.Helper()
+	require.Equal(t, "run", c.Args[0])
+	args := []string{"--kubeconfig", serviceAccountToken(t), "--namespace", ns}
+	for _, a := range c.Args[1:] {
+		switch name, _, _ := strings.Cut(strings.TrimPrefix(a, "--"), "="); name {
+		case "templates", "health-probe-bind-address": // set by startEngine
+		case "metrics-bind-address":
+			args = append(args, "--metrics-bind-address="+metrics)
+		default:
+			args = append(args, a)
+		}
+	}
+	return args
 }
 
 // deployManifests are the objects `kubectl kustomize` rendered.
@@ -311,6 +323,12 @@ func renderConfig(t *testing.T, dir string) *deployManifests {
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
 	require.NoError(t, err, "kubectl kustomize %s: %s", dir, stderr.String())
+	return parseManifests(t, out)
+}
+
+// parseManifests reads a multi-document YAML stream of objects.
+func parseManifests(t *testing.T, out []byte) *deployManifests {
+	t.Helper()
 	m := &deployManifests{}
 	r := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(out)))
 	for {

@@ -48,7 +48,7 @@ func (r *reconciler) reconcileDelete(ctx context.Context, t *templates.Template,
 			log.FromContext(ctx).Info("orphaning external resource", "resource", rec.Name, "externalName", rec.ExternalName)
 			continue
 		}
-		p, ok := r.providers.Get(rec.Provider)
+		p, ok := r.provider(rec.Provider)
 		if !ok {
 			st.fail(ReasonUnknownProvider, terminalError(ReasonUnknownProvider, fmt.Errorf("resource %s: provider %q is not available in this engine; to delete the parent anyway, annotate it %s=Orphan", rec.Name, rec.Provider, AnnotationDeletionPolicy)))
 			return ctrl.Result{}, nil

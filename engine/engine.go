@@ -112,6 +112,9 @@ func New(mgr manager.Manager, opts Options) (*Engine, error) {
 	if opts.Providers == nil {
 		opts.Providers = providers.NewRegistry()
 	}
+	for _, name := range opts.Providers.Names() {
+		initProviderMetrics(name)
+	}
 	childCache, err := newChildCache(mgr, opts.Namespace)
 	if err != nil {
 		return nil, err
@@ -218,6 +221,7 @@ func (e *Engine) SetTemplates(set *templates.Set) {
 	metricRevision.Reset()
 	for gvk, t := range wanted {
 		metricRevision.WithLabelValues(kindString(gvk), t.Path, t.Hash).Set(1)
+		initKindMetrics(kindString(gvk))
 		if kc, ok := e.kinds[gvk]; ok {
 			kc.gone.Store(false)
 			kc.update(t)

@@ -42,9 +42,46 @@ var (
 		Name: "engine_evaluations_overrunning",
 		Help: "Evaluations past --evaluation-timeout still running in the background (CUE cannot be interrupted); each holds a CPU while it runs.",
 	})
+	metricProviderCalls = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "engine_provider_calls_total",
+		Help: "Calls to external-resource providers, by provider, operation (apply, delete) and result (success, or the error's reason: Unavailable, CredentialsError, ...).",
+	}, []string{"provider", "operation", "result"})
+	metricProviderSeconds = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name:    "engine_provider_call_duration_seconds",
+		Help:    "Time of one call to an external-resource provider, by provider and operation.",
+		Buckets: []float64{0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30},
+	}, []string{"provider", "operation"})
 )
 
 func init() {
-	metrics.Registry.MustRegister(metricRollouts, metricReloads, metricReloadHealthy, metricReloadSeconds, metricRevision, metricEvaluateSeconds, metricLimitExceeded, metricEvaluationsOverrunning)
+	metrics.Registry.MustRegister(metricRollouts, metricReloads, metricReloadHealthy, metricReloadSeconds, metricRevision, metricEvaluateSeconds, metricLimitExceeded, metricEvaluationsOverrunning,
+		metricProviderCalls, metricProviderSeconds)
 	metricReloadHealthy.Set(1)
+	for _, result := range []string{"success", "failure"} {
+		metricReloads.WithLabelValues(result)
+	}
+}
+
+// The functions below create the series of a kind or a provider at zero
+// before anything happens to it: a series that appears only with its first
+// event is missing from rate() and from alerts until then, and dashboards
+// show "no data" instead of 0.
+
+// initKindMetrics creates the per-kind series of a served template.
+func initKindMetrics(kind string) {
+	metricEvaluateSeconds.WithLabelValues(kind)
+	for _, limit := range []string{ReasonEvaluationTimeout, ReasonTooManyChildren, ReasonRenderTooLarge} {
+		metricLimitExceeded.WithLabelValues(kind, limit)
+	}
+	for _, phase := range []Phase{PhaseProgressing, PhaseHeld, PhaseComplete, PhaseRolledBack} {
+		metricRollouts.WithLabelValues(kind, string(phase))
+	}
+}
+
+// initProviderMetrics creates the series of a registered provider.
+func initProviderMetrics(provider string) {
+	for _, op := range []string{"apply", "delete"} {
+		metricProviderSeconds.WithLabelValues(provider, op)
+		metricProviderCalls.WithLabelValues(provider, op, "success")
+	}
 }

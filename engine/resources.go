@@ -63,7 +63,7 @@ func (r *reconciler) reconcileResources(ctx context.Context, parent *unstructure
 	}
 	plan.resync = jitter(r.resourceResync)
 	for _, res := range eval.result.Resources {
-		p, ok := r.providers.Get(res.Provider)
+		p, ok := r.provider(res.Provider)
 		if !ok {
 			st.fail(ReasonUnknownProvider, terminalError(ReasonUnknownProvider,
 				fmt.Errorf("resource %s: no provider %q (this engine has: %s)", res.Name, res.Provider, strings.Join(r.providers.Names(), ", "))))
@@ -144,7 +144,7 @@ func (r *reconciler) rename(parent *unstructured.Unstructured, p providers.Provi
 // plans to forget its record.
 func (r *reconciler) removeResource(ctx context.Context, parent *unstructured.Unstructured, rec resourceRecord, plan *resourcePlan, st *status) {
 	if rec.DeletionPolicy != templates.DeletionPolicyOrphan {
-		p, ok := r.providers.Get(rec.Provider)
+		p, ok := r.provider(rec.Provider)
 		if !ok {
 			st.fail(ReasonUnknownProvider, terminalError(ReasonUnknownProvider, fmt.Errorf("resource %s: no provider %q to delete it", rec.Name, rec.Provider)))
 			return

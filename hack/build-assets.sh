@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Builds the local control plane into bin/ from Go modules, skipping what is
 # already there: kube-apiserver, kube-controller-manager, kube-scheduler and
-# kubectl (k8s.io/kubernetes through hack/tools), etcd (hack/tools/etcd) and kwok.
+# kubectl (k8s.io/kubernetes through hack/tools), etcd (hack/tools/etcd), kwok,
+# and helm (hack/tools/helm; for the chart in charts/engine).
 # The first run takes about ten minutes on two cores; later runs take seconds.
 set -euo pipefail
 
@@ -12,6 +13,12 @@ mkdir -p "$bin"
 K8S_VERSION=v1.37.2
 ETCD_VERSION=v3.7.3
 KWOK_VERSION=v0.8.0
+# helm's version is pinned by hack/tools/helm/go.mod; this names it in the
+# stamp and in `helm version`.
+HELM_VERSION=v3.22.0
+# The Kubernetes version helm assumes without a cluster (helm template, helm
+# lint): that of the client-go it is built with, as helm's own Makefile does.
+HELM_KUBE_MINOR=$(cd "$root/hack/tools/helm" && go list -m -f '{{.Version}}' k8s.io/client-go | cut -d. -f2)
 
 ldflags=""
 for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
@@ -21,12 +28,14 @@ done
 
 stamp() { printf '[assets %s] %s\n' "$(date +%H:%M:%S)" "$*"; }
 
-want=(kube-apiserver kube-controller-manager kube-scheduler kubectl etcd kwok)
+want=(kube-apiserver kube-controller-manager kube-scheduler kubectl etcd kwok helm)
 total=${#want[@]}
 i=0
 for name in "${want[@]}"; do
   i=$((i + 1))
-  if [ -x "$bin/$name" ] && [ "$(cat "$bin/.$name.version" 2>/dev/null)" = "$K8S_VERSION/$ETCD_VERSION/$KWOK_VERSION" ]; then
+  version="$K8S_VERSION/$ETCD_VERSION/$KWOK_VERSION"
+  if [ "$name" = helm ]; then version="$HELM_VERSION/kube-1.$HELM_KUBE_MINOR"; fi
+  if [ -x "$bin/$name" ] && [ "$(cat "$bin/.$name.version" 2>/dev/null)" = "$version" ]; then
     stamp "($i/$total) $name: already built"
     continue
   fi
@@ -36,6 +45,7 @@ for name in "${want[@]}"; do
     kube-controller-manager) note="about 3 minutes the first time" ;;
     kubectl) note="about 1 minute the first time" ;;
     kwok) note="about 1.5 minutes the first time" ;;
+    helm) note="about 1.5 minutes the first time" ;;
     *) note="under a minute" ;;
   esac
   stamp "($i/$total) building $name ($note)..."
@@ -50,10 +60,16 @@ for name in "${want[@]}"; do
       (cd "$root/hack/tools/etcd" && CGO_ENABLED=0 go build -trimpath -o "$bin/etcd" go.etcd.io/etcd/server/v3) ;;
     kwok)
       CGO_ENABLED=0 GOBIN="$bin" go install -trimpath "sigs.k8s.io/kwok/cmd/kwok@$KWOK_VERSION" ;;
+    helm)
+      hldflags="-X helm.sh/helm/v3/internal/version.version=$HELM_VERSION"
+      for pkg in helm.sh/helm/v3/pkg/chartutil helm.sh/helm/v3/pkg/lint/rules; do
+        hldflags+=" -X $pkg.k8sVersionMajor=1 -X $pkg.k8sVersionMinor=$HELM_KUBE_MINOR"
+      done
+      (cd "$root/hack/tools/helm" && CGO_ENABLED=0 go build -trimpath -ldflags "$hldflags" -o "$bin/helm" helm.sh/helm/v3/cmd/helm) ;;
   esac
   kill $beat 2>/dev/null || true
   wait $beat 2>/dev/null || true
-  echo "$K8S_VERSION/$ETCD_VERSION/$KWOK_VERSION" > "$bin/.$name.version"
+  echo "$version" > "$bin/.$name.version"
   stamp "($i/$total) built $name in $(( $(date +%s) - start ))s"
 done
-stamp "all control-plane binaries are in $bin"
+stamp "all control-plane binaries and helm are in $bin"

@@ -10,6 +10,16 @@
 #                       inside config/, a ConfigMap holds no subdirectories,
 #                       and the engine never reads tests/
 #
+# and the same for the Helm chart, which reads files only from inside
+# charts/engine/ (its default values deploy the example templates):
+#
+#   charts/engine/crds/crds.yaml         engine crds
+#   charts/engine/files/rbac.yaml        engine rbac --install-crds (the chart
+#                                        takes the ClusterRole's rules from it)
+#   charts/engine/files/templates/       as config/templates/
+#   charts/engine/files/monitoring/      a copy of config/components/monitoring's
+#                                        dashboard and PrometheusRule
+#
 # ENGINE is the engine binary, bin/engine by default.
 set -euo pipefail
 
@@ -18,12 +28,32 @@ out=$(cd "${1:?usage: hack/generate.sh OUTPUT_ROOT}" && pwd)
 engine=${ENGINE:-$root/bin/engine}
 cd "$root"
 
-mkdir -p "$out/config"
-# Through a temporary file, so that a failure leaves no truncated file behind.
-"$engine" crds --templates examples/templates > "$out/config/crds.yaml.tmp"
-mv "$out/config/crds.yaml.tmp" "$out/config/crds.yaml"
-"$engine" rbac --templates examples/templates --install-crds > "$out/config/rbac.yaml.tmp"
-mv "$out/config/rbac.yaml.tmp" "$out/config/rbac.yaml"
-rm -rf "$out/config/templates"
-cp -R examples/templates "$out/config/templates"
-rm -rf "$out/config/templates/tests"
+# write FILE COMMAND...: the command's output, through a temporary file, so
+# that a failure leaves no truncated file behind.
+write() {
+  local file=$1
+  shift
+  mkdir -p "$(dirname "$file")"
+  "$@" > "$file.tmp"
+  mv "$file.tmp" "$file"
+}
+
+# copy_templates DIR: the example templates without their test cases.
+copy_templates() {
+  rm -rf "$1"
+  mkdir -p "$(dirname "$1")"
+  cp -R examples/templates "$1"
+  rm -rf "$1/tests"
+}
+
+write "$out/config/crds.yaml" "$engine" crds --templates examples/templates
+write "$out/config/rbac.yaml" "$engine" rbac --templates examples/templates --install-crds
+copy_templates "$out/config/templates"
+
+chart=$out/charts/engine
+write "$chart/crds/crds.yaml" "$engine" crds --templates examples/templates
+write "$chart/files/rbac.yaml" "$engine" rbac --templates examples/templates --install-crds
+copy_templates "$chart/files/templates"
+rm -rf "$chart/files/monitoring"
+mkdir -p "$chart/files/monitoring"
+cp config/components/monitoring/engine-dashboard.json config/components/monitoring/prometheusrule.yaml "$chart/files/monitoring/"

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# make verify: fails when a generated file of config/ is not what
-# hack/generate.sh writes from examples/templates today, or when Go code is not
-# gofmt-ed. It takes seconds, needs no cluster and changes nothing in the tree.
+# make verify: fails when a generated file of config/ or charts/engine/ is not
+# what hack/generate.sh writes from examples/templates today, or when Go code is
+# not gofmt-ed. It takes seconds, needs no cluster and changes nothing in the tree.
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -12,8 +12,8 @@ failed=0
 
 hack/generate.sh "$tmp"
 stale=()
-for generated in "$tmp"/config/*; do
-  f=config/${generated##*/}
+for generated in "$tmp"/config/* "$tmp"/charts/engine/*/*; do
+  f=${generated#"$tmp"/}
   if [ ! -e "$f" ]; then
     stale+=("$f (missing)")
     continue

@@ -7,8 +7,6 @@ import (
 
 	"github.com/spf13/cobra"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
-	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	"github.com/cuengine/engine/internal/gcsemulator"
 	"github.com/cuengine/engine/internal/localcluster"
@@ -34,7 +32,9 @@ templates, writes a kubeconfig, and runs the engine with hot reload. Use
 kubectl from another shell with the printed export line. Ctrl-C stops it all.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			ctrl.SetLogger(zap.New(zap.UseFlagOptions(&o.zap)))
+			if err := o.setLogger(cmd, true); err != nil {
+				return err
+			}
 			return o.runDev(cmd)
 		},
 	}

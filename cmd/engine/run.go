@@ -48,6 +48,7 @@ type runOptions struct {
 	limits                  engine.Limits
 	revisionNamespace       string
 	revisionHistoryLimit    int
+	logFormat               string
 	zap                     zap.Options
 }
 
@@ -75,10 +76,12 @@ func (o *runOptions) addFlags(cmd *cobra.Command) {
 	f.IntVar(&o.limits.MaxChildren, "max-children", engine.DefaultLimits.MaxChildren, "most children and resources one object may render (TooManyChildren past it)")
 	f.IntVar(&o.limits.MaxRenderedBytes, "max-rendered-bytes", engine.DefaultLimits.MaxRenderedBytes, "largest rendering of one object, as JSON bytes (RenderTooLarge past it)")
 	f.DurationVar(&o.rescanInterval, "rescan-interval", time.Minute, "periodic rescan of the templates directory, a safety net behind file events")
+	f.StringVar(&o.logFormat, "log-format", "", `log format: "console" (one line per event, key=value, coloured on a terminal) or "json" (default: console under engine dev or when stderr is a terminal, json otherwise)`)
 	zfs := goflag.NewFlagSet("zap", goflag.ContinueOnError)
 	o.zap.Development = false
 	o.zap.BindFlags(zfs)
 	f.AddGoFlagSet(zfs)
+	_ = f.MarkDeprecated("zap-encoder", "use --log-format")
 }
 
 func newRunCommand() *cobra.Command {
@@ -92,7 +95,9 @@ directory: edits take effect within seconds, a broken edit keeps the last good
 version serving.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			ctrl.SetLogger(zap.New(zap.UseFlagOptions(&o.zap)))
+			if err := o.setLogger(cmd, false); err != nil {
+				return err
+			}
 			cfg, err := o.restConfig()
 			if err != nil {
 				return err
