@@ -3,7 +3,6 @@ package main
 import (
 	"cmp"
 	"context"
-	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -31,7 +30,8 @@ func kindMapper(dc discovery.DiscoveryInterfaceWithContext) meta.RESTMapperWithC
 // resource, singular or plural, or a short name (MyKind, mykind, mykinds,
 // mk), optionally with its group (MyKind.webapp.my.domain) or version and
 // group (mykinds.v1.webapp.my.domain). The version is the cluster's
-// preferred one unless arg names it.
+// preferred one unless arg names it. A name that two groups serve is the
+// first group's in discovery order, as for kubectl.
 func resolveKind(ctx context.Context, mapper meta.RESTMapperWithContext, arg string) (schema.GroupVersionKind, error) {
 	lower := strings.ToLower(arg)
 	full, partial := schema.ParseResourceArg(lower)
@@ -43,10 +43,6 @@ func resolveKind(ctx context.Context, mapper meta.RESTMapperWithContext, arg str
 	gvk, err := mapper.KindForWithContext(ctx, partial.WithVersion(""))
 	if err == nil {
 		return gvk, nil
-	}
-	var ambiguous *meta.AmbiguousResourceError
-	if errors.As(err, &ambiguous) {
-		return schema.GroupVersionKind{}, fmt.Errorf("%q names several kinds; add the group, as in %s.%s: %w", arg, arg, ambiguous.MatchingKinds[0].Group, err)
 	}
 	if !meta.IsNoMatchError(err) {
 		return schema.GroupVersionKind{}, fmt.Errorf("resolving the kind %q: %w", arg, err)
