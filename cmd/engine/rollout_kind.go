@@ -30,14 +30,26 @@ func kindMapper(dc discovery.DiscoveryInterfaceWithContext) meta.RESTMapperWithC
 // resource, singular or plural, or a short name (MyKind, mykind, mykinds,
 // mk), optionally with its group (MyKind.webapp.my.domain) or version and
 // group (mykinds.v1.webapp.my.domain). The version is the cluster's
-// preferred one unless arg names it. A name that two groups serve is the
-// first group's in discovery order, as for kubectl.
+// preferred one unless arg names it. A name that several groups serve
+// must be given with its group.
 func resolveKind(ctx context.Context, mapper meta.RESTMapperWithContext, arg string) (schema.GroupVersionKind, error) {
 	lower := strings.ToLower(arg)
 	full, partial := schema.ParseResourceArg(lower)
 	if full != nil {
 		if gvk, err := mapper.KindForWithContext(ctx, *full); err == nil {
 			return gvk, nil
+		}
+	}
+	if kinds, err := mapper.KindsForWithContext(ctx, partial.WithVersion("")); err == nil {
+		var names []string
+		for _, k := range kinds {
+			if name := kindName(k.GroupKind()); !slices.Contains(names, name) {
+				names = append(names, name)
+			}
+		}
+		if len(names) > 1 {
+			slices.Sort(names)
+			return schema.GroupVersionKind{}, fmt.Errorf("%q names several kinds (%s): name one with its group", arg, strings.Join(names, ", "))
 		}
 	}
 	gvk, err := mapper.KindForWithContext(ctx, partial.WithVersion(""))

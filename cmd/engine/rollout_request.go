@@ -164,10 +164,8 @@ func (o *rolloutOptions) waitFor(ctx context.Context, w io.Writer, s *rolloutSes
 // progressLine is one line of --wait: "revision 3: Progressing, wave 2/3: wave 2 of 3".
 func (s *rolloutSession) progressLine(rev engine.Revision) string {
 	line := fmt.Sprintf("revision %d: %s", rev.Number, displayPhase(rev))
-	if startedPhase(rev.Phase) {
-		if n := s.wavesOf(rev); n > 0 {
-			line += fmt.Sprintf(", wave %d/%d", min(rev.Wave+1, n), n)
-		}
+	if wave, of := waveOf(rev, s.wavesOf); of > 0 {
+		line += fmt.Sprintf(", wave %d/%d", wave, of)
 	}
 	if rev.Message != "" {
 		line += ": " + rev.Message

@@ -118,15 +118,14 @@ func TestUnitRolloutResolveKind(t *testing.T) {
 		{arg: "Widget.b.example.com", want: schema.GroupVersionKind{Group: "b.example.com", Version: "v1", Kind: "Widget"}},
 		{arg: "Nope", wantErr: "unknown kind \"Nope\": the cluster serves no such resource (is its CRD installed? `kubectl api-resources` lists the kinds)"},
 		{arg: "MyKind.other.domain", wantErr: "unknown kind \"MyKind.other.domain\": the cluster serves no such resource (is its CRD installed? `kubectl api-resources` lists the kinds)"},
-		// As kubectl: the first group in discovery order, unless the group is named.
-		{arg: "widget", want: schema.GroupVersionKind{Group: "a.example.com", Version: "v1", Kind: "Widget"}},
+		{arg: "widget", wantErr: `"widget" names several kinds (Widget.a.example.com, Widget.b.example.com): name one with its group`},
+		{arg: "Widget", wantErr: `"Widget" names several kinds (Widget.a.example.com, Widget.b.example.com): name one with its group`},
 	} {
 		t.Run(tc.arg, func(t *testing.T) {
 			dc := &fakediscovery.FakeDiscovery{Fake: &clienttesting.Fake{Resources: resources}}
 			got, err := resolveKind(context.Background(), kindMapper(dc), tc.arg)
 			if tc.wantErr != "" {
-				require.Error(t, err)
-				assert.Contains(t, err.Error(), tc.wantErr)
+				require.EqualError(t, err, tc.wantErr)
 				return
 			}
 			require.NoError(t, err)

@@ -73,11 +73,7 @@ func fleetOf(kr *kindRevisions, parents []unstructured.Unstructured, waves func(
 			return r
 		}
 		r := &fleetRevision{Number: rev.Number, Hash: rev.Hash, Phase: displayPhase(rev), Message: rev.Message}
-		if startedPhase(rev.Phase) {
-			if n := waves(rev); n > 0 {
-				r.Wave, r.Waves = min(rev.Wave+1, n), n
-			}
-		}
+		r.Wave, r.Waves = waveOf(rev, waves)
 		rows[rev.Hash] = r
 		byNumber[rev.Number] = r
 		return r
@@ -140,9 +136,24 @@ func displayPhase(rev engine.Revision) string {
 	return string(rev.Phase)
 }
 
-// startedPhase: a revision in these phases has a meaningful wave.
-func startedPhase(p engine.Phase) bool {
-	return p == engine.PhaseProgressing || p == engine.PhaseComplete || p == engine.PhaseRolledBack
+// waveOf returns the wave a revision's rollout is at (1-based) and how
+// many its policy has, once it has started: 0, 0 before, or when waves
+// cannot tell. A complete revision is at its last wave (the engine records
+// the first revision of a kind as complete at wave 0).
+func waveOf(rev engine.Revision, waves func(engine.Revision) int) (wave, of int) {
+	switch rev.Phase {
+	case engine.PhaseProgressing, engine.PhaseComplete, engine.PhaseRolledBack:
+	default:
+		return 0, 0
+	}
+	n := waves(rev)
+	if n == 0 {
+		return 0, 0
+	}
+	if rev.Phase == engine.PhaseComplete {
+		return n, n
+	}
+	return min(rev.Wave+1, n), n
 }
 
 // parentReady: the Ready condition is True, for the object's current
