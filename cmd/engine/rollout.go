@@ -201,7 +201,7 @@ func (o *rolloutOptions) resume(ctx context.Context, w io.Writer, s *rolloutSess
 	if err := s.send(ctx, w, req); err != nil {
 		return err
 	}
-	return o.waitFor(ctx, w, s, engine.PhaseComplete)
+	return o.waitFor(ctx, w, s, engine.PhaseComplete, engine.PhaseRolledBack, engine.PhaseSuperseded)
 }
 
 func (o *rolloutOptions) undo(ctx context.Context, w io.Writer, s *rolloutSession) error {
@@ -212,7 +212,8 @@ func (o *rolloutOptions) undo(ctx context.Context, w io.Writer, s *rolloutSessio
 	if err := s.send(ctx, w, req); err != nil {
 		return err
 	}
-	return o.waitFor(ctx, w, s, engine.PhaseRolledBack)
+	// A complete revision stays Complete until the engine sees the request.
+	return o.waitFor(ctx, w, s, engine.PhaseRolledBack, engine.PhaseSuperseded)
 }
 
 // send writes a request into the target's annotations, with a merge patch

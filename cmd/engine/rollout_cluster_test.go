@@ -135,6 +135,7 @@ func TestRolloutOnCluster(t *testing.T) {
 	rc.parent(t, "c", 3, v3.Hash, true, "")
 	rc.parent(t, "d", 3, v3.Hash, false, "")
 	rc.parent(t, "e", 1, v1.Hash, true, "1")
+	var r4 *appsv1.ControllerRevision // recorded held, later
 
 	t.Run("status", func(t *testing.T) {
 		out, errOut, code := rollout("status", "mk")
@@ -213,7 +214,7 @@ $`), hashes.Replace(out))
 
 	t.Run("a held revision is approved", func(t *testing.T) {
 		held := (&engine.HoldError{Deletes: 2, Examples: []string{"MyKind apps/a: Deployment apps/a", "MyKind apps/b: Deployment apps/b"}, Templates: []string{"mykind.cue"}}).Error()
-		r4 := rc.record(t, "engine-system", v4, 4, engine.PhaseHeld, 0, held)
+		r4 = rc.record(t, "engine-system", v4, 4, engine.PhaseHeld, 0, held)
 		out, errOut, code := rollout("status", "mk")
 		require.Equal(t, 0, code, errOut)
 		assert.Contains(t, squash(hashes.Replace(out)), "4* <v4> Held - 0 0 0\nrevision 4 (*) is held: "+held+"\n`engine rollout resume mk` confirms it\n")
@@ -222,31 +223,28 @@ $`), hashes.Replace(out))
 		assert.Equal(t, 1, code)
 		assert.Equal(t, "nothing to undo: revision 4 of MyKind.webapp.my.domain is Held and no object runs it; restore the previous template files to drop it", errOut)
 
-		interval := rolloutPollInterval
-		rolloutPollInterval = 20 * time.Millisecond
-		t.Cleanup(func() { rolloutPollInterval = interval })
-		type result struct {
-			out, errOut string
-			code        int
-		}
-		done := make(chan result, 1)
-		go func() {
-			out, errOut, code := rollout("resume", "mk", "--wait", "1m")
-			done <- result{out, errOut, code}
-		}()
 		// The engine sees the approval, rolls the revision out, and clears it.
-		eventually(t, func() bool { return rc.annotations(t, r4)[engine.AnnotationRolloutApproved] == "true" })
-		rc.act(t, r4, engine.PhaseComplete, 2, "rolled out in 3 waves", engine.AnnotationRolloutApproved)
-		var res result
-		select {
-		case res = <-done:
-		case <-time.After(30 * time.Second):
-			t.Fatal("engine rollout resume --wait did not return after the revision completed")
-		}
-		require.Equal(t, 0, res.code, res.errOut)
-		lines := strings.Split(strings.TrimSpace(res.out), "\n")
+		out, errOut, code = waitedFor(t, func() (string, string, int) { return rollout("resume", "mk", "--wait", "1m") }, func() {
+			eventually(t, func() bool { return rc.annotations(t, r4)[engine.AnnotationRolloutApproved] == "true" })
+			rc.act(t, r4, engine.PhaseComplete, 2, "rolled out in 3 waves", engine.AnnotationRolloutApproved)
+		})
+		require.Equal(t, 0, code, errOut)
+		lines := strings.Split(strings.TrimSpace(out), "\n")
 		assert.Equal(t, "revision 4 of MyKind.webapp.my.domain approved: its rollout deletes 2 children", lines[0])
 		assert.Equal(t, "revision 4: Complete, wave 3/3: rolled out in 3 waves", lines[len(lines)-1])
+	})
+
+	t.Run("undo --wait of a complete revision", func(t *testing.T) {
+		// Complete until the engine sees the request: not the end of the wait.
+		out, errOut, code := waitedFor(t, func() (string, string, int) { return rollout("undo", "mk", "--wait", "1m") }, func() {
+			eventually(t, func() bool { return rc.annotations(t, r4)[engine.AnnotationRolloutUndo] == "true" })
+			rc.act(t, r4, engine.PhaseRolledBack, 2, "undone (engine rollout undo)", engine.AnnotationRolloutUndo)
+		})
+		require.Equal(t, 0, code, errOut)
+		assert.Equal(t, `revision 4 of MyKind.webapp.my.domain undone: the engine returns its objects to revision 2
+revision 4: Complete, wave 3/3: rolled out in 3 waves
+revision 4: RolledBack, wave 3/3: undone (engine rollout undo)
+`, out)
 	})
 
 	t.Run("errors", func(t *testing.T) {
@@ -270,6 +268,32 @@ $`), hashes.Replace(out))
 		require.Equal(t, 0, code, errOut)
 		assert.Contains(t, out, "revisions in namespace engine-system")
 	})
+}
+
+// waitedFor runs a command with --wait while engine plays the engine's
+// part, and returns the command's result.
+func waitedFor(t *testing.T, command func() (string, string, int), engine func()) (string, string, int) {
+	t.Helper()
+	interval := rolloutPollInterval
+	rolloutPollInterval = 20 * time.Millisecond
+	defer func() { rolloutPollInterval = interval }()
+	type result struct {
+		out, errOut string
+		code        int
+	}
+	done := make(chan result, 1)
+	go func() {
+		out, errOut, code := command()
+		done <- result{out, errOut, code}
+	}()
+	engine()
+	select {
+	case res := <-done:
+		return res.out, res.errOut, res.code
+	case <-time.After(30 * time.Second):
+		t.Fatal("the command did not return after the engine acted")
+		return "", "", 0
+	}
 }
 
 // eventually polls cond until it holds, for at most 30 seconds.

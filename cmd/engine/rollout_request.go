@@ -116,9 +116,9 @@ func previousComplete(kr *kindRevisions) *engine.Revision {
 var rolloutPollInterval = time.Second
 
 // waitFor reads the target revision until its phase is want, printing a line at
-// each change of its phase or wave, for at most --wait. A rollout that ends
-// otherwise is an error.
-func (o *rolloutOptions) waitFor(ctx context.Context, w io.Writer, s *rolloutSession, want engine.Phase) error {
+// each change of its phase or wave, for at most --wait. A phase in fail
+// ends the wait with an error.
+func (o *rolloutOptions) waitFor(ctx context.Context, w io.Writer, s *rolloutSession, want engine.Phase, fail ...engine.Phase) error {
 	if o.wait <= 0 {
 		return nil
 	}
@@ -146,7 +146,7 @@ func (o *rolloutOptions) waitFor(ctx context.Context, w io.Writer, s *rolloutSes
 			switch {
 			case rev.Phase == want:
 				return nil
-			case rev.Phase == engine.PhaseComplete || rev.Phase == engine.PhaseRolledBack || rev.Phase == engine.PhaseSuperseded:
+			case slices.Contains(fail, rev.Phase):
 				return fmt.Errorf("%s ended %s, not %s: %s", s.revs.revisionName(rev), rev.Phase, want, rev.Message)
 			}
 		}
