@@ -1,0 +1,314 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/cuengine/engine/engine"
+	"github.com/cuengine/engine/internal/localcluster"
+	"github.com/cuengine/engine/templates"
+)
+
+// rolloutTemplate is the example MyKind template with a Progressive
+// rollout in three waves; each version differs in a comment, which is
+// enough for a new content hash.
+func rolloutTemplate(t *testing.T, version int) *templates.Template {
+	t.Helper()
+	src, err := os.ReadFile(filepath.Join(examples, "mykind.cue"))
+	require.NoError(t, err)
+	dir := t.TempDir()
+	policy := fmt.Sprintf("\n// version %d\nrollout: {strategy: \"Progressive\", waves: [1, \"50%%\", \"100%%\"]}\n", version)
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "mykind.cue"), append(src, policy...), 0o644))
+	set, err := templates.Load(dir)
+	require.NoError(t, err)
+	tpl, ok := set.Lookup(myKindGVK)
+	require.True(t, ok)
+	return tpl
+}
+
+// rolloutCluster is a bare apiserver with the MyKind CRD, for the commands
+// of `engine rollout`; no engine runs: the test plays its part.
+type rolloutCluster struct {
+	c          client.Client
+	kubeconfig string
+}
+
+func startRolloutCluster(t *testing.T, crd *apiextensionsv1.CustomResourceDefinition) *rolloutCluster {
+	t.Helper()
+	cluster, err := localcluster.Start(context.Background(), localcluster.Options{CRDs: []*apiextensionsv1.CustomResourceDefinition{crd}, Progress: os.Stderr})
+	require.NoError(t, err, "starting the control plane (run `make assets` first)")
+	t.Cleanup(func() { assert.NoError(t, cluster.Stop()) })
+	c, err := client.New(cluster.Config, client.Options{Scheme: newScheme()})
+	require.NoError(t, err)
+	for _, ns := range []string{"engine-system", "apps"} {
+		require.NoError(t, c.Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}))
+	}
+	return &rolloutCluster{c: c, kubeconfig: cluster.Kubeconfig}
+}
+
+// record stores a revision of tpl as the engine does (engine/revisions.go).
+func (rc *rolloutCluster) record(t *testing.T, ns string, tpl *templates.Template, number int64, phase engine.Phase, wave int, message string) *appsv1.ControllerRevision {
+	t.Helper()
+	data, err := json.Marshal(map[string]any{"files": tpl.Files()})
+	require.NoError(t, err)
+	cr := storedRevision(ns, tpl.GVK, number, tpl.Hash, phase, wave, message, time.Time{})
+	cr.Annotations[engine.AnnotationTemplatePath] = tpl.Path
+	cr.Data = runtime.RawExtension{Raw: data}
+	require.NoError(t, rc.c.Create(context.Background(), cr))
+	return cr
+}
+
+// parent creates a MyKind object whose status says it runs revision
+// (number, hash), Ready or not.
+func (rc *rolloutCluster) parent(t *testing.T, name string, number int64, hash string, ready bool, pin string) {
+	t.Helper()
+	ctx := context.Background()
+	u := myKind(name, number, hash, ready, false, pin)
+	status := u.Object["status"].(map[string]any)
+	status["observedGeneration"] = int64(1)
+	delete(u.Object, "status")
+	u.SetUID("")
+	u.SetGeneration(0)
+	u.Object["spec"] = map[string]any{"deploymentName": name}
+	require.NoError(t, rc.c.Create(ctx, &u))
+	u.Object["status"] = status
+	require.NoError(t, rc.c.Status().Update(ctx, &u))
+}
+
+// annotations reads a revision's annotations.
+func (rc *rolloutCluster) annotations(t *testing.T, cr *appsv1.ControllerRevision) map[string]string {
+	t.Helper()
+	got := &appsv1.ControllerRevision{}
+	require.NoError(t, rc.c.Get(context.Background(), client.ObjectKeyFromObject(cr), got))
+	return got.Annotations
+}
+
+// act plays the engine: it records a revision's rollout state and clears
+// the users' requests it acted on.
+func (rc *rolloutCluster) act(t *testing.T, cr *appsv1.ControllerRevision, phase engine.Phase, wave int, message string, clear ...string) {
+	t.Helper()
+	patch := map[string]any{
+		engine.AnnotationRolloutPhase:   string(phase),
+		engine.AnnotationRolloutWave:    fmt.Sprint(wave),
+		engine.AnnotationRolloutMessage: message,
+	}
+	for _, a := range clear {
+		patch[a] = nil
+	}
+	body, err := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": patch}})
+	require.NoError(t, err)
+	require.NoError(t, rc.c.Patch(context.Background(), cr.DeepCopy(), client.RawPatch(types.MergePatchType, body)))
+}
+
+// TestRolloutOnCluster runs the commands on a real apiserver, the test
+// playing the engine. Its subtests are the steps of one story, in order.
+func TestRolloutOnCluster(t *testing.T) {
+	v1, v2, v3, v4 := rolloutTemplate(t, 1), rolloutTemplate(t, 2), rolloutTemplate(t, 3), rolloutTemplate(t, 4)
+	rc := startRolloutCluster(t, v1.CRD())
+	rollout := func(args ...string) (string, string, int) {
+		return run(t, append([]string{"rollout", "--kubeconfig", rc.kubeconfig}, args...)...)
+	}
+	hashes := strings.NewReplacer(v1.Hash, "<v1>", v2.Hash, "<v2>", v3.Hash, "<v3>", v4.Hash, "<v4>")
+
+	rc.record(t, "engine-system", v1, 1, engine.PhaseComplete, 0, "the first revision of the kind")
+	rc.record(t, "engine-system", v2, 2, engine.PhaseComplete, 2, "rolled out in 3 waves")
+	r3 := rc.record(t, "engine-system", v3, 3, engine.PhaseProgressing, 1, "wave 2 of 3")
+	rc.parent(t, "a", 2, v2.Hash, true, "")
+	rc.parent(t, "b", 2, v2.Hash, false, "")
+	rc.parent(t, "c", 3, v3.Hash, true, "")
+	rc.parent(t, "d", 3, v3.Hash, false, "")
+	rc.parent(t, "e", 1, v1.Hash, true, "1")
+	var r4 *appsv1.ControllerRevision // recorded held, later
+
+	t.Run("status", func(t *testing.T) {
+		out, errOut, code := rollout("status", "mk")
+		require.Equal(t, 0, code, errOut)
+		assert.Equal(t, `MyKind.webapp.my.domain/v1: 5 objects, revisions in namespace engine-system
+REVISION  HASH          PHASE        WAVE  OBJECTS  READY  PINNED
+1         <v1>  Complete     3/3   1        1      1
+2         <v2>  Complete     3/3   2        1      0
+3*        <v3>  Progressing  2/3   2        1      0
+revision 3 (*) is Progressing: wave 2 of 3
+`, hashes.Replace(out))
+
+		for _, kind := range []string{"MyKind", "mykind", "mykinds", "MyKind.webapp.my.domain", "mykinds.v1.webapp.my.domain"} {
+			again, errOut, code := rollout("status", kind)
+			require.Equal(t, 0, code, "%s: %s", kind, errOut)
+			assert.Equal(t, out, again, kind)
+		}
+
+		out, errOut, code = rollout("status", "mk", "-o", "json")
+		require.Equal(t, 0, code, errOut)
+		var st fleetStatus
+		require.NoError(t, json.Unmarshal([]byte(out), &st))
+		assert.Equal(t, fleetRevision{Number: 3, Hash: v3.Hash, Phase: "Progressing", Wave: 2, Waves: 3, Objects: 2, Ready: 1, Target: true, Message: "wave 2 of 3"}, st.Target)
+		assert.Len(t, st.Revisions, 3)
+	})
+
+	t.Run("history", func(t *testing.T) {
+		out, errOut, code := rollout("history", "mk")
+		require.Equal(t, 0, code, errOut)
+		assert.Regexp(t, regexp.MustCompile(`^REVISION  HASH          PHASE        CREATED  OBJECTS  MESSAGE
+1         <v1>  Complete     \d+s +1        the first revision of the kind
+2         <v2>  Complete     \d+s +2        rolled out in 3 waves
+3         <v3>  Progressing  \d+s +2        wave 2 of 3
+$`), hashes.Replace(out))
+	})
+
+	t.Run("pause and resume", func(t *testing.T) {
+		out, errOut, code := rollout("pause", "mk")
+		require.Equal(t, 0, code, errOut)
+		assert.Equal(t, "revision 3 of MyKind.webapp.my.domain paused: no more objects move to it until `engine rollout resume mk`\n", out)
+		a := rc.annotations(t, r3)
+		assert.Equal(t, "true", a[engine.AnnotationRolloutPaused])
+		assert.Equal(t, "Progressing", a[engine.AnnotationRolloutPhase], "the rest is left as it was")
+
+		out, _, code = rollout("status", "mk")
+		require.Equal(t, 0, code)
+		assert.Contains(t, squash(hashes.Replace(out)), "3* <v3> Paused 2/3 2 1 0\nrevision 3 (*) is paused at wave 2/3: `engine rollout resume mk` continues it\n")
+
+		_, errOut, code = rollout("pause", "mk")
+		assert.Equal(t, 1, code)
+		assert.Equal(t, "revision 3 of MyKind.webapp.my.domain is already paused; `engine rollout resume mk` continues it", errOut)
+
+		out, errOut, code = rollout("resume", "mk")
+		require.Equal(t, 0, code, errOut)
+		assert.Equal(t, "revision 3 of MyKind.webapp.my.domain resumed\n", out)
+		assert.NotContains(t, rc.annotations(t, r3), engine.AnnotationRolloutPaused)
+
+		_, errOut, code = rollout("resume", "mk")
+		assert.Equal(t, 1, code)
+		assert.Equal(t, "nothing to resume: revision 3 of MyKind.webapp.my.domain is Progressing and not paused", errOut)
+	})
+
+	t.Run("undo", func(t *testing.T) {
+		out, errOut, code := rollout("undo", "mk")
+		require.Equal(t, 0, code, errOut)
+		assert.Equal(t, "revision 3 of MyKind.webapp.my.domain undone: the engine returns its objects to revision 2\n", out)
+		assert.Equal(t, "true", rc.annotations(t, r3)[engine.AnnotationRolloutUndo])
+
+		rc.act(t, r3, engine.PhaseRolledBack, 1, "undone (engine rollout undo)", engine.AnnotationRolloutUndo)
+		_, errOut, code = rollout("undo", "mk")
+		assert.Equal(t, 1, code)
+		assert.Equal(t, "revision 3 of MyKind.webapp.my.domain is already rolled back: undone (engine rollout undo)", errOut)
+		out, _, _ = rollout("status", "mk")
+		assert.Contains(t, hashes.Replace(out), "revision 3 (*) was rolled back: undone (engine rollout undo)\n")
+	})
+
+	t.Run("a held revision is approved", func(t *testing.T) {
+		held := (&engine.HoldError{Deletes: 2, Examples: []string{"MyKind apps/a: Deployment apps/a", "MyKind apps/b: Deployment apps/b"}, Templates: []string{"mykind.cue"}}).Error()
+		r4 = rc.record(t, "engine-system", v4, 4, engine.PhaseHeld, 0, held)
+		out, errOut, code := rollout("status", "mk")
+		require.Equal(t, 0, code, errOut)
+		assert.Contains(t, squash(hashes.Replace(out)), "4* <v4> Held - 0 0 0\nrevision 4 (*) is held: "+held+"\n`engine rollout resume mk` confirms it\n")
+
+		_, errOut, code = rollout("undo", "mk")
+		assert.Equal(t, 1, code)
+		assert.Equal(t, "nothing to undo: revision 4 of MyKind.webapp.my.domain is Held and no object runs it; restore the previous template files to drop it", errOut)
+
+		// The engine sees the approval, rolls the revision out, and clears it.
+		out, errOut, code = waitedFor(t, func() (string, string, int) { return rollout("resume", "mk", "--wait", "1m") }, func() {
+			eventually(t, func() bool { return rc.annotations(t, r4)[engine.AnnotationRolloutApproved] == "true" })
+			rc.act(t, r4, engine.PhaseComplete, 2, "rolled out in 3 waves", engine.AnnotationRolloutApproved)
+		})
+		require.Equal(t, 0, code, errOut)
+		lines := strings.Split(strings.TrimSpace(out), "\n")
+		assert.Equal(t, "revision 4 of MyKind.webapp.my.domain approved: its rollout deletes 2 children", lines[0])
+		assert.Equal(t, "revision 4: Complete, wave 3/3: rolled out in 3 waves", lines[len(lines)-1])
+	})
+
+	t.Run("undo --wait of a complete revision", func(t *testing.T) {
+		// Complete until the engine sees the request: not the end of the wait.
+		out, errOut, code := waitedFor(t, func() (string, string, int) { return rollout("undo", "mk", "--wait", "1m") }, func() {
+			eventually(t, func() bool { return rc.annotations(t, r4)[engine.AnnotationRolloutUndo] == "true" })
+			rc.act(t, r4, engine.PhaseRolledBack, 2, "undone (engine rollout undo)", engine.AnnotationRolloutUndo)
+		})
+		require.Equal(t, 0, code, errOut)
+		assert.Equal(t, `revision 4 of MyKind.webapp.my.domain undone: the engine returns its objects to revision 2
+revision 4: Complete, wave 3/3: rolled out in 3 waves
+revision 4: RolledBack, wave 3/3: undone (engine rollout undo)
+`, out)
+	})
+
+	t.Run("errors", func(t *testing.T) {
+		_, errOut, code := rollout("status", "nope")
+		assert.Equal(t, 1, code)
+		assert.Equal(t, "unknown kind \"nope\": the cluster serves no such resource (is its CRD installed? `kubectl api-resources` lists the kinds)", errOut)
+
+		_, errOut, code = rollout("history", "deployments")
+		assert.Equal(t, 1, code)
+		assert.Equal(t, "no revisions of Deployment.apps in any namespace: the engine records one when it serves the kind's template (is it running, with this kind's template?)", errOut)
+
+		_, errOut, code = rollout("status", "mk", "-o", "yaml")
+		assert.Equal(t, 1, code)
+		assert.Equal(t, `unknown output format "yaml": use -o json, or no -o for a table`, errOut)
+
+		rc.record(t, "default", v1, 1, engine.PhaseComplete, 0, "the first revision of the kind")
+		_, errOut, code = rollout("status", "mk")
+		assert.Equal(t, 1, code)
+		assert.Equal(t, "revisions of MyKind.webapp.my.domain are in several namespaces (default, engine-system): choose the engine's with --revision-namespace", errOut)
+		out, errOut, code := rollout("status", "mk", "--revision-namespace", "engine-system")
+		require.Equal(t, 0, code, errOut)
+		assert.Contains(t, out, "revisions in namespace engine-system")
+	})
+}
+
+// waitedFor runs a command with --wait while engine plays the engine's
+// part, and returns the command's result.
+func waitedFor(t *testing.T, command func() (string, string, int), engine func()) (string, string, int) {
+	t.Helper()
+	interval := rolloutPollInterval
+	rolloutPollInterval = 20 * time.Millisecond
+	defer func() { rolloutPollInterval = interval }()
+	type result struct {
+		out, errOut string
+		code        int
+	}
+	done := make(chan result, 1)
+	go func() {
+		out, errOut, code := command()
+		done <- result{out, errOut, code}
+	}()
+	engine()
+	select {
+	case res := <-done:
+		return res.out, res.errOut, res.code
+	case <-time.After(30 * time.Second):
+		t.Fatal("the command did not return after the engine acted")
+		return "", "", 0
+	}
+}
+
+// eventually polls cond until it holds, for at most 30 seconds.
+func eventually(t *testing.T, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatal("condition not met within 30s")
+		}
+		<-tick.C
+	}
+}
+
+// squash makes a table's columns one space apart.
+func squash(s string) string { return regexp.MustCompile(` +`).ReplaceAllString(s, " ") }
