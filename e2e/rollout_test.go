@@ -151,7 +151,8 @@ func TestProgressiveRollout(t *testing.T) {
 		assert.Equal(t, 500, code)
 		assert.Contains(t, body, "revision 4 held: the new version of mykind.cue would delete 20 children")
 		writeFile(t, path, full)
-		eventually(t, "revision 4 superseded by the complete file (revision 2)", time.Minute, phaseIs(4, engine.PhaseSuperseded))
+		eventually(t, "revision 4 superseded by the complete file (revision 2's content, renumbered 5)", time.Minute, phaseIs(4, engine.PhaseSuperseded))
+		eventually(t, "revision 5 complete", time.Minute, phaseIs(5, engine.PhaseComplete))
 		after, err := fleet(context.Background())
 		require.NoError(t, err)
 		for name, d := range after.deploy {
@@ -161,15 +162,16 @@ func TestProgressiveRollout(t *testing.T) {
 	})
 
 	t.Run("pause stops a rollout between waves, resume continues it, undo returns the fleet", func(t *testing.T) {
+		const rev = 6
 		edit(t, "nginx:1.29", "")
-		eventually(t, "revision 5 recorded", time.Minute, func(ctx context.Context) (bool, error) {
-			_, err := revision(ctx, 5)
+		eventually(t, "revision 6 recorded", time.Minute, func(ctx context.Context) (bool, error) {
+			_, err := revision(ctx, rev)
 			return err == nil, nil
 		})
-		annotateRevision(t, 5, engine.AnnotationRolloutPaused+"=true")
+		annotateRevision(t, rev, engine.AnnotationRolloutPaused+"=true")
 		var paused engine.Revision
 		eventually(t, "the rollout paused with its wave Ready", 2*time.Minute, func(ctx context.Context) (bool, error) {
-			r, err := revision(ctx, 5)
+			r, err := revision(ctx, rev)
 			paused = r
 			moved, ready := 0, 0
 			_, scanErr := fmt.Sscanf(strings.TrimPrefix(r.Message, fmt.Sprintf("paused at wave %d of 3: ", r.Wave+1)), "%d of 20 objects moved, %d Ready", &moved, &ready)
@@ -177,30 +179,30 @@ func TestProgressiveRollout(t *testing.T) {
 		})
 		f, err := fleet(context.Background())
 		require.NoError(t, err)
-		assert.Equal(t, []int{1, 5, 20}[paused.Wave], f.onRevision(5, pinned), "paused: no more than the wave (%s)", paused.Message)
+		assert.Equal(t, []int{1, 5, 20}[paused.Wave], f.onRevision(rev, pinned), "paused: no more than the wave (%s)", paused.Message)
 		assert.Less(t, paused.Wave, 2, "paused before the last wave")
 
 		kubectl(t, "-n", revNS, "annotate", "controllerrevision", paused.Name, engine.AnnotationRolloutPaused+"-")
-		eventually(t, "revision 5 complete after resume", 3*time.Minute, phaseIs(5, engine.PhaseComplete))
-		eventually(t, "every MyKind on nginx:1.29", 2*time.Minute, allOn(5, "nginx:1.29"))
+		eventually(t, "revision 6 complete after resume", 3*time.Minute, phaseIs(rev, engine.PhaseComplete))
+		eventually(t, "every MyKind on nginx:1.29", 2*time.Minute, allOn(rev, "nginx:1.29"))
 
-		annotateRevision(t, 5, engine.AnnotationRolloutUndo+"=true")
-		eventually(t, "revision 5 rolled back", time.Minute, phaseIs(5, engine.PhaseRolledBack))
-		eventually(t, "every MyKind back on revision 2 (nginx:1.27)", 2*time.Minute, allOn(2, "nginx:1.27"))
+		annotateRevision(t, rev, engine.AnnotationRolloutUndo+"=true")
+		eventually(t, "revision 6 rolled back", time.Minute, phaseIs(rev, engine.PhaseRolledBack))
+		eventually(t, "every MyKind back on revision 5 (nginx:1.27)", 2*time.Minute, allOn(5, "nginx:1.27"))
 	})
 
 	t.Run("the engine killed mid-rollout finishes it after a restart, moving each MyKind once", func(t *testing.T) {
 		before, err := fleet(context.Background())
 		require.NoError(t, err)
 		edit(t, "nginx:1.30", "")
-		eventually(t, "the canary moved to revision 6", time.Minute, func(ctx context.Context) (bool, error) {
+		eventually(t, "the canary moved to revision 7", time.Minute, func(ctx context.Context) (bool, error) {
 			f, err := fleet(ctx)
-			return err == nil && f.onRevision(6, pinned) >= 1, err
+			return err == nil && f.onRevision(7, pinned) >= 1, err
 		})
 		eng.kill()
 		eng = launchEngine(t, outer, dir)
-		eventually(t, "revision 6 complete", 3*time.Minute, phaseIs(6, engine.PhaseComplete))
-		eventually(t, "every MyKind on nginx:1.30", 2*time.Minute, allOn(6, "nginx:1.30"))
+		eventually(t, "revision 7 complete", 3*time.Minute, phaseIs(7, engine.PhaseComplete))
+		eventually(t, "every MyKind on nginx:1.30", 2*time.Minute, allOn(7, "nginx:1.30"))
 		after, err := fleet(context.Background())
 		require.NoError(t, err)
 		for name, d := range after.deploy {
@@ -220,9 +222,9 @@ func TestProgressiveRollout(t *testing.T) {
 
 		// Unpinned, it follows the fleet.
 		kubectl(t, "-n", ns, "annotate", "mykind", pinned, engine.AnnotationTemplateRevision+"-")
-		eventually(t, "the unpinned MyKind on revision 6", 2*time.Minute, func(ctx context.Context) (bool, error) {
+		eventually(t, "the unpinned MyKind on revision 7", 2*time.Minute, func(ctx context.Context) (bool, error) {
 			f, err := fleet(ctx)
-			return err == nil && f.revision[pinned] == 6 && f.image[pinned] == "nginx:1.30", err
+			return err == nil && f.revision[pinned] == 7 && f.image[pinned] == "nginx:1.30", err
 		})
 	})
 }

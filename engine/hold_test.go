@@ -119,28 +119,38 @@ func TestTemplateWrittenInTwoHalvesDeletesNothing(t *testing.T) {
 	})
 	assert.Contains(t, shelfStatus().Held, "revision 2 held: the new version of shelf.cue would delete 2 children (Shelf "+ns+"/a: ConfigMap "+ns+"/a; Shelf "+ns+"/b: ConfigMap "+ns+"/b)")
 
-	// The second half: the files are revision 1 again, which the fleet
-	// runs; revision 2 is superseded, the children untouched.
+	// The second half: the files are revision 1's content again, which
+	// the fleet runs; it becomes revision 3, revision 2 is superseded, and
+	// the children are untouched.
 	eng.Reload(ctx, reloadEvent(t, dir, shelfHead+shelfTail))
-	eventually(t, "revision 2 superseded", func(ctx context.Context) (bool, error) {
+	eventually(t, "revision 2 superseded, revision 1 renumbered 3", func(ctx context.Context) (bool, error) {
 		got, err := phases(ctx)
-		return slices.Equal(got, []string{"1 Complete", "2 Superseded"}) && shelfStatus().Held == "", err
+		return slices.Equal(got, []string{"2 Superseded", "3 Complete"}) && shelfStatus().Held == "", err
 	})
 	for name, before := range books {
 		cm := &corev1.ConfigMap{}
 		require.NoError(t, k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, cm))
 		assert.Equal(t, before.UID, cm.UID, "child %s never deleted", name)
-		p := parent(shelfGVK, ns, name, nil)
-		require.NoError(t, k8s.Get(ctx, client.ObjectKeyFromObject(p), p))
-		number, _ := engine.ParentRevision(p)
-		assert.EqualValues(t, 1, number, "parent %s on revision 1", name)
+		assert.Equal(t, before.ResourceVersion, cm.ResourceVersion, "child %s never changed", name)
 	}
+	eventually(t, "the parents on revision 3", func(ctx context.Context) (bool, error) {
+		for _, name := range []string{"a", "b"} {
+			p := parent(shelfGVK, ns, name, nil)
+			if err := k8s.Get(ctx, client.ObjectKeyFromObject(p), p); err != nil {
+				return false, err
+			}
+			if number, _ := engine.ParentRevision(p); number != 3 {
+				return false, nil
+			}
+		}
+		return true, nil
+	})
 
 	// Removing the child on purpose: held until confirmed, then deleted.
 	eng.Reload(ctx, reloadEvent(t, dir, shelfHead+"// the books go\n"))
-	eventually(t, "revision 3 held", func(ctx context.Context) (bool, error) {
+	eventually(t, "revision 4 held", func(ctx context.Context) (bool, error) {
 		got, err := phases(ctx)
-		return slices.Equal(got, []string{"1 Complete", "2 Superseded", "3 Held"}), err
+		return slices.Equal(got, []string{"2 Superseded", "3 Complete", "4 Held"}), err
 	})
 	require.NoError(t, k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: "a"}, &corev1.ConfigMap{}), "not deleted while held")
 	cr := &appsv1.ControllerRevision{}
@@ -153,5 +163,5 @@ func TestTemplateWrittenInTwoHalvesDeletesNothing(t *testing.T) {
 	})
 	got, err := phases(ctx)
 	require.NoError(t, err)
-	assert.Equal(t, []string{"1 Complete", "2 Superseded", "3 Complete"}, got)
+	assert.Equal(t, []string{"2 Superseded", "3 Complete", "4 Complete"}, got)
 }

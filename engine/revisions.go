@@ -206,9 +206,17 @@ func (s *revisionStore) ensure(ctx context.Context, t *templates.Template) (rev 
 		return Revision{}, false, err
 	}
 	for i := range existing {
-		if RevisionOf(&existing[i]).Hash == t.Hash {
-			return RevisionOf(&existing[i]), false, nil
+		if RevisionOf(&existing[i]).Hash != t.Hash {
+			continue
 		}
+		if i == len(existing)-1 {
+			return RevisionOf(&existing[i]), false, nil // the newest, as it stands
+		}
+		// The files went back to an older revision's content: that is a
+		// new rollout of it, numbered next, as a StatefulSet's revisions
+		// are, so the newest revision is always the one rolling out.
+		rev, err := s.renumber(ctx, &existing[i], existing[len(existing)-1].Revision+1)
+		return rev, false, err
 	}
 	var number int64 = 1
 	if n := len(existing); n > 0 {
@@ -245,6 +253,29 @@ func (s *revisionStore) ensure(ctx context.Context, t *templates.Template) (rev 
 		return Revision{}, false, fmt.Errorf("recording revision %d of %s: %w", number, kindString(s.gvk), err)
 	}
 	return RevisionOf(cr), len(existing) == 0, nil
+}
+
+// renumber makes a stored revision the newest, pending a new rollout, with
+// the users' requests of its previous rollout cleared.
+func (s *revisionStore) renumber(ctx context.Context, cr *appsv1.ControllerRevision, number int64) (Revision, error) {
+	patch, err := json.Marshal(map[string]any{
+		"revision": number,
+		"metadata": map[string]any{"annotations": map[string]any{
+			AnnotationRolloutPhase:    string(PhasePending),
+			AnnotationRolloutWave:     "0",
+			AnnotationRolloutMessage:  fmt.Sprintf("the files are revision %d's content again", cr.Revision),
+			AnnotationRolloutPaused:   nil,
+			AnnotationRolloutApproved: nil,
+			AnnotationRolloutUndo:     nil,
+		}},
+	})
+	if err != nil {
+		return Revision{}, err
+	}
+	if err := s.c.Patch(ctx, cr, client.RawPatch("application/merge-patch+json", patch)); err != nil {
+		return Revision{}, fmt.Errorf("renumbering revision %d of %s as %d: %w", cr.Revision, kindString(s.gvk), number, err)
+	}
+	return RevisionOf(cr), nil
 }
 
 // load compiles a stored revision's template.

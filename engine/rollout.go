@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"hash/fnv"
@@ -88,10 +89,10 @@ func (ro *rollout) templateFor(parent *unstructured.Unstructured) (*loadedRevisi
 	}
 	_, hash := ParentRevision(parent)
 	cur := ro.revs[hash]
-	switch {
-	case ro.target.Phase == PhaseComplete:
+	switch ro.target.Phase {
+	case PhaseComplete:
 		return ro.target, nil
-	case ro.target.Phase == PhaseProgressing:
+	case PhaseProgressing:
 		if _, moved := ro.moving[parent.GetUID()]; moved || cur == ro.target {
 			return ro.target, nil
 		}
@@ -99,10 +100,10 @@ func (ro *rollout) templateFor(parent *unstructured.Unstructured) (*loadedRevisi
 			return ro.target, nil // a new parent, once the canaries passed
 		}
 	}
-	if cur == nil || cur.Phase == PhaseRolledBack || cur == ro.target {
+	if cur == nil || cur.Phase == PhaseRolledBack {
 		return ro.stable, nil
 	}
-	return cur, nil
+	return cur, nil // where it is, until the rollout reaches it
 }
 
 // init loads the kind's stored revisions and records the files' template
@@ -152,6 +153,7 @@ func (ro *rollout) retarget(ctx context.Context, t *templates.Template) error {
 	if first {
 		// Nothing ran before it: it is complete at once.
 		lr.Phase, lr.Message = PhaseComplete, "the first revision of the kind"
+		lr.Wave = len(t.Rollout.Waves) - 1
 		if err := ro.store.record(ctx, lr.Revision); err != nil {
 			return err
 		}
@@ -247,6 +249,10 @@ func (ro *rollout) step(ctx context.Context) (time.Duration, error) {
 	case PhasePending:
 		return rolloutTickActive, ro.start(ctx, parents)
 	case PhaseHeld:
+		if ro.target.Undo {
+			// Rejected before any object ran it: nothing to move back.
+			return rolloutTickIdle, ro.rollBack(ctx, parents, "undone while held (engine rollout undo): no object ran it", AnnotationRolloutUndo)
+		}
 		if ro.target.Approved {
 			return rolloutTickActive, ro.begin(ctx, parents, AnnotationRolloutApproved)
 		}
@@ -276,7 +282,10 @@ func (ro *rollout) refresh(ctx context.Context) error {
 // start decides what happens to a new target: held when it would delete
 // children the parents have, otherwise rolled out.
 func (ro *rollout) start(ctx context.Context, parents []unstructured.Unstructured) error {
-	if !ro.target.tpl.Rollout.AllowDeletions && !ro.target.Approved {
+	if ro.target.Approved {
+		return ro.begin(ctx, parents, AnnotationRolloutApproved) // confirmed in advance
+	}
+	if !ro.target.tpl.Rollout.AllowDeletions {
 		held, err := ro.wouldDelete(ctx, parents)
 		if err != nil {
 			return err
@@ -460,7 +469,12 @@ func (ro *rollout) status() (revision string, held string) {
 // evaluate is left to its health gate.
 func (ro *rollout) wouldDelete(ctx context.Context, parents []unstructured.Unstructured) (*HoldError, error) {
 	held := &HoldError{Templates: []string{ro.target.Path}}
-	for _, p := range rolloutOrder(parents) { // pinned parents do not move
+	fleet := rolloutOrder(parents) // pinned parents do not move
+	// By name, so the same hold reads the same (and names the same examples).
+	slices.SortFunc(fleet, func(a, b *unstructured.Unstructured) int {
+		return cmp.Or(strings.Compare(a.GetNamespace(), b.GetNamespace()), strings.Compare(a.GetName(), b.GetName()))
+	})
+	for _, p := range fleet {
 		if err := ro.kc.e.countDeletes(ctx, ro.kc, ro.target.tpl, p, held); err != nil {
 			return nil, err
 		}

@@ -26,7 +26,11 @@ const deferredStatusDelay = 10 * time.Second
 // needs no evaluation and no write.
 func (r *reconciler) isSettled(t *templates.Template, parent *unstructured.Unstructured, live *liveChildren, st *status) bool {
 	key := types.NamespacedName{Namespace: parent.GetNamespace(), Name: parent.GetName()}
-	fp := fingerprint(t, parent, live.list)
+	var revision int64
+	if st.revision != nil {
+		revision = st.revision.Number
+	}
+	fp := fingerprint(t, revision, parent, live.list)
 	if last, ok := r.settled.Load(key); ok && last == fp {
 		st.skip = true
 		return true
@@ -54,12 +58,13 @@ func (r *reconciler) settle(eval *evaluation, applies, deletes int, resync time.
 	return ctrl.Result{RequeueAfter: resync}
 }
 
-// fingerprint summarises everything an evaluation depends on: the template
-// revision, the parent's spec generation and metadata, and the identity and
-// resource version of each existing child.
-func fingerprint(t *templates.Template, parent *unstructured.Unstructured, existing []*unstructured.Unstructured) string {
+// fingerprint summarises everything an evaluation and its status depend
+// on: the template's content and revision number (a revision renumbered
+// changes only the status), the parent's spec generation and metadata, and
+// the identity and resource version of each existing child.
+func fingerprint(t *templates.Template, revision int64, parent *unstructured.Unstructured, existing []*unstructured.Unstructured) string {
 	h := sha256.New()
-	fmt.Fprintf(h, "%s\x00%d\x00%s\x00", t.Hash, parent.GetGeneration(), parent.GetUID())
+	fmt.Fprintf(h, "%s\x00%d\x00%d\x00%s\x00", t.Hash, revision, parent.GetGeneration(), parent.GetUID())
 	writeMap(h, parent.GetLabels())
 	writeMap(h, parent.GetAnnotations())
 	fmt.Fprintf(h, "%s\x00", strings.Join(parent.GetFinalizers(), ","))

@@ -68,6 +68,7 @@ func TestUnitTemplateFor(t *testing.T) {
 		{"progressing, past the first wave: a new parent gets the target", PhaseProgressing, 1, false, fresh, 2},
 		{"held: a new parent gets the stable one", PhaseHeld, 0, false, fresh, 1},
 		{"held: nobody moves", PhaseHeld, 0, false, on1, 1},
+		{"pending: a parent already on its content stays", PhasePending, 0, false, on2, 2},
 		{"rolled back: back to the stable one", PhaseRolledBack, 0, false, on2, 1},
 		{"pinned: whatever the rollout", PhaseComplete, 2, false, pinned, 1},
 	} {

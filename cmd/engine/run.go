@@ -5,6 +5,8 @@ import (
 	"context"
 	goflag "flag"
 	"fmt"
+	"os"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -70,7 +72,7 @@ func (o *runOptions) addFlags(cmd *cobra.Command) {
 	f.BoolVar(&o.forceCRDs, "force-crd-changes", false, "with --install-crds, apply CRD changes that could break stored objects")
 	f.Float64Var(&o.requeueQPS, "requeue-qps", 200, "parents requeued per second after a template change")
 	f.DurationVar(&o.resourceResync, "resource-resync", 10*time.Minute, "how often external resources are re-observed (jittered)")
-	f.StringVar(&o.revisionNamespace, "revision-namespace", "", "namespace of the templates' revisions (ControllerRevisions) (default: --leader-election-namespace, else \"default\")")
+	f.StringVar(&o.revisionNamespace, "revision-namespace", "", "namespace of the templates' revisions (ControllerRevisions) (default: --leader-election-namespace, else the pod's namespace, else \"default\")")
 	f.IntVar(&o.revisionHistoryLimit, "revision-history-limit", 10, "revisions kept per kind, besides those an object runs or is pinned to")
 	f.DurationVar(&o.limits.EvaluationTimeout, "evaluation-timeout", engine.DefaultLimits.EvaluationTimeout, "longest evaluation of a template for one object; past it the object is Synced=False EvaluationTimeout until its spec or the template changes")
 	f.IntVar(&o.limits.MaxChildren, "max-children", engine.DefaultLimits.MaxChildren, "most children and resources one object may render (TooManyChildren past it)")
@@ -161,7 +163,7 @@ func (o *runOptions) run(cmd *cobra.Command, cfg *rest.Config) error {
 		InstallCRDs:             o.installCRDs,
 		ForceCRDChanges:         o.forceCRDs,
 		Limits:                  o.limits,
-		RevisionNamespace:       cmp.Or(o.revisionNamespace, o.leaderElectionNamespace, "default"),
+		RevisionNamespace:       cmp.Or(o.revisionNamespace, o.leaderElectionNamespace, podNamespace(), "default"),
 		RevisionHistoryLimit:    o.revisionHistoryLimit,
 	})
 	if err != nil {
@@ -235,6 +237,16 @@ func apiserverReady(cfg *rest.Config) (func(context.Context) error, error) {
 		defer cancel()
 		return cs.Discovery().RESTClient().Get().AbsPath("/readyz").Do(ctx).Error()
 	}, nil
+}
+
+// podNamespace is the namespace of the pod the engine runs in, "" outside
+// a cluster: where controller-runtime puts the leader election Lease too.
+func podNamespace() string {
+	b, err := os.ReadFile("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
+	if err != nil {
+		return ""
+	}
+	return strings.TrimSpace(string(b))
 }
 
 // newScheme knows the built-in kinds and CRDs (for --install-crds); every
