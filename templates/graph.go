@@ -103,7 +103,7 @@ func (g *Graph) Names(kind NodeKind, name string) []string {
 // cycle, is an error at the positions involved.
 func graphOf(root, tmpl string, files []string) (*Graph, error) {
 	s := &graphScan{root: root, top: map[string][]ast.Expr{}, topValue: map[ast.Node]string{},
-		decls: map[nodeID]*decl{}, byValue: map[ast.Node]nodeID{}, containers: map[ast.Node]bool{}}
+		decls: map[nodeID]*decl{}, byValue: map[ast.Node]nodeID{}, containers: map[ast.Node]bool{}, sections: map[ast.Node]string{}}
 	for _, f := range files {
 		af, err := parser.ParseFile(f, nil)
 		if err != nil {
@@ -162,6 +162,9 @@ type graphScan struct {
 	// containers are the structs that hold declarations, never followed:
 	// reading one would make a node depend on all its siblings.
 	containers map[ast.Node]bool
+	// sections are the values of children: and resources: fields, wherever
+	// declared (a comprehension's children: is the template's too).
+	sections map[ast.Node]string
 }
 
 // scope records the top-level fields and lets of a file.
@@ -195,6 +198,7 @@ func (s *graphScan) collect(decls []ast.Decl, path []string, guards []ast.Expr) 
 			case len(path) == 0 && (name == string(ChildNode) || name == string(ResourceNode)):
 				if st, ok := x.Value.(*ast.StructLit); ok {
 					s.containers[st] = true
+					s.sections[st] = name
 					s.collect(st.Elts, []string{name}, guards)
 				}
 			case len(path) == 1:
@@ -409,7 +413,7 @@ func (r *refScan) special(e ast.Expr) (head, name string, ok bool) {
 	default:
 		return "", "", false
 	}
-	if id.Node != nil && r.topValue[id.Node] != id.Name {
+	if id.Node != nil && r.topValue[id.Node] != id.Name && r.sections[id.Node] != id.Name {
 		return "", "", false // a local of that name
 	}
 	switch x := chain[len(chain)-2].(type) { // the element right after the head
