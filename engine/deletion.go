@@ -52,7 +52,7 @@ func (r *reconciler) reconcileDelete(ctx context.Context, t *templates.Template,
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	order := newDependencyOrder(live.list, records)
+	order := newDependencyOrder(deletedWithParent(parent, live.list), records)
 	if done := r.deleteResources(ctx, t, parent, order, st); !done {
 		return ctrl.Result{}, nil
 	}
@@ -71,6 +71,17 @@ func (r *reconciler) reconcileDelete(ctx context.Context, t *templates.Template,
 		return ctrl.Result{}, fmt.Errorf("removing finalizer: %w", err)
 	}
 	return ctrl.Result{}, nil
+}
+
+// deletedWithParent returns the children that go with the parent: all of
+// them, unless it is deleted with --cascade=orphan, which keeps the owned
+// ones (the garbage collector removes their owner references): nothing
+// waits for what is kept.
+func deletedWithParent(parent *unstructured.Unstructured, children []*unstructured.Unstructured) []*unstructured.Unstructured {
+	if !controllerutil.ContainsFinalizer(parent, metav1.FinalizerOrphanDependents) {
+		return children
+	}
+	return slices.DeleteFunc(slices.Clone(children), func(c *unstructured.Unstructured) bool { return metav1.GetControllerOfNoCopy(c) != nil })
 }
 
 // deleteResources deletes (or orphans) every recorded resource nothing

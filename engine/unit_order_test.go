@@ -148,6 +148,22 @@ func TestUnitDeletionOrderOrphan(t *testing.T) {
 	assert.Nil(t, e.get(unitOrdered, unitNamespace, "o"))
 }
 
+// TestUnitDeletionOrphanCascade: a parent deleted with --cascade=orphan
+// keeps its owned children, so its bucket waits for none of them.
+func TestUnitDeletionOrphanCascade(t *testing.T) {
+	e, o := newOrdered(t)
+	cur := e.reread(o)
+	cur.SetFinalizers([]string{Finalizer, metav1.FinalizerOrphanDependents})
+	e.update(cur)
+	require.NoError(t, e.store.Delete(e.ctx, e.reread(o)))
+
+	e.reconcileClean(o)
+	assert.Equal(t, []string{"delete o-0"}, e.provider.takeCalls())
+	assert.Empty(t, e.takeDeletes(), "the children are kept")
+	assert.Equal(t, []string{"o-config", "o-app", "o-lone"}, e.orderedChildren())
+	assert.Equal(t, []string{metav1.FinalizerOrphanDependents}, e.reread(o).GetFinalizers(), "the garbage collector's is left to it")
+}
+
 // TestUnitPruneOrder: a spec change that drops the bucket and the two
 // children reading it deletes them in the same order as a deletion, and
 // Ready says what waits; the record goes with the bucket.
