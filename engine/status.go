@@ -34,9 +34,6 @@ type status struct {
 	problems  []problem
 	synced    condition
 	ready     condition
-	// waits are the deletions held until what depends on them is gone
-	// (order.go), for the Ready message.
-	waits []string
 	// skip: this reconcile's status is not worth writing (children or the
 	// parent were written: the reconcile their watch event brings sees the
 	// result), or there is no parent left to write it to.
@@ -45,6 +42,9 @@ type status struct {
 	onWritten func()
 	// onSettled records this reconcile's inputs as settled (settled.go).
 	onSettled func()
+	// waits are the deletions held until what depends on them is gone
+	// (order.go), for the Ready message.
+	waits []string
 }
 
 // problem is one thing that keeps the parent from being synced.

@@ -83,6 +83,9 @@ func (t *Template) Graph() *Graph { return t.graph }
 
 // Names returns the sorted local names the node kind/name depends on.
 func (g *Graph) Names(kind NodeKind, name string) []string {
+	if g == nil {
+		return nil
+	}
 	for _, n := range g.Nodes {
 		if n.Kind != kind || n.Name != name {
 			continue
