@@ -34,6 +34,12 @@ const (
 	ReasonTemplateNotReady = "TemplateNotReady"
 	// ReasonUnknownProvider: a template names a provider the engine lacks.
 	ReasonUnknownProvider = "UnknownProvider"
+	// ReasonDeleting: Ready while a deletion waits for dependents to go
+	// first (the parent's own, or one a spec change prunes).
+	ReasonDeleting = "Deleting"
+	// ReasonDeletionBlocked: Synced while a dependent that must go first
+	// is held by a finalizer that is not the garbage collector's.
+	ReasonDeletionBlocked = "DeletionBlocked"
 	// ReasonStatusTooLarge: the status the template renders is over the
 	// apiserver's size limit.
 	ReasonStatusTooLarge = "StatusTooLarge"

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -23,13 +24,20 @@ import (
 // deletionPolicy for all its resources; "Orphan" keeps them.
 const AnnotationDeletionPolicy = "engine.cuengine.dev/deletion-policy"
 
-// reconcileDelete runs when the parent is being deleted: it deletes its
-// external resources per their recorded deletion policy and the children
-// the garbage collector will not (those without an owner reference), then
-// drops the finalizer. What to delete comes from the records on the
-// parent, never from the template; the template is asked only for the
-// resources' current specs (forceDestroy lives there), and a template that
-// no longer evaluates leaves them empty rather than blocking deletion.
+// reconcileDelete runs when the parent is being deleted. Dependents go
+// first, and each thing waits until everything that depends on it is gone
+// (order.go): resources are deleted through their providers (or orphaned,
+// per their recorded deletion policy) once no dependent is left; children
+// that take part in an order, and those the garbage collector cannot reach
+// (no owner reference), are deleted by the engine, with foreground
+// propagation; the other children go through the garbage collector once
+// the finalizer is dropped, which happens when nothing waits any more.
+//
+// What to delete, and in which order, comes from the records on the
+// parent and the live children, never from the template; the template is
+// asked only for the resources' current specs (forceDestroy lives there),
+// and a template that no longer evaluates leaves them empty rather than
+// blocking deletion.
 func (r *reconciler) reconcileDelete(ctx context.Context, t *templates.Template, parent *unstructured.Unstructured, st *status) (ctrl.Result, error) {
 	r.settled.Delete(types.NamespacedName{Namespace: parent.GetNamespace(), Name: parent.GetName()})
 	if !controllerutil.ContainsFinalizer(parent, Finalizer) {
@@ -40,31 +48,21 @@ func (r *reconciler) reconcileDelete(ctx context.Context, t *templates.Template,
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	orphanAll := parent.GetAnnotations()[AnnotationDeletionPolicy] == templates.DeletionPolicyOrphan
-	specs := r.currentSpecs(t, parent)
-	for _, name := range slices.Sorted(maps.Keys(records)) {
-		rec := records[name]
-		if orphanAll || rec.DeletionPolicy == templates.DeletionPolicyOrphan {
-			log.FromContext(ctx).Info("orphaning external resource", "resource", rec.Name, "externalName", rec.ExternalName)
-			continue
-		}
-		p, ok := r.provider(rec.Provider)
-		if !ok {
-			st.fail(ReasonUnknownProvider, terminalError(ReasonUnknownProvider, fmt.Errorf("resource %s: provider %q is not available in this engine; to delete the parent anyway, annotate it %s=Orphan", rec.Name, rec.Provider, AnnotationDeletionPolicy)))
-			return ctrl.Result{}, nil
-		}
-		req := providers.Request{Name: rec.Name, ExternalName: rec.ExternalName, Owner: ownerOf(parent), Spec: specs[rec.Name], Settings: rec.Settings}
-		callCtx, cancel := context.WithTimeout(ctx, providerCallTimeout)
-		err := p.Delete(callCtx, req)
-		cancel()
-		if err != nil {
-			st.fail("", fmt.Errorf("deleting resource %s (%s): %w; the finalizer is kept. To delete the parent and keep the resource, annotate it %s=Orphan", rec.Name, rec.ExternalName, err, AnnotationDeletionPolicy))
-			return ctrl.Result{}, nil
-		}
-		r.normal(parent, "Deleted", "Delete", "Deleted %s resource %s", rec.Provider, rec.ExternalName)
-	}
-	if err := r.deleteUnownedChildren(ctx, parent); err != nil {
+	live, err := r.observe(ctx, parent)
+	if err != nil {
 		return ctrl.Result{}, err
+	}
+	order := newDependencyOrder(deletedWithParent(parent, live.list), records)
+	if done := r.deleteResources(ctx, t, parent, order, st); !done {
+		return ctrl.Result{}, nil
+	}
+	if err := r.deleteChildren(ctx, parent, order); err != nil {
+		return ctrl.Result{}, err
+	}
+	if waits := deletionWaits(order); len(waits) > 0 {
+		st.recordWaits(waits)
+		st.ready = condition{status: metav1.ConditionFalse, reason: ReasonDeleting, message: safeMessage("deleting: " + strings.Join(st.waits, "; "))}
+		return ctrl.Result{RequeueAfter: deletionRecheck}, nil
 	}
 	patch := client.MergeFromWithOptions(parent.DeepCopy(), client.MergeFromWithOptimisticLock{})
 	controllerutil.RemoveFinalizer(parent, Finalizer)
@@ -75,24 +73,95 @@ func (r *reconciler) reconcileDelete(ctx context.Context, t *templates.Template,
 	return ctrl.Result{}, nil
 }
 
-// deleteUnownedChildren deletes the children the garbage collector will not:
-// those in other namespaces or cluster-scoped, which carry no owner reference.
-func (r *reconciler) deleteUnownedChildren(ctx context.Context, parent *unstructured.Unstructured) error {
-	live, err := r.observe(ctx, parent)
-	if err != nil {
-		return err
+// deletedWithParent returns the children that go with the parent: all of
+// them, unless it is deleted with --cascade=orphan, which keeps the owned
+// ones (the garbage collector removes their owner references): nothing
+// waits for what is kept.
+func deletedWithParent(parent *unstructured.Unstructured, children []*unstructured.Unstructured) []*unstructured.Unstructured {
+	if !controllerutil.ContainsFinalizer(parent, metav1.FinalizerOrphanDependents) {
+		return children
 	}
-	for _, c := range live.list {
-		if metav1.GetControllerOfNoCopy(c) != nil {
+	return slices.DeleteFunc(slices.Clone(children), func(c *unstructured.Unstructured) bool { return metav1.GetControllerOfNoCopy(c) != nil })
+}
+
+// deleteResources deletes (or orphans) every recorded resource nothing
+// left depends on, again until none can go: deleting one may free
+// another. It reports false when a provider failed, recorded on st: the
+// finalizer stays, and the reconcile ends.
+func (r *reconciler) deleteResources(ctx context.Context, t *templates.Template, parent *unstructured.Unstructured, order *dependencyOrder, st *status) bool {
+	orphanAll := parent.GetAnnotations()[AnnotationDeletionPolicy] == templates.DeletionPolicyOrphan
+	var specs map[string]map[string]any
+	for progress := true; progress; {
+		progress = false
+		for _, name := range slices.Sorted(maps.Keys(order.records)) {
+			rec := order.records[name]
+			if order.hasDependents(name) {
+				continue
+			}
+			if orphanAll || rec.DeletionPolicy == templates.DeletionPolicyOrphan {
+				log.FromContext(ctx).Info("orphaning external resource", "resource", rec.Name, "externalName", rec.ExternalName)
+				order.gone(name)
+				progress = true
+				continue
+			}
+			p, ok := r.provider(rec.Provider)
+			if !ok {
+				st.fail(ReasonUnknownProvider, terminalError(ReasonUnknownProvider, fmt.Errorf("resource %s: provider %q is not available in this engine; to delete the parent anyway, annotate it %s=Orphan", rec.Name, rec.Provider, AnnotationDeletionPolicy)))
+				return false
+			}
+			if specs == nil {
+				specs = r.currentSpecs(t, parent)
+			}
+			req := providers.Request{Name: rec.Name, ExternalName: rec.ExternalName, Owner: ownerOf(parent), Spec: specs[rec.Name], Settings: rec.Settings}
+			callCtx, cancel := context.WithTimeout(ctx, providerCallTimeout)
+			err := p.Delete(callCtx, req)
+			cancel()
+			if err != nil {
+				st.fail("", fmt.Errorf("deleting resource %s (%s): %w; the finalizer is kept. To delete the parent and keep the resource, annotate it %s=Orphan", rec.Name, rec.ExternalName, err, AnnotationDeletionPolicy))
+				return false
+			}
+			r.normal(parent, "Deleted", "Delete", "Deleted %s resource %s", rec.Provider, rec.ExternalName)
+			order.gone(name)
+			progress = true
+		}
+	}
+	return true
+}
+
+// deleteChildren deletes the children the garbage collector cannot reach
+// (those in other namespaces or cluster-scoped, without an owner
+// reference) and those that take part in an order, each once nothing that
+// depends on it is left. A child already being deleted is left to finish.
+func (r *reconciler) deleteChildren(ctx context.Context, parent *unstructured.Unstructured, order *dependencyOrder) error {
+	for _, c := range order.children {
+		unowned := metav1.GetControllerOfNoCopy(c) == nil
+		if (!unowned && !order.ordered(c)) || c.GetDeletionTimestamp() != nil || order.hasDependents(localName(c)) {
 			continue
 		}
-		uid := c.GetUID()
-		if err := r.writer.Delete(ctx, c, client.Preconditions(metav1.Preconditions{UID: &uid})); err != nil && !apierrors.IsNotFound(err) {
+		if err := r.writer.Delete(ctx, c, order.deleteOptions(c)...); err != nil && !apierrors.IsNotFound(err) {
 			return fmt.Errorf("deleting %s %s: %w", c.GetKind(), c.GetName(), err)
 		}
 		r.normal(parent, "Deleted", "Delete", "Deleted %s %s/%s", c.GetKind(), c.GetNamespace(), c.GetName())
 	}
 	return nil
+}
+
+// deletionWaits lists what the parent's deletion still waits for: each
+// resource left, and each child that must outlive a dependent. A child
+// whose delete was sent and that nothing waits for does not hold the
+// finalizer: it goes on its own.
+func deletionWaits(order *dependencyOrder) []deletionWait {
+	var waits []deletionWait
+	for _, c := range order.children {
+		if deps := order.dependents(localName(c)); len(deps) > 0 {
+			waits = append(waits, deletionWait{what: describe(c), dependents: deps})
+		}
+	}
+	slices.SortFunc(waits, func(a, b deletionWait) int { return strings.Compare(a.what, b.what) })
+	for _, name := range slices.Sorted(maps.Keys(order.records)) {
+		waits = append(waits, deletionWait{what: "resource " + name, dependents: order.dependents(name)})
+	}
+	return waits
 }
 
 // currentSpecs returns the resources' specs as the template renders them

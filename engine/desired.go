@@ -71,6 +71,9 @@ func Desired(parent *unstructured.Unstructured, policy templates.Policy, scoper 
 		annotations = map[string]string{}
 	}
 	annotations[AnnotationParent] = ParentRef(parent)
+	if len(c.DependsOn) > 0 {
+		annotations[AnnotationDependsOn] = strings.Join(c.DependsOn, ",")
+	}
 	obj.SetAnnotations(annotations)
 	if owned && parent.GetUID() != "" {
 		obj.SetOwnerReferences([]metav1.OwnerReference{controllerRef(parent)})

@@ -14,8 +14,11 @@
 //
 //  1. deletion.go: a parent being deleted has its external resources deleted
 //     (or orphaned) from the records on it, and the children the garbage
-//     collector cannot reach, then loses its finalizer. It runs first, so a
-//     broken template never blocks a deletion.
+//     collector cannot reach or that take part in a dependency, dependents
+//     first (order.go: a thing goes once everything that depends on it is
+//     gone, one step per reconcile, each brought by the event of the one
+//     before), then loses its finalizer. It runs first, so a broken
+//     template never blocks a deletion.
 //  2. observe.go: the parent's live children, from the label-selected child
 //     cache, indexed by kind, namespace, name and local name.
 //  3. settled.go: the same inputs as the last reconcile that changed nothing
@@ -37,7 +40,9 @@
 //     same reconcile.
 //  8. apply.go: server-side apply of each child that is missing or drifted;
 //     an object this parent does not control is never touched.
-//  9. prune.go: children the template no longer produces are deleted.
+//  9. prune.go: children the template no longer produces are deleted,
+//     dependents first (order.go), as resources the template dropped are
+//     in step 5.
 //  10. ready.go: Ready from the template's ready field, or from kstatus on
 //     every child and the resources' readiness.
 //  11. settled.go (settle), then status.go: after child writes the status

@@ -59,6 +59,12 @@ func terminalError(reason string, err error) error {
 	return &stepError{class: terminal, reason: reason, err: err}
 }
 
+// waitingError is an order of things that is not there yet: looked at
+// again after the delay, without an error log.
+func waitingError(reason string, after time.Duration, err error) error {
+	return &stepError{class: waiting, reason: reason, after: after, err: err}
+}
+
 // classify is the one place that decides what an error means for the
 // reconcile: an error a step classified keeps its class; a provider error
 // is transient when the provider says it may go away, otherwise it waits

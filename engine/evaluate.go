@@ -18,6 +18,8 @@ type evaluation struct {
 	children []*unstructured.Unstructured
 	// observed is what the template saw as observed.
 	observed map[string]any
+	// graph is the template's dependency graph, for the Ready message.
+	graph *templates.Graph
 }
 
 // evaluate runs the template for the parent, within the limits
@@ -29,7 +31,7 @@ func (r *reconciler) evaluate(t *templates.Template, parent *unstructured.Unstru
 		return nil, st.templateFailed(err)
 	}
 	st.template.record(out.Status)
-	return &evaluation{result: out, children: r.desiredChildren(t, parent, out, st), observed: observed}, nil
+	return &evaluation{result: out, children: r.desiredChildren(t, parent, out, st), observed: observed, graph: t.Graph()}, nil
 }
 
 // reevaluate runs the template again when the resources step saw a

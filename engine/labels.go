@@ -17,6 +17,10 @@ const (
 	// AnnotationAppliedHash holds a hash of the desired object last applied,
 	// so an unchanged child is not applied again.
 	AnnotationAppliedHash = "engine.cuengine.dev/applied-hash"
+	// AnnotationDependsOn lists, comma-separated, the local names of the
+	// children and resources a child depends on (the template's graph), so
+	// deletion orders them from the live objects alone (order.go).
+	AnnotationDependsOn = "engine.cuengine.dev/depends-on"
 	// FieldManager is the server-side apply field manager of every write.
 	FieldManager = "engine"
 )

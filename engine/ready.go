@@ -2,11 +2,14 @@ package engine
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	kstatus "sigs.k8s.io/cli-utils/pkg/kstatus/status"
+
+	"github.com/cuengine/engine/templates"
 )
 
 // setReady decides Ready: the template's own ready field when it has one,
@@ -33,8 +36,15 @@ func (s *status) setReady(eval *evaluation, live *liveChildren) {
 			waiting = append(waiting, fmt.Sprintf("%s %s", d.GetKind(), d.GetName()))
 		}
 	}
+	// Then the steps after those: children the template holds back until
+	// what they read exists, and deletions held until their dependents go.
+	var steps []string
 	if len(waiting) > 0 {
-		s.ready = condition{status: metav1.ConditionFalse, reason: ReasonWaiting, message: safeMessage("waiting for " + strings.Join(waiting, ", "))}
+		steps = append(steps, "waiting for "+strings.Join(waiting, ", "))
+	}
+	steps = append(append(steps, heldBack(eval)...), s.waits...)
+	if len(steps) > 0 {
+		s.ready = condition{status: metav1.ConditionFalse, reason: ReasonWaiting, message: safeMessage(strings.Join(steps, "; "))}
 		return
 	}
 	s.ready = condition{status: metav1.ConditionTrue, reason: ReasonReady, message: "all children are ready"}
@@ -49,4 +59,39 @@ func (s *status) setReady(eval *evaluation, live *liveChildren) {
 func childReady(obj *unstructured.Unstructured) bool {
 	res, err := kstatus.Compute(obj)
 	return err == nil && res.Status == kstatus.CurrentStatus
+}
+
+// heldBack names the children of the template's graph that it did not
+// produce while something they read through observed is desired but does
+// not exist yet: "child app waits for assets". Ordered creation needs
+// nothing else (the template cannot produce them before); this only says
+// so. A child whose dependency is not desired either is left out by the
+// spec, not waiting.
+func heldBack(eval *evaluation) []string {
+	if eval.graph == nil {
+		return nil
+	}
+	produced, desired := map[string]bool{}, map[string]bool{}
+	for _, c := range eval.result.Children {
+		produced[c.Name], desired[c.Name] = true, true
+	}
+	for _, r := range eval.result.Resources {
+		desired[r.Name] = true
+	}
+	var out []string
+	for _, n := range eval.graph.Nodes {
+		if n.Kind != templates.ChildNode || produced[n.Name] {
+			continue
+		}
+		var missing []string
+		for _, d := range n.DependsOn {
+			if _, ok := eval.observed[d.Name]; !ok && desired[d.Name] && d.Via == templates.ViaObserved && !slices.Contains(missing, d.Name) {
+				missing = append(missing, d.Name)
+			}
+		}
+		if len(missing) > 0 {
+			out = append(out, fmt.Sprintf("child %s waits for %s", n.Name, strings.Join(missing, ", ")))
+		}
+	}
+	return out
 }

@@ -106,7 +106,7 @@ func (r *reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	plan, err := r.reconcileResources(ctx, parent, eval, st) // resources.go
+	plan, err := r.reconcileResources(ctx, parent, eval, live, st) // resources.go
 	if err != nil {
 		return ctrl.Result{}, err
 	}
@@ -120,7 +120,7 @@ func (r *reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	deletes, err := r.prune(ctx, parent, eval.children, live) // prune.go
+	deletes, err := r.prune(ctx, parent, eval.children, live, st) // prune.go
 	if err != nil {
 		return ctrl.Result{}, err
 	}

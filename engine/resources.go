@@ -51,7 +51,7 @@ func (p *resourcePlan) drop(name string) {
 // comes in the reconcile after the record step stored its name. Recorded
 // resources the template dropped are deleted (or orphaned, per policy).
 // Provider failures are problems on the status, one per resource.
-func (r *reconciler) reconcileResources(ctx context.Context, parent *unstructured.Unstructured, eval *evaluation, st *status) (*resourcePlan, error) {
+func (r *reconciler) reconcileResources(ctx context.Context, parent *unstructured.Unstructured, eval *evaluation, live *liveChildren, st *status) (*resourcePlan, error) {
 	records, err := recordedResources(parent)
 	if err != nil {
 		return nil, err
@@ -74,8 +74,8 @@ func (r *reconciler) reconcileResources(ctx context.Context, parent *unstructure
 			r.planName(parent, p, res, plan, st)
 			continue
 		}
-		if rec.DeletionPolicy != res.DeletionPolicy {
-			rec.DeletionPolicy = res.DeletionPolicy
+		if rec.DeletionPolicy != res.DeletionPolicy || !slices.Equal(rec.DependsOn, res.DependsOn) {
+			rec.DeletionPolicy, rec.DependsOn = res.DeletionPolicy, res.DependsOn
 			plan.set(rec)
 		}
 		req := providers.Request{Name: res.Name, ExternalName: rec.ExternalName, Owner: ownerOf(parent), Spec: res.Spec, Settings: rec.Settings}
@@ -95,11 +95,20 @@ func (r *reconciler) reconcileResources(ctx context.Context, parent *unstructure
 			st.setResource(res.Name, newResourceStatus(rec, nil)) // mirror the recorded name
 		}
 	}
+	order := newDependencyOrder(live.list, records)
+	var waits []deletionWait
 	for _, name := range slices.Sorted(maps.Keys(records)) {
-		if !slices.ContainsFunc(eval.result.Resources, func(res templates.Resource) bool { return res.Name == name }) {
-			r.removeResource(ctx, parent, records[name], plan, st)
+		if slices.ContainsFunc(eval.result.Resources, func(res templates.Resource) bool { return res.Name == name }) {
+			continue
 		}
+		// Dependents first: a resource goes once nothing left depends on it.
+		if deps := order.dependents(name); len(deps) > 0 {
+			waits = append(waits, deletionWait{what: "resource " + name, dependents: deps})
+			continue
+		}
+		r.removeResource(ctx, parent, records[name], plan, st)
 	}
+	st.recordWaits(waits)
 	for name := range stored {
 		if _, ok := plan.records[name]; !ok {
 			st.dropResource(name) // deleted or orphaned: not the parent's any more
@@ -117,7 +126,7 @@ func (r *reconciler) planName(parent *unstructured.Unstructured, p providers.Pro
 		st.fail("", fmt.Errorf("resource %s: %w", res.Name, err))
 		return
 	}
-	plan.set(resourceRecord{Name: res.Name, Provider: res.Provider, ExternalName: name, Settings: settings, DeletionPolicy: res.DeletionPolicy})
+	plan.set(resourceRecord{Name: res.Name, Provider: res.Provider, ExternalName: name, Settings: settings, DeletionPolicy: res.DeletionPolicy, DependsOn: res.DependsOn})
 }
 
 // rename answers a NameConflict on a name this parent never had a resource
@@ -162,9 +171,12 @@ func (r *reconciler) removeResource(ctx context.Context, parent *unstructured.Un
 }
 
 // needsFinalizer: children without an owner reference (in other namespaces,
-// or cluster-scoped) are not garbage-collected, so the engine deletes them.
+// or cluster-scoped) are not garbage-collected, and children that depend on
+// others must go before them, so the engine deletes them.
 func needsFinalizer(desired []*unstructured.Unstructured) bool {
-	return slices.ContainsFunc(desired, func(d *unstructured.Unstructured) bool { return len(d.GetOwnerReferences()) == 0 })
+	return slices.ContainsFunc(desired, func(d *unstructured.Unstructured) bool {
+		return len(d.GetOwnerReferences()) == 0 || len(dependsOn(d)) > 0
+	})
 }
 
 func ownerOf(parent *unstructured.Unstructured) providers.Owner {
@@ -184,6 +196,9 @@ type resourceRecord struct {
 	Attempt        int               `json:"attempt,omitempty"`
 	Settings       map[string]string `json:"settings,omitempty"`
 	DeletionPolicy string            `json:"deletionPolicy"`
+	// DependsOn are the local names the resource depends on: they are
+	// deleted only after it (order.go).
+	DependsOn []string `json:"dependsOn,omitempty"`
 }
 
 // recordedResources reads every resource record of the parent, by name.

@@ -45,6 +45,9 @@ type status struct {
 	onWritten func()
 	// onSettled records this reconcile's inputs as settled (settled.go).
 	onSettled func()
+	// waits are the deletions held until what depends on them is gone
+	// (order.go), for the Ready message.
+	waits []string
 }
 
 // problem is one thing that keeps the parent from being synced.

@@ -53,7 +53,7 @@ func TestUnitChildConflict(t *testing.T) {
 		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			site := unitParent(unitWebsite, "site", map[string]any{"image": "nginx"})
+			site := siteParent(t, map[string]any{"image": "nginx"})
 			e := newUnitEnv(t, unitWebsite, site, &corev1.ConfigMap{ObjectMeta: tc.meta, Data: map[string]string{"index.html": "theirs"}})
 			before := e.get(configMapGVK, unitNamespace, "site-content")
 
@@ -90,7 +90,7 @@ func TestUnitChildOfThisParentIsAdopted(t *testing.T) {
 		{"labelled under another local name", map[string]string{LabelManagedBy: ManagedByValue, LabelParentUID: "uid-site", LabelChild: "content"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			site := unitParent(unitWebsite, "site", map[string]any{"image": "nginx"})
+			site := siteParent(t, map[string]any{"image": "nginx"})
 			cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: unitNamespace, Name: "site-content", Labels: tc.labels, OwnerReferences: ref}}
 			e := newUnitEnv(t, unitWebsite, site, cm)
 
@@ -183,7 +183,7 @@ func TestUnitTemplateError(t *testing.T) {
 // fails aborts the reconcile with a transient error and no status write.
 func TestUnitApplyFailure(t *testing.T) {
 	t.Run("refused", func(t *testing.T) {
-		site := unitParent(unitWebsite, "site", map[string]any{"image": "nginx"})
+		site := siteParent(t, map[string]any{"image": "nginx"})
 		e := newUnitEnv(t, unitWebsite, site)
 		e.failWrites("apply Service", apierrors.NewInvalid(schema.GroupKind{Kind: "Service"}, "site", field.ErrorList{field.Invalid(field.NewPath("spec", "ports"), 80, "bad port")}))
 
@@ -195,7 +195,7 @@ func TestUnitApplyFailure(t *testing.T) {
 		assert.NotNil(t, e.get(deploymentGVK, unitNamespace, "site"), "the other children are applied")
 	})
 	t.Run("unavailable", func(t *testing.T) {
-		site := unitParent(unitWebsite, "site", map[string]any{"image": "nginx"})
+		site := siteParent(t, map[string]any{"image": "nginx"})
 		e := newUnitEnv(t, unitWebsite, site)
 		e.failWrites("apply ConfigMap", apierrors.NewServiceUnavailable("etcd is down"))
 
@@ -216,7 +216,7 @@ func TestUnitPrune(t *testing.T) {
 	labels := map[string]string{LabelManagedBy: ManagedByValue, LabelParentUID: "uid-site", LabelChild: "stray"}
 
 	t.Run("a child the template no longer produces", func(t *testing.T) {
-		site := unitParent(unitWebsite, "site", map[string]any{"image": "nginx", "expose": true})
+		site := siteParent(t, map[string]any{"image": "nginx", "expose": true})
 		e := newUnitEnv(t, unitWebsite, site)
 		e.reconcileClean(site)
 		require.NotNil(t, e.get(ingressGVK, unitNamespace, "site"))
@@ -236,7 +236,7 @@ func TestUnitPrune(t *testing.T) {
 		assert.Equal(t, []unitEvent{{corev1.EventTypeNormal, "Deleted", "Deleted Ingress site"}}, e.events.take())
 	})
 	t.Run("a labelled object the parent controls", func(t *testing.T) {
-		site := unitParent(unitWebsite, "site", map[string]any{"image": "nginx"})
+		site := siteParent(t, map[string]any{"image": "nginx"})
 		stray := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: unitNamespace, Name: "stray", Labels: labels, OwnerReferences: ref}}
 		e := newUnitEnv(t, unitWebsite, site, stray)
 
@@ -245,7 +245,7 @@ func TestUnitPrune(t *testing.T) {
 		assert.Nil(t, e.get(configMapGVK, unitNamespace, "stray"))
 	})
 	t.Run("a labelled object without proof is never deleted", func(t *testing.T) {
-		site := unitParent(unitWebsite, "site", map[string]any{"image": "nginx"})
+		site := siteParent(t, map[string]any{"image": "nginx"})
 		stray := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: unitNamespace, Name: "stray", Labels: labels}}
 		e := newUnitEnv(t, unitWebsite, site, stray)
 
@@ -271,4 +271,12 @@ func TestUnitStatusDeferredAfterChildWrites(t *testing.T) {
 	assert.Equal(t, map[string]int{"status MyKind": 1}, e.takeWrites())
 	assert.Equal(t, cond{metav1.ConditionTrue, ReasonSynced, "children and resources are applied"}, condOf(e.condition(mk, ConditionSynced)))
 	assert.Equal(t, cond{metav1.ConditionFalse, ReasonWaiting, "waiting for Deployment web"}, condOf(e.condition(mk, ConditionReady)))
+}
+
+// siteParent is a Website as the record step leaves it: its Deployment
+// depends on its ConfigMap (the template reads children.config), so it
+// carries the finalizer that orders their deletion.
+func siteParent(t *testing.T, spec map[string]any) *unstructured.Unstructured {
+	t.Helper()
+	return withRecords(t, unitParent(unitWebsite, "site", spec))
 }

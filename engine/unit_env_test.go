@@ -79,8 +79,10 @@ type unitEnv struct {
 	events   *unitRecorder
 
 	mu     sync.Mutex
-	writes map[string]int   // by "verb Kind": apply, create, update, patch, delete, status
-	fail   map[string]error // injected: the error a write of that key returns
+	writes map[string]int // by "verb Kind": apply, create, update, patch, delete, status
+	// deletes lists each delete sent, in order: "Kind name propagation".
+	deletes []string
+	fail    map[string]error // injected: the error a write of that key returns
 	// check, when set, may refuse a write by what it writes, as the
 	// apiserver does an object over its size limit.
 	check func(key string, obj client.Object) error
@@ -114,6 +116,15 @@ func newUnitEnv(t *testing.T, gvk schema.GroupVersionKind, objs ...client.Object
 			return e.write("patch", obj, func() error { return c.Patch(ctx, obj, patch, opts...) })
 		},
 		Delete: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.DeleteOption) error {
+			do := &client.DeleteOptions{}
+			do.ApplyOptions(opts)
+			policy := ""
+			if do.PropagationPolicy != nil {
+				policy = string(*do.PropagationPolicy)
+			}
+			e.mu.Lock()
+			e.deletes = append(e.deletes, strings.TrimSpace(obj.GetObjectKind().GroupVersionKind().Kind+" "+obj.GetName()+" "+policy))
+			e.mu.Unlock()
 			return e.write("delete", obj, func() error { return c.Delete(ctx, obj, opts...) })
 		},
 		Apply: func(ctx context.Context, c client.WithWatch, obj runtime.ApplyConfiguration, opts ...client.ApplyOption) error {
@@ -175,6 +186,15 @@ func (e *unitEnv) takeWrites() map[string]int {
 	defer e.mu.Unlock()
 	out := e.writes
 	e.writes = map[string]int{}
+	return out
+}
+
+// takeDeletes returns the deletes sent so far and forgets them.
+func (e *unitEnv) takeDeletes() []string {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	out := e.deletes
+	e.deletes = nil
 	return out
 }
 

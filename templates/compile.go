@@ -56,6 +56,7 @@ type Template struct {
 	schema     *structuralschema.Structural // of the whole parent object, for pruning
 	childKinds []schema.GroupVersionKind
 	observed   observedUse
+	graph      *Graph
 	memo       memo // recent results; the only mutable part, internally locked
 }
 
@@ -256,6 +257,9 @@ func (c *compiler) compile(src source) (*Template, error) {
 	}
 	t.childKinds = childKindsOf(src.files, t.GVK)
 	t.observed = observedUseOf(src.files)
+	if t.graph, err = graphOf(c.root, src.path, src.files); err != nil { // graph.go
+		return nil, err
+	}
 	if t.crd, err = c.buildCRD(src.path, t); err != nil {
 		return nil, err
 	}

@@ -7,7 +7,9 @@
 // import shared packages from it.
 //
 // The package owns loading, compiling, evaluating, error positions, CRD and
-// OpenAPI schema generation and hot reload. It knows nothing about Kubernetes
+// OpenAPI schema generation, the dependency graph of a template's children
+// and resources (graph.go: what the source says depends on what) and hot
+// reload. It knows nothing about Kubernetes
 // clients or reconciling: the engine package asks a compiled Template to
 // Evaluate one parent and acts on the Result.
 package templates

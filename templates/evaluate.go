@@ -41,6 +41,8 @@ type Result struct {
 type Child struct {
 	Name   string
 	Object *unstructured.Unstructured
+	// DependsOn are the local names the child depends on (graph.go).
+	DependsOn []string
 }
 
 // Resource is one desired external resource.
@@ -49,6 +51,8 @@ type Resource struct {
 	Provider       string
 	Spec           map[string]any
 	DeletionPolicy string // "Delete" or "Orphan"
+	// DependsOn are the local names the resource depends on (graph.go).
+	DependsOn []string
 }
 
 // Deletion policies of a resource.
@@ -153,6 +157,7 @@ func (t *Template) children(v cue.Value, size *int) ([]Child, error) {
 		if err := export(t, cv, path, &obj, size); err != nil {
 			return nil, err
 		}
+		delete(obj, fieldDependsOn) // the engine's, not the object's
 		u := &unstructured.Unstructured{Object: obj}
 		for f, got := range map[string]string{"apiVersion": u.GetAPIVersion(), "kind": u.GetKind(), "metadata.name": u.GetName()} {
 			if got == "" {
@@ -162,7 +167,7 @@ func (t *Template) children(v cue.Value, size *int) ([]Child, error) {
 				}}}
 			}
 		}
-		out = append(out, Child{Name: name, Object: u})
+		out = append(out, Child{Name: name, Object: u, DependsOn: t.graph.Names(ChildNode, name)})
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
 	return out, nil
@@ -185,6 +190,7 @@ func (t *Template) resources(v cue.Value, size *int) ([]Resource, error) {
 			return nil, err
 		}
 		r := Resource{Name: it.Selector().Unquoted()}
+		r.DependsOn = t.graph.Names(ResourceNode, r.Name)
 		r.Provider, _ = raw["provider"].(string)
 		r.Spec, _ = raw["spec"].(map[string]any)
 		r.DeletionPolicy, _ = raw["deletionPolicy"].(string)
