@@ -28,7 +28,6 @@ rollout: {
 }
 `
 
-
 // fleetView is what a test sees of the MyKinds and their Deployments.
 type fleetView struct {
 	revision map[string]int64  // MyKind name: status.templateRevision.number
