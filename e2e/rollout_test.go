@@ -61,9 +61,12 @@ func TestProgressiveRollout(t *testing.T) {
 	base := string(b) + rolloutPolicy
 	writeFile(t, path, base)
 	installCRDs(t, dir)
-	eng := startEngine(t, dir)
-	revNS := revisionNamespace(t)
 	ns := namespace(t)
+	// Only this test's MyKinds: those other tests leave behind would be
+	// part of the fleet that rolls out.
+	scope := []string{"--namespace", ns}
+	eng := startEngine(t, dir, scope...)
+	revNS := revisionNamespace(t)
 
 	// 21 MyKinds; mk-00 is pinned to revision 1, the 20 others roll.
 	const pinned = "mk-00"
@@ -199,7 +202,7 @@ func TestProgressiveRollout(t *testing.T) {
 			return err == nil && f.onRevision(7, pinned) >= 1, err
 		})
 		eng.kill()
-		eng = launchEngine(t, outer, dir)
+		eng = launchEngine(t, outer, dir, scope...)
 		eventually(t, "revision 7 complete", 3*time.Minute, phaseIs(7, engine.PhaseComplete))
 		eventually(t, "every MyKind on nginx:1.30", 2*time.Minute, allOn(7, "nginx:1.30"))
 		after, err := fleet(context.Background())
@@ -328,7 +331,7 @@ func TestRolloutLeaderFailover(t *testing.T) {
 	writeFile(t, path, base)
 	installCRDs(t, dir)
 	ns := namespace(t)
-	election := []string{"--leader-elect", "--leader-election-namespace", ns, "--leader-election-id", "engine-rollout",
+	election := []string{"--namespace", ns, "--leader-elect", "--leader-election-namespace", ns, "--leader-election-id", "engine-rollout",
 		"--leader-election-lease-duration", "4s", "--leader-election-renew-deadline", "3s", "--leader-election-retry-period", "500ms"}
 	first := startEngine(t, dir, election...)
 	leader := func(ctx context.Context) (string, error) {
