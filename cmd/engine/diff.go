@@ -23,7 +23,7 @@ func newDiffCommand() *cobra.Command {
 	o := &diffOptions{}
 	cmd := &cobra.Command{
 		Use:   "diff [--templates DIR] | --revision A [--against B] KIND/NAME",
-		Short: "Show what the templates would change in the cluster, for every existing parent",
+		Short: "Show what the templates would change in the cluster, or how two stored revisions differ for one object",
 		Long: `Diff renders every existing parent of the templates' kinds (or only the
 objects in -f) with the templates in --templates and the live state of their
 children, dry-runs a server-side apply of each child, and prints a unified
@@ -41,7 +41,8 @@ run: both sides are what the engine would apply. KIND is what kubectl takes
 (MyKind, mykinds, mk, MyKind.webapp.my.domain); the revisions are found as
 ` + "`engine rollout`" + ` finds them, --revision-namespace names their namespace.
 
-Exit status: 0 when nothing would change, 1 when something would, 2 on error.`,
+Exit status: 0 when nothing would change (or the two revisions render the
+same), 1 when something would (or they differ), 2 on error.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := o.validate(cmd, args); err != nil {
 				return &exitError{code: 2, msg: err.Error()}
