@@ -280,16 +280,22 @@ func (s *revisionStore) renumber(ctx context.Context, cr *appsv1.ControllerRevis
 
 // load compiles a stored revision's template.
 func (s *revisionStore) load(cr *appsv1.ControllerRevision) (*templates.Template, error) {
+	return LoadRevision(cr, s.gvk)
+}
+
+// LoadRevision compiles the template a stored revision holds. It fails
+// when the revision is a template of another kind than gvk.
+func LoadRevision(cr *appsv1.ControllerRevision, gvk schema.GroupVersionKind) (*templates.Template, error) {
 	var data revisionData
 	if err := json.Unmarshal(cr.Data.Raw, &data); err != nil {
-		return nil, fmt.Errorf("revision %s: reading its files: %w", cr.Name, err)
+		return nil, fmt.Errorf("revision %d (ControllerRevision %s/%s): reading its files: %w", cr.Revision, cr.Namespace, cr.Name, err)
 	}
 	t, err := templates.Restore(cr.GetAnnotations()[AnnotationTemplatePath], data.Files)
 	if err != nil {
-		return nil, fmt.Errorf("revision %s: %w", cr.Name, err)
+		return nil, fmt.Errorf("revision %d (ControllerRevision %s/%s): %w", cr.Revision, cr.Namespace, cr.Name, err)
 	}
-	if t.GVK != s.gvk {
-		return nil, fmt.Errorf("revision %s is a template of %s, not %s", cr.Name, kindString(t.GVK), kindString(s.gvk))
+	if t.GVK != gvk {
+		return nil, fmt.Errorf("revision %d (ControllerRevision %s/%s) is a template of %s, not %s", cr.Revision, cr.Namespace, cr.Name, kindString(t.GVK), kindString(gvk))
 	}
 	return t, nil
 }

@@ -16,7 +16,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/cuengine/engine/engine"
-	"github.com/cuengine/engine/templates"
 )
 
 // rolloutOptions are the flags of `engine rollout`.
@@ -146,13 +145,8 @@ func (s *rolloutSession) wavesOf(rev engine.Revision) int {
 	}
 	n := 0
 	if cr := s.revs.objects[rev.Name]; cr != nil {
-		var data struct {
-			Files map[string]string `json:"files"`
-		}
-		if json.Unmarshal(cr.Data.Raw, &data) == nil {
-			if t, err := templates.Restore(rev.Path, data.Files); err == nil {
-				n = len(t.Rollout.Waves)
-			}
+		if t, err := engine.LoadRevision(cr, s.gvk); err == nil {
+			n = len(t.Rollout.Waves)
 		}
 	}
 	s.waves[rev.Name] = n
