@@ -602,4 +602,3 @@ func conditionIs(p *unstructured.Unstructured, condType string, want metav1.Cond
 	c := findCondition(p, condType)
 	return c != nil && c.Status == want
 }
-

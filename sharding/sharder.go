@@ -247,4 +247,3 @@ func labelsOf(o any) map[string]string {
 	}
 	return nil
 }
-
