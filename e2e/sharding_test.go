@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"slices"
 	"strings"
@@ -58,7 +59,8 @@ func TestSharding(t *testing.T) {
 	}
 	kubectlApply(t, ns, strings.Join(docs, "---\n"))
 
-	// converged waits until every parent is on a live shard, reconciled there
+	// converged waits until every parent is on a live shard (each holding
+	// some), reconciled there
 	// (its status at its generation), and its Deployment labelled with the
 	// same shard; it returns the shard of each parent by name.
 	converged := func(what string, live []string, want int) map[string]string {
@@ -86,6 +88,11 @@ func TestSharding(t *testing.T) {
 					return false, nil
 				}
 				shards[p.GetName()] = shard
+			}
+			for _, id := range live {
+				if !slices.Contains(slices.Collect(maps.Values(shards)), id) {
+					return false, nil // every live shard holds some
+				}
 			}
 			return true, nil
 		})
@@ -247,7 +254,6 @@ func deploymentUIDs(t *testing.T, ns string) map[string]types.UID {
 	}
 	return out
 }
-
 
 // shardParentsMetric reads engine_shard_parents of a replica's shard.
 func shardParentsMetric(ctx context.Context, addr, shard string) (int, error) {

@@ -131,16 +131,21 @@ func New(mgr manager.Manager, opts Options) (*Engine, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := mgr.Add(childCache); err != nil {
-		return nil, err
-	}
 	parentCache := mgr.GetCache()
-	if opts.Shard != "" {
+	if opts.Shard == "" {
+		// Started with the leader's runnables.
+		if err := mgr.Add(childCache); err != nil {
+			return nil, err
+		}
+	} else {
 		if parentCache, err = newParentCache(mgr, opts.Namespace, opts.Shard); err != nil {
 			return nil, err
 		}
-		if err := mgr.Add(parentCache); err != nil {
-			return nil, err
+		// Every replica reconciles: its caches start with the manager's.
+		for _, c := range []cache.Cache{childCache, parentCache} {
+			if err := mgr.Add(everyReplicaCache{c}); err != nil {
+				return nil, err
+			}
 		}
 	}
 	e := &Engine{
@@ -191,6 +196,12 @@ func newSelectedCache(mgr manager.Manager, namespace string, selector labels.Sel
 	}
 	return cache.New(mgr.GetConfig(), opts)
 }
+
+// everyReplicaCache is a cache the manager starts on every replica, with
+// its own cache and before the other runnables (it has GetCache).
+type everyReplicaCache struct{ cache.Cache }
+
+func (c everyReplicaCache) GetCache() cache.Cache { return c.Cache }
 
 // NeedLeaderElection implements manager.LeaderElectionRunnable: only the
 // leader reconciles; under sharding every replica reconciles its share.
