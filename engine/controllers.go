@@ -64,7 +64,7 @@ func newKindController(e *Engine, t *templates.Template) *kindController {
 		gvk:            t.GVK,
 		kind:           kc,
 		children:       kc,
-		parents:        e.mgr.GetCache(),
+		parents:        e.parents,
 		live:           e.apiReader,
 		writer:         e.writer,
 		scoper:         e.scoper,
@@ -171,7 +171,7 @@ func (kc *kindController) run(ctx context.Context) error {
 	}
 	skip := true
 	ctrl, err := controller.NewTypedUnmanaged("engine-"+strings.ToLower(kindString(kc.gvk)), controller.TypedOptions[reconcile.Request]{
-		Reconciler:              kc.busy.wrap(kc.rec),
+		Reconciler:              kc.busy.wrap(kc.e.gate(kc.gvk, kc.rec)),
 		MaxConcurrentReconciles: kc.e.opts.MaxConcurrentReconciles,
 		SkipNameValidation:      &skip,
 		Logger:                  kc.e.mgr.GetLogger(),
@@ -182,7 +182,7 @@ func (kc *kindController) run(ctx context.Context) error {
 	}
 	parent := &unstructured.Unstructured{}
 	parent.SetGroupVersionKind(kc.gvk)
-	if err := ctrl.Watch(source.Kind[*unstructured.Unstructured](kc.e.mgr.GetCache(), parent,
+	if err := ctrl.Watch(source.Kind[*unstructured.Unstructured](kc.e.parents, parent,
 		&handler.TypedEnqueueRequestForObject[*unstructured.Unstructured]{}, parentChanged())); err != nil {
 		return err
 	}
@@ -214,7 +214,7 @@ func (kc *kindController) run(ctx context.Context) error {
 	if ctx.Err() != nil {
 		// Stopped on purpose: drop the parent informer so the cache stops
 		// watching a kind nobody reconciles.
-		_ = kc.e.mgr.GetCache().RemoveInformer(context.Background(), parent)
+		_ = kc.e.parents.RemoveInformer(context.Background(), parent)
 	}
 	return err
 }
@@ -264,6 +264,31 @@ func (kc *kindController) list(ctx context.Context, parent *unstructured.Unstruc
 		list.SetGroupVersionKind(gvk.GroupVersion().WithKind(gvk.Kind + "List"))
 		// The cached objects are only read, never modified: no deep copy.
 		if err := kc.e.children.List(ctx, list, client.MatchingFields{indexParentUID: string(parent.GetUID())}, client.UnsafeDisableDeepCopy); err != nil {
+			return nil, fmt.Errorf("listing %s children: %w", gvk.Kind, err)
+		}
+		for i := range list.Items {
+			out = append(out, &list.Items[i])
+		}
+	}
+	return out, nil
+}
+
+// listEvery returns the parent's children of every watched kind wherever
+// they are cached: from the child cache, which under sharding holds only
+// this shard's children, so then from the apiserver (the rollout
+// coordinator looks at every parent).
+func (kc *kindController) listEvery(ctx context.Context, parent *unstructured.Unstructured) ([]*unstructured.Unstructured, error) {
+	if !kc.e.sharded() {
+		return kc.list(ctx, parent)
+	}
+	kc.mu.Lock()
+	kinds := slices.Collect(maps.Keys(kc.watching))
+	kc.mu.Unlock()
+	var out []*unstructured.Unstructured
+	for _, gvk := range kinds {
+		list := &unstructured.UnstructuredList{}
+		list.SetGroupVersionKind(gvk.GroupVersion().WithKind(gvk.Kind + "List"))
+		if err := kc.e.apiReader.List(ctx, list, client.MatchingLabels{LabelParentUID: string(parent.GetUID())}); err != nil {
 			return nil, fmt.Errorf("listing %s children: %w", gvk.Kind, err)
 		}
 		for i := range list.Items {

@@ -65,6 +65,11 @@ func Desired(parent *unstructured.Unstructured, policy templates.Policy, scoper 
 		labels[LabelParentUID] = string(uid)
 	}
 	labels[LabelChild] = c.Name
+	if shard := parent.GetLabels()[LabelShard]; shard != "" {
+		// The shard's child cache selects it; a parent that moved takes
+		// its children along with its next apply.
+		labels[LabelShard] = shard
+	}
 	obj.SetLabels(labels)
 	annotations := obj.GetAnnotations()
 	if annotations == nil {

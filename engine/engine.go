@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -50,6 +51,12 @@ type Options struct {
 	// the kind is reported stalled (KindStatus.Stalled, /readyz); zero
 	// takes DefaultStallAfter.
 	StallAfter time.Duration
+	// Shard, when set, turns sharding on: this replica reconciles only the
+	// parents labelled LabelShard=Shard (its caches hold nothing else),
+	// on every replica rather than only the leader, and the template
+	// rollouts are coordinated by the replica SetCoordinator names
+	// (sharding.go). "" is one leader doing all the work.
+	Shard string
 }
 
 // Engine runs one controller per templated parent kind. Templates are
@@ -57,7 +64,8 @@ type Options struct {
 type Engine struct {
 	mgr       manager.Manager
 	opts      Options
-	children  cache.Cache // children only: label-selected by managed-by=engine
+	children  cache.Cache // children only: label-selected by managed-by=engine (and the shard)
+	parents   cache.Cache // the manager's cache; under sharding, one selecting the shard's parents
 	writer    client.Client
 	apiReader client.Reader
 	scoper    Scoper
@@ -73,6 +81,10 @@ type Engine struct {
 	acceptMu sync.Mutex // serializes reloads: one set is checked and swapped at a time
 	indexMu  sync.Mutex // held while registering an index
 	indexed  map[schema.GroupVersionKind]bool
+
+	// coordinator: under sharding, this replica is the sharder and
+	// coordinates the rollouts (SetCoordinator).
+	coordinator atomic.Bool
 }
 
 // indexParentUID is the child cache index on the parent-uid label.
@@ -115,17 +127,32 @@ func New(mgr manager.Manager, opts Options) (*Engine, error) {
 	for _, name := range opts.Providers.Names() {
 		initProviderMetrics(name)
 	}
-	childCache, err := newChildCache(mgr, opts.Namespace)
+	childCache, err := newChildCache(mgr, opts.Namespace, opts.Shard)
 	if err != nil {
 		return nil, err
 	}
-	if err := mgr.Add(childCache); err != nil {
-		return nil, err
+	parentCache := mgr.GetCache()
+	if opts.Shard == "" {
+		// Started with the leader's runnables.
+		if err := mgr.Add(childCache); err != nil {
+			return nil, err
+		}
+	} else {
+		if parentCache, err = newParentCache(mgr, opts.Namespace, opts.Shard); err != nil {
+			return nil, err
+		}
+		// Every replica reconciles: its caches start with the manager's.
+		for _, c := range []cache.Cache{childCache, parentCache} {
+			if err := mgr.Add(everyReplicaCache{c}); err != nil {
+				return nil, err
+			}
+		}
 	}
 	e := &Engine{
 		mgr:       mgr,
 		opts:      opts,
 		children:  childCache,
+		parents:   parentCache,
 		writer:    mgr.GetClient(),
 		apiReader: mgr.GetAPIReader(),
 		scoper:    MapperScoper{Mapper: mgr.GetRESTMapper()},
@@ -140,13 +167,28 @@ func New(mgr manager.Manager, opts Options) (*Engine, error) {
 }
 
 // newChildCache returns a cache that holds only objects labelled
-// managed-by=engine, whatever their kind.
-func newChildCache(mgr manager.Manager, namespace string) (cache.Cache, error) {
+// managed-by=engine, whatever their kind, and under sharding only the
+// shard's.
+func newChildCache(mgr manager.Manager, namespace, shard string) (cache.Cache, error) {
+	set := labels.Set{LabelManagedBy: ManagedByValue}
+	if shard != "" {
+		set[LabelShard] = shard
+	}
+	return newSelectedCache(mgr, namespace, labels.SelectorFromSet(set))
+}
+
+// newParentCache returns the cache of a shard's parents: those labelled
+// with its shard, whatever their kind.
+func newParentCache(mgr manager.Manager, namespace, shard string) (cache.Cache, error) {
+	return newSelectedCache(mgr, namespace, labels.SelectorFromSet(labels.Set{LabelShard: shard}))
+}
+
+func newSelectedCache(mgr manager.Manager, namespace string, selector labels.Selector) (cache.Cache, error) {
 	opts := cache.Options{
 		HTTPClient:           mgr.GetHTTPClient(),
 		Scheme:               mgr.GetScheme(),
 		Mapper:               mgr.GetRESTMapper(),
-		DefaultLabelSelector: labels.SelectorFromSet(labels.Set{LabelManagedBy: ManagedByValue}),
+		DefaultLabelSelector: selector,
 		DefaultTransform:     cache.TransformStripManagedFields(),
 	}
 	if namespace != "" {
@@ -155,9 +197,15 @@ func newChildCache(mgr manager.Manager, namespace string) (cache.Cache, error) {
 	return cache.New(mgr.GetConfig(), opts)
 }
 
+// everyReplicaCache is a cache the manager starts on every replica, with
+// its own cache and before the other runnables (it has GetCache).
+type everyReplicaCache struct{ cache.Cache }
+
+func (c everyReplicaCache) GetCache() cache.Cache { return c.Cache }
+
 // NeedLeaderElection implements manager.LeaderElectionRunnable: only the
-// leader reconciles.
-func (e *Engine) NeedLeaderElection() bool { return true }
+// leader reconciles; under sharding every replica reconciles its share.
+func (e *Engine) NeedLeaderElection() bool { return e.opts.Shard == "" }
 
 // Start implements manager.Runnable. It starts a controller per template and
 // stops them all when ctx ends.
@@ -175,6 +223,9 @@ func (e *Engine) Start(ctx context.Context) error {
 	}
 	if set != nil {
 		e.SetTemplates(set)
+	}
+	if e.sharded() {
+		go e.countShardParents(ctx)
 	}
 	<-ctx.Done()
 	e.mu.Lock()

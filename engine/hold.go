@@ -42,7 +42,7 @@ func (e *HoldError) Error() string {
 // live children the result no longer produces. A parent t cannot evaluate
 // is left to the reconcile, which reports it and deletes nothing.
 func (e *Engine) countDeletes(ctx context.Context, kc *kindController, t *templates.Template, parent *unstructured.Unstructured, held *HoldError) error {
-	list, err := kc.list(ctx, parent)
+	list, err := kc.listEvery(ctx, parent)
 	if err != nil {
 		return err
 	}

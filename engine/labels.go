@@ -21,6 +21,14 @@ const (
 	// children and resources a child depends on (the template's graph), so
 	// deletion orders them from the live objects alone (order.go).
 	AnnotationDependsOn = "engine.cuengine.dev/depends-on"
+	// LabelShard, under sharding, names the engine replica (shard) that
+	// reconciles a parent; its children carry it too, so each replica's
+	// caches select only its share (sharding.go).
+	LabelShard = "engine.cuengine.dev/shard"
+	// LabelDrain, "true" on a parent, asks its shard to stop reconciling it
+	// and give it up (remove this label and LabelShard) so the sharder can
+	// assign it to another.
+	LabelDrain = "engine.cuengine.dev/drain"
 	// FieldManager is the server-side apply field manager of every write.
 	FieldManager = "engine"
 )

@@ -106,7 +106,7 @@ func (e *Engine) accept(ctx context.Context, set *templates.Set) error {
 	if err := e.checkLiveParents(ctx, set); err != nil {
 		return err
 	}
-	if e.opts.InstallCRDs && e.isLeader() {
+	if e.opts.InstallCRDs && e.isLeader() && e.coordinates() {
 		if err := InstallCRDs(ctx, e.writer, set, e.opts.ForceCRDChanges); err != nil {
 			return err
 		}
@@ -172,7 +172,7 @@ func (e *Engine) listParents(ctx context.Context, gvk schema.GroupVersionKind) (
 	if e.opts.Namespace != "" {
 		opts = append(opts, client.InNamespace(e.opts.Namespace))
 	}
-	if err := e.mgr.GetCache().List(ctx, list, opts...); err != nil {
+	if err := e.parents.List(ctx, list, opts...); err != nil {
 		return nil, fmt.Errorf("listing %s: %w", gvk.Kind, err)
 	}
 	return list.Items, nil

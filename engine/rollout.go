@@ -3,6 +3,7 @@ package engine
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"hash/fnv"
 	"slices"
@@ -15,6 +16,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/cuengine/engine/templates"
@@ -51,6 +53,8 @@ type rollout struct {
 	moving map[types.UID]time.Time
 	// held describes a held target for readiness; empty otherwise.
 	held string
+	// followed is the target's phase when this replica last followed it.
+	followed Phase
 
 	wake chan struct{}
 }
@@ -93,7 +97,7 @@ func (ro *rollout) templateFor(parent *unstructured.Unstructured) (*loadedRevisi
 	case PhaseComplete:
 		return ro.target, nil
 	case PhaseProgressing:
-		if _, moved := ro.moving[parent.GetUID()]; moved || cur == ro.target {
+		if _, moved := ro.moving[parent.GetUID()]; moved || cur == ro.target || movedTo(parent) == ro.target.Hash {
 			return ro.target, nil
 		}
 		if cur == nil && ro.target.Wave > 0 {
@@ -110,6 +114,20 @@ func (ro *rollout) templateFor(parent *unstructured.Unstructured) (*loadedRevisi
 // as the target. It runs before the kind's controller starts, so that no
 // parent is reconciled with a revision it is not on.
 func (ro *rollout) init(ctx context.Context) error {
+	if !ro.kc.e.coordinates() {
+		// Under sharding, on a replica that is not the sharder: the
+		// revisions are those the sharder stored; wait for the first.
+		return wait.PollUntilContextCancel(ctx, rolloutTickActive, true, func(ctx context.Context) (bool, error) {
+			if ro.kc.e.coordinates() {
+				return true, ro.init(ctx)
+			}
+			_, err := ro.follow(ctx)
+			if errors.Is(err, errNoRevision) {
+				return false, nil
+			}
+			return err == nil, err
+		})
+	}
 	crs, err := listRevisionObjects(ctx, ro.store.reader, ro.store.namespace, ro.store.gvk)
 	if err != nil {
 		return err
@@ -193,7 +211,7 @@ func (ro *rollout) restable() {
 // prune deletes revisions beyond the history limit that no parent runs or
 // is pinned to. Called with mu held.
 func (ro *rollout) prune(ctx context.Context) {
-	parents, err := ro.kc.e.listParents(ctx, ro.kc.gvk)
+	parents, err := ro.kc.e.listFleet(ctx, ro.kc.gvk)
 	if err != nil {
 		log.FromContext(ctx).Error(err, "not pruning old revisions")
 		return
@@ -214,10 +232,15 @@ func (ro *rollout) prune(ctx context.Context) {
 }
 
 // run is the kind's rollout coordinator: it moves parents to the target
-// revision as its policy says, until the kind's controller stops.
+// revision as its policy says, until the kind's controller stops. Under
+// sharding only the sharder coordinates; the other replicas follow.
 func (ro *rollout) run(ctx context.Context) {
 	for {
-		next, err := ro.step(ctx)
+		step := ro.step
+		if !ro.kc.e.coordinates() {
+			step = ro.follow
+		}
+		next, err := step(ctx)
 		if err != nil && ctx.Err() == nil {
 			log.FromContext(ctx).Error(err, "rollout step failed; retrying", "kind", kindString(ro.kc.gvk))
 			next = rolloutTickIdle
@@ -241,7 +264,7 @@ func (ro *rollout) step(ctx context.Context) (time.Duration, error) {
 	if err := ro.refresh(ctx); err != nil {
 		return 0, err
 	}
-	parents, err := ro.kc.e.listParents(ctx, ro.kc.gvk)
+	parents, err := ro.kc.e.listFleet(ctx, ro.kc.gvk)
 	if err != nil {
 		return 0, err
 	}
@@ -331,7 +354,7 @@ func (ro *rollout) progress(ctx context.Context, parents []unstructured.Unstruct
 	for _, p := range fleet {
 		_, hash := ParentRevision(p)
 		since, sent := ro.moving[p.GetUID()]
-		if !sent && hash != ro.target.Hash {
+		if !sent && hash != ro.target.Hash && movedTo(p) != ro.target.Hash {
 			continue
 		}
 		if !sent {
@@ -377,9 +400,11 @@ func (ro *rollout) progress(ctx context.Context, parents []unstructured.Unstruct
 			if _, sent := ro.moving[p.GetUID()]; sent {
 				continue
 			}
+			if err := ro.send(ctx, p); err != nil {
+				return err
+			}
 			ro.moving[p.GetUID()] = now
 			moved = append(moved, p)
-			ro.kc.enqueue(p)
 		}
 		return nil
 	}
@@ -436,6 +461,12 @@ func (ro *rollout) rollBack(ctx context.Context, parents []unstructured.Unstruct
 	}
 	ro.event(corev1.EventTypeWarning, "RevisionRolledBack", "revision %d rolled back to revision %d: %s", ro.target.Number, ro.stable.Number, why)
 	metricRollouts.WithLabelValues(kindString(ro.kc.gvk), string(PhaseRolledBack)).Inc()
+	if ro.kc.e.sharded() {
+		// The shards see the phase and requeue their parents (follow).
+		clear(ro.moving)
+		go ro.kc.requeueAll(ctx)
+		return nil
+	}
 	for i := range parents {
 		p := &parents[i]
 		_, hash := ParentRevision(p)

@@ -52,6 +52,8 @@ type runOptions struct {
 	revisionHistoryLimit    int
 	logFormat               string
 	zap                     zap.Options
+	sharding                bool
+	shardID                 string
 }
 
 func (o *runOptions) addFlags(cmd *cobra.Command) {
@@ -78,6 +80,8 @@ func (o *runOptions) addFlags(cmd *cobra.Command) {
 	f.IntVar(&o.limits.MaxChildren, "max-children", engine.DefaultLimits.MaxChildren, "most children and resources one object may render (TooManyChildren past it)")
 	f.IntVar(&o.limits.MaxRenderedBytes, "max-rendered-bytes", engine.DefaultLimits.MaxRenderedBytes, "largest rendering of one object, as JSON bytes (RenderTooLarge past it)")
 	f.DurationVar(&o.rescanInterval, "rescan-interval", time.Minute, "periodic rescan of the templates directory, a safety net behind file events")
+	f.BoolVar(&o.sharding, "sharding", false, "share the parents among the replicas: each reconciles and caches only the parents labelled with its shard; the elected leader assigns them (implies --leader-elect; docs/operations.md, Sharding)")
+	f.StringVar(&o.shardID, "shard-id", "", "this replica's shard under --sharding (default: $POD_NAME, else the hostname with a random suffix)")
 	f.StringVar(&o.logFormat, "log-format", "", `log format: "console" (one line per event, key=value, coloured on a terminal) or "json" (default: console under engine dev or when stderr is a terminal, json otherwise)`)
 	zfs := goflag.NewFlagSet("zap", goflag.ContinueOnError)
 	o.zap.Development = false
@@ -137,13 +141,17 @@ func (o *runOptions) run(cmd *cobra.Command, cfg *rest.Config) error {
 	if o.namespace != "" {
 		cacheOpts.DefaultNamespaces = map[string]cache.Config{o.namespace: {}}
 	}
+	shard, err := o.shard()
+	if err != nil {
+		return err
+	}
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                        newScheme(),
 		Cache:                         cacheOpts,
 		Metrics:                       metricsserver.Options{BindAddress: o.metricsAddr},
 		HealthProbeBindAddress:        "0", // served by probeServer, with reasons
 		PprofBindAddress:              o.pprofAddr,
-		LeaderElection:                o.leaderElect,
+		LeaderElection:                o.leaderElect || o.sharding,
 		LeaderElectionID:              o.leaderElectionID,
 		LeaderElectionNamespace:       o.leaderElectionNamespace,
 		LeaderElectionReleaseOnCancel: true,
@@ -165,9 +173,15 @@ func (o *runOptions) run(cmd *cobra.Command, cfg *rest.Config) error {
 		Limits:                  o.limits,
 		RevisionNamespace:       cmp.Or(o.revisionNamespace, o.leaderElectionNamespace, podNamespace(), "default"),
 		RevisionHistoryLimit:    o.revisionHistoryLimit,
+		Shard:                   shard.id,
 	})
 	if err != nil {
 		return err
+	}
+	if o.sharding {
+		if err := o.addSharding(mgr, eng, shard); err != nil {
+			return err
+		}
 	}
 	eng.SetTemplates(set)
 	watcher, err := templates.NewWatcher(set.Root, set, templates.WatcherOptions{
@@ -191,7 +205,7 @@ func (o *runOptions) run(cmd *cobra.Command, cfg *rest.Config) error {
 			return err
 		}
 	}
-	logger.Info("starting", "templates", set.Root, "kinds", len(set.Templates()), "leaderElect", o.leaderElect)
+	logger.Info("starting", "templates", set.Root, "kinds", len(set.Templates()), "leaderElect", o.leaderElect || o.sharding, "shard", shard.id)
 	return mgr.Start(ctx)
 }
 

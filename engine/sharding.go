@@ -1,0 +1,190 @@
+package engine
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/metrics"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+)
+
+// Under sharding (Options.Shard), every replica runs the engine, and each
+// reconciles only the parents the sharder (package sharding) labelled with
+// its shard: its parent and child caches select that label, so it holds
+// nothing else. What this file adds to the engine:
+//
+//   - the gate in front of each kind's reconciler: a parent labelled
+//     LabelDrain is given up (its shard and drain labels removed, which is
+//     the acknowledgement the sharder waits for before assigning it to
+//     another shard) and never reconciled again here; every other
+//     reconcile is logged with its shard and interval, at debug level;
+//   - SetCoordinator: the one replica that is the sharder also
+//     coordinates the template rollouts; the others follow them from the
+//     revisions stored in the cluster (rollout.go, follow);
+//   - the engine_shard_parents gauge.
+
+// AnnotationRolloutTo, on a parent, is the hash of the revision the rollout
+// coordinator moved it to. Under sharding the coordinator and the shard
+// reconciling the parent are different replicas: the annotation is how the
+// shard learns, and its update event is what brings the reconcile.
+const AnnotationRolloutTo = "engine.cuengine.dev/rollout-to"
+
+var metricShardParents = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+	Name: "engine_shard_parents",
+	Help: "Parents held by this replica's shard (in its cache), by shard and kind; under sharding only.",
+}, []string{"shard", "kind"})
+
+func init() {
+	metrics.Registry.MustRegister(metricShardParents)
+}
+
+// shardParentsEvery is how often the gauge of the shard's parents is updated.
+const shardParentsEvery = 2 * time.Second
+
+// sharded reports that sharding is on.
+func (e *Engine) sharded() bool { return e.opts.Shard != "" }
+
+// SetCoordinator says whether this replica is the sharder, which
+// coordinates the template rollouts. Without sharding the engine only runs
+// on the leader, which always coordinates.
+func (e *Engine) SetCoordinator(on bool) {
+	e.coordinator.Store(on)
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for _, kc := range e.kinds {
+		kc.ro.poke()
+	}
+}
+
+// coordinates reports that this replica coordinates the rollouts.
+func (e *Engine) coordinates() bool { return !e.sharded() || e.coordinator.Load() }
+
+// Kinds returns the parent kinds of the templates being served.
+func (e *Engine) Kinds() []schema.GroupVersionKind {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	var out []schema.GroupVersionKind
+	if e.set == nil {
+		return nil
+	}
+	for _, t := range e.set.Templates() {
+		out = append(out, t.GVK)
+	}
+	return out
+}
+
+// gate puts the shard's gate in front of a kind's reconciler, under sharding.
+func (e *Engine) gate(gvk schema.GroupVersionKind, next reconcile.Reconciler) reconcile.Reconciler {
+	if !e.sharded() {
+		return next
+	}
+	return &shardGate{e: e, gvk: gvk, next: next}
+}
+
+// shardGate is the reconciler of a kind under sharding (see the top of the
+// file). The workqueue runs one reconcile of a parent at a time, so when
+// the gate releases a parent no other reconcile of it is in flight here;
+// and once released it has left the shard's cache, or reads as still
+// draining, so no reconcile of it starts here again.
+type shardGate struct {
+	e    *Engine
+	gvk  schema.GroupVersionKind
+	next reconcile.Reconciler
+}
+
+func (g *shardGate) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	parent := &unstructured.Unstructured{}
+	parent.SetGroupVersionKind(g.gvk)
+	err := g.e.parents.Get(ctx, req.NamespacedName, parent)
+	if apierrors.IsNotFound(err) {
+		return g.next.Reconcile(ctx, req) // it forgets the parent
+	}
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	if parent.GetLabels()[LabelDrain] != "" {
+		return ctrl.Result{}, g.release(ctx, parent)
+	}
+	start := time.Now()
+	res, err := g.next.Reconcile(ctx, req)
+	log.FromContext(ctx).V(1).Info("reconciled", "shard", g.e.opts.Shard, "kind", kindString(g.gvk),
+		"object", req.String(), "uid", string(parent.GetUID()),
+		"start", start.UTC().Format(time.RFC3339Nano), "end", time.Now().UTC().Format(time.RFC3339Nano))
+	return res, err
+}
+
+// release gives a draining parent back to the sharder: both labels go in
+// one write, conditional on the version read, so a parent changed since is
+// looked at again rather than released from a stale copy.
+func (g *shardGate) release(ctx context.Context, parent *unstructured.Unstructured) error {
+	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{
+		"resourceVersion": parent.GetResourceVersion(),
+		"labels":          map[string]any{LabelShard: nil, LabelDrain: nil},
+	}})
+	if err != nil {
+		return err
+	}
+	if err := g.e.writer.Patch(ctx, parent, client.RawPatch(types.MergePatchType, patch)); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		return fmt.Errorf("releasing a draining parent: %w", err)
+	}
+	log.FromContext(ctx).Info("released a parent to the sharder", "shard", g.e.opts.Shard, "kind", kindString(g.gvk), "object", client.ObjectKeyFromObject(parent).String())
+	return nil
+}
+
+// countShardParents keeps the engine_shard_parents gauge up to date until
+// ctx ends.
+func (e *Engine) countShardParents(ctx context.Context) {
+	tick := time.NewTicker(shardParentsEvery)
+	defer tick.Stop()
+	for {
+		for _, gvk := range e.Kinds() {
+			kc := e.kind(gvk)
+			if kc == nil || !kc.isRunning() {
+				continue
+			}
+			list := &unstructured.UnstructuredList{}
+			list.SetGroupVersionKind(gvk.GroupVersion().WithKind(gvk.Kind + "List"))
+			if err := e.parents.List(ctx, list, client.UnsafeDisableDeepCopy); err != nil {
+				continue
+			}
+			metricShardParents.WithLabelValues(e.opts.Shard, kindString(gvk)).Set(float64(len(list.Items)))
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+	}
+}
+
+// listFleet lists every parent of a kind, for the rollout coordinator:
+// from the cache, which under sharding holds only this shard's, so then
+// from the apiserver.
+func (e *Engine) listFleet(ctx context.Context, gvk schema.GroupVersionKind) ([]unstructured.Unstructured, error) {
+	if !e.sharded() {
+		return e.listParents(ctx, gvk)
+	}
+	list := &unstructured.UnstructuredList{}
+	list.SetGroupVersionKind(gvk.GroupVersion().WithKind(gvk.Kind + "List"))
+	var opts []client.ListOption
+	if e.opts.Namespace != "" {
+		opts = append(opts, client.InNamespace(e.opts.Namespace))
+	}
+	if err := e.apiReader.List(ctx, list, opts...); err != nil {
+		return nil, fmt.Errorf("listing %s: %w", gvk.Kind, err)
+	}
+	return list.Items, nil
+}

@@ -1,0 +1,249 @@
+package sharding
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	toolscache "k8s.io/client-go/tools/cache"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/metrics"
+
+	"github.com/cuengine/engine/engine"
+)
+
+var metricMoves = prometheus.NewCounterVec(prometheus.CounterOpts{
+	Name: "engine_sharder_assignments_total",
+	Help: "Parent label writes by the sharder, by action: assign (a parent without a shard), drain (asked its live shard to give it up), reassign (taken from a shard whose lease expired).",
+}, []string{"action"})
+
+func init() {
+	metrics.Registry.MustRegister(metricMoves)
+	for _, a := range []action{actAssign, actDrain, actReassign} {
+		metricMoves.WithLabelValues(string(a))
+	}
+}
+
+// Sharder assigns every parent of every templated kind to a live shard,
+// on the elected leader. It keeps no state of its own: each pass reads the
+// live shards from their Leases and the parents' labels from a metadata-only
+// cache, and writes the label changes that bring each parent closer to the
+// shard the ring gives it:
+//
+//   - no shard (new, or released after a drain): assign the ring's shard;
+//   - on a shard whose Lease expired: reassign at once (the shard stopped
+//     reconciling when it could not renew: Member);
+//   - on a live shard that is not the ring's: mark it draining, and wait
+//     for that shard to release it (remove both labels) before the next
+//     pass assigns it, so the two never reconcile it at the same time.
+//
+// Every write is conditional on the resourceVersion read (a conflict means
+// another writer went first: the next pass looks again).
+type Sharder struct {
+	// Client writes the parents' labels.
+	Client client.Client
+	// Cache serves the parents' metadata (every kind, every shard): the
+	// manager's cache, which watches metav1.PartialObjectMetadata as
+	// metadata only.
+	Cache Parents
+	// Leases reads the shards' Leases.
+	Leases client.Reader
+	// Kinds returns the parent kinds to shard.
+	Kinds func() []schema.GroupVersionKind
+	// Namespace of the Leases, Group of the shards (LabelShardGroup).
+	Namespace, Group string
+	// Scope restricts the parents to one namespace; "" is all.
+	Scope string
+	// Every is how often the sharder looks even without an event (a Lease
+	// expires without one).
+	Every time.Duration
+	// OnElected is told when this replica becomes the sharder and stops.
+	OnElected func(bool)
+
+	wake     chan struct{}
+	mu       sync.Mutex
+	watching map[schema.GroupVersionKind]bool
+}
+
+// Parents is what the sharder needs of a cache.
+type Parents interface {
+	client.Reader
+	GetInformer(ctx context.Context, obj client.Object, opts ...cache.InformerGetOption) (cache.Informer, error)
+}
+
+// NeedLeaderElection implements manager.LeaderElectionRunnable: one sharder.
+func (s *Sharder) NeedLeaderElection() bool { return true }
+
+// Start implements manager.Runnable: it passes over the parents on every
+// change of a parent's labels, and every s.Every, until ctx ends.
+func (s *Sharder) Start(ctx context.Context) error {
+	s.wake = make(chan struct{}, 1)
+	s.watching = map[schema.GroupVersionKind]bool{}
+	if s.OnElected != nil {
+		s.OnElected(true)
+		defer s.OnElected(false)
+	}
+	logger := log.FromContext(ctx).WithName("sharder")
+	logger.Info("sharding parents over the live shards")
+	ctx = log.IntoContext(ctx, logger)
+	for {
+		if err := s.pass(ctx); err != nil && ctx.Err() == nil {
+			logger.Error(err, "sharding pass failed; retrying")
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-s.wake:
+		case <-time.After(s.Every):
+		}
+	}
+}
+
+func (s *Sharder) poke() {
+	select {
+	case s.wake <- struct{}{}:
+	default:
+	}
+}
+
+// pass brings every parent one step closer to its shard.
+func (s *Sharder) pass(ctx context.Context) error {
+	shards, err := liveShards(ctx, s.Leases, s.Namespace, s.Group, time.Now())
+	if err != nil {
+		return err
+	}
+	if len(shards) == 0 {
+		return nil // nobody to give parents to; they wait where they are
+	}
+	ring := NewRing(shards)
+	alive := map[string]bool{}
+	for _, id := range shards {
+		alive[id] = true
+	}
+	var errs []error
+	for _, gvk := range s.Kinds() {
+		if err := s.watch(ctx, gvk); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		list := &metav1.PartialObjectMetadataList{}
+		list.SetGroupVersionKind(gvk.GroupVersion().WithKind(gvk.Kind + "List"))
+		var opts []client.ListOption
+		if s.Scope != "" {
+			opts = append(opts, client.InNamespace(s.Scope))
+		}
+		if err := s.Cache.List(ctx, list, opts...); err != nil {
+			errs = append(errs, fmt.Errorf("listing %s: %w", gvk.Kind, err))
+			continue
+		}
+		for i := range list.Items {
+			p := &list.Items[i]
+			p.SetGroupVersionKind(gvk)
+			act, shard := decide(p.GetLabels(), string(p.GetUID()), alive, ring)
+			if act == actNone {
+				continue
+			}
+			if err := s.write(ctx, p, act, shard); err != nil {
+				errs = append(errs, err)
+			}
+		}
+	}
+	if len(errs) > 0 {
+		return fmt.Errorf("%d writes or kinds failed, the first: %w", len(errs), errs[0])
+	}
+	return nil
+}
+
+// action is what a pass does to one parent.
+type action string
+
+const (
+	actNone     action = ""
+	actAssign   action = "assign"
+	actDrain    action = "drain"
+	actReassign action = "reassign"
+)
+
+// decide is the state machine of one parent: from its labels, the live
+// shards and the ring, the next write (and the shard it names).
+func decide(labels map[string]string, uid string, alive map[string]bool, ring *Ring) (action, string) {
+	cur, draining := labels[engine.LabelShard], labels[engine.LabelDrain] != ""
+	want := ring.Get(uid)
+	switch {
+	case want == "":
+		return actNone, ""
+	case cur == "":
+		return actAssign, want
+	case !alive[cur]:
+		return actReassign, want
+	case cur == want || draining:
+		// Home, or its shard has been asked to let go: wait for it.
+		return actNone, ""
+	default:
+		return actDrain, cur
+	}
+}
+
+// write applies one decision to a parent, conditional on its version.
+func (s *Sharder) write(ctx context.Context, p *metav1.PartialObjectMetadata, act action, shard string) error {
+	before := p.DeepCopy()
+	labels := maps.Clone(p.GetLabels())
+	if labels == nil {
+		labels = map[string]string{}
+	}
+	switch act {
+	case actAssign, actReassign:
+		labels[engine.LabelShard] = shard
+		delete(labels, engine.LabelDrain)
+	case actDrain:
+		labels[engine.LabelDrain] = "true"
+	}
+	p.SetLabels(labels)
+	if err := s.Client.Patch(ctx, p, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{})); err != nil {
+		return client.IgnoreNotFound(fmt.Errorf("%s of %s %s/%s: %w", act, p.Kind, p.GetNamespace(), p.GetName(), err))
+	}
+	metricMoves.WithLabelValues(string(act)).Inc()
+	log.FromContext(ctx).V(1).Info("shard label written", "action", string(act), "shard", shard, "kind", p.Kind, "object", p.GetNamespace()+"/"+p.GetName())
+	return nil
+}
+
+// watch makes label changes of a kind's parents wake the sharder.
+func (s *Sharder) watch(ctx context.Context, gvk schema.GroupVersionKind) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.watching[gvk] {
+		return nil
+	}
+	obj := &metav1.PartialObjectMetadata{}
+	obj.SetGroupVersionKind(gvk)
+	inf, err := s.Cache.GetInformer(ctx, obj, cache.BlockUntilSynced(true))
+	if err != nil {
+		return fmt.Errorf("watching %s: %w", gvk.Kind, err)
+	}
+	if _, err := inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
+		AddFunc: func(any) { s.poke() },
+		UpdateFunc: func(o, n any) {
+			if ol, nl := labelsOf(o), labelsOf(n); ol[engine.LabelShard] != nl[engine.LabelShard] || ol[engine.LabelDrain] != nl[engine.LabelDrain] {
+				s.poke()
+			}
+		},
+	}); err != nil {
+		return err
+	}
+	s.watching[gvk] = true
+	return nil
+}
+
+func labelsOf(o any) map[string]string {
+	if m, ok := o.(metav1.Object); ok {
+		return m.GetLabels()
+	}
+	return nil
+}
