@@ -51,8 +51,8 @@ func TestHelmMatchesKustomize(t *testing.T) {
 		set        []string
 	}{
 		{"defaults", nil, nil},
-		{"every option", []string{"components/gcs-key", "components/monitoring"},
-			[]string{"gcs.keySecret=engine-gcs-key", "dashboard.enabled=true", "prometheusRule.enabled=true"}},
+		{"every option", []string{"components/gcs-key", "components/monitoring", "components/sharding"},
+			[]string{"gcs.keySecret=engine-gcs-key", "dashboard.enabled=true", "prometheusRule.enabled=true", "sharding.enabled=true", "replicaCount=3"}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			kustomized := renderConfig(t, overlay(t, c.components...))

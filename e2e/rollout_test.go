@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -113,6 +114,12 @@ func TestProgressiveRollout(t *testing.T) {
 		})
 		assert.True(t, seen[1] && seen[5], "saw the canary alone, then the first quarter: %v", seen)
 		eventually(t, "every MyKind but the pinned one Ready on nginx:1.27", 2*time.Minute, allOn(2, "nginx:1.27"))
+		st := rolloutStatus(t, revNS)
+		assert.Equal(t, int64(2), st.Target.Number)
+		assert.Equal(t, "Complete", st.Target.Phase)
+		assert.Equal(t, 20, st.Target.Objects, "every MyKind but the pinned one")
+		assert.Equal(t, 20, st.Target.Ready)
+		assert.Contains(t, st.Revisions, rolloutRow{Number: 1, Phase: "Complete", Objects: 1, Ready: 1, Pinned: 1, Message: "the first revision of the kind"}, "the pinned MyKind")
 	})
 
 	t.Run("an edit that never becomes Ready stops at the canary and rolls it back", func(t *testing.T) {
@@ -136,6 +143,10 @@ func TestProgressiveRollout(t *testing.T) {
 			}
 		}
 		assert.Equal(t, 1, changed, "only the canary's Deployment was touched")
+		st := rolloutStatus(t, revNS)
+		assert.Equal(t, int64(3), st.Target.Number)
+		assert.Equal(t, "RolledBack", st.Target.Phase)
+		assert.Contains(t, st.Target.Message, "not Ready 20s after its update (progressDeadline)", "engine rollout status says why")
 		eventually(t, "a RevisionRolledBack event", 30*time.Second, func(ctx context.Context) (bool, error) {
 			out, err := kubectlErr("-n", revNS, "get", "events", "--field-selector", "reason=RevisionRolledBack", "-o", "jsonpath={.items[*].note}{.items[*].message}")
 			return strings.Contains(out, "revision 3 rolled back to revision 2: 1 objects failed"), err
@@ -301,6 +312,28 @@ func (w *rolloutWorld) allOn(n int64, image string) func(ctx context.Context) (b
 		}
 		return true, nil
 	}
+}
+
+// rolloutRow is a revision in `engine rollout status -o json`.
+type rolloutRow struct {
+	Number  int64  `json:"number"`
+	Phase   string `json:"phase"`
+	Objects int    `json:"objects"`
+	Ready   int    `json:"ready"`
+	Pinned  int    `json:"pinned"`
+	Message string `json:"message,omitempty"`
+}
+
+// rolloutStatus runs `engine rollout status mk -o json`, as a user would.
+func rolloutStatus(t *testing.T, revNS string) (st struct {
+	Target    rolloutRow   `json:"target"`
+	Revisions []rolloutRow `json:"revisions"`
+}) {
+	t.Helper()
+	out, err := runEngine("rollout", "status", "mk", "--kubeconfig", cluster.Kubeconfig, "--revision-namespace", revNS, "-o", "json")
+	require.NoError(t, err, out)
+	require.NoError(t, json.Unmarshal([]byte(out), &st), out)
+	return st
 }
 
 // isReady reports Ready=True at the object's generation.
