@@ -8,6 +8,8 @@ import (
 	"io"
 	"maps"
 	"net/http"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -279,4 +281,80 @@ func shardParentsMetric(ctx context.Context, addr, shard string) (int, error) {
 		}
 	}
 	return -1, nil
+}
+
+// TestShardedRollout: three sharded replicas; a Progressive template edit
+// is rolled out once, by the sharder, over parents the three replicas
+// hold, each Deployment moved once; and every Gcs gets exactly one bucket
+// whichever replica holds it.
+func TestShardedRollout(t *testing.T) {
+	emu := startEmulator(t)
+	t.Setenv("STORAGE_EMULATOR_HOST", emu.Host())
+	dir := templatesDir(t, "examples/templates/mykind.cue", "examples/templates/gcs.cue")
+	path := filepath.Join(dir, "mykind.cue")
+	b, err := os.ReadFile(path)
+	require.NoError(t, err)
+	base := string(b) + strings.Replace(rolloutPolicy, `[1, "25%", "100%"]`, `[1, "50%", "100%"]`, 1)
+	writeFile(t, path, base)
+	installCRDs(t, dir)
+	ns := namespace(t)
+	for _, id := range []string{"s1", "s2", "s3"} {
+		startEngine(t, dir, "--sharding", "--shard-id", id, "--namespace", ns,
+			"--leader-election-namespace", ns, "--leader-election-id", "engine-sharded-rollout",
+			"--leader-election-lease-duration", "4s", "--leader-election-renew-deadline", "3s", "--leader-election-retry-period", "500ms")
+	}
+
+	const n, buckets = 20, 6
+	var docs []string
+	for i := range n {
+		docs = append(docs, fmt.Sprintf("apiVersion: webapp.my.domain/v1\nkind: MyKind\nmetadata: {name: mk-%02d}\nspec: {deploymentName: web-%02d}\n", i, i))
+	}
+	for i := range buckets {
+		docs = append(docs, fmt.Sprintf("apiVersion: storage.matsumo.dev/v1\nkind: Gcs\nmetadata: {name: g%d}\nspec: {projectID: p, bucketName: sharded-%d}\n", i, i))
+	}
+	kubectlApply(t, ns, strings.Join(docs, "---\n"))
+	w := &rolloutWorld{ns: ns, revNS: revisionNamespace(t), total: n}
+	eventually(t, "the MyKinds Ready on revision 1", 3*time.Minute, w.allOn(1, "nginx:latest"))
+	eventually(t, "the parents spread over the three replicas", time.Minute, func(ctx context.Context) (bool, error) {
+		list, err := dyn.Resource(myKinds).Namespace(ns).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return false, err
+		}
+		held := map[string]bool{}
+		for _, p := range list.Items {
+			held[p.GetLabels()[engine.LabelShard]] = true
+		}
+		return held["s1"] && held["s2"] && held["s3"], nil
+	})
+	before, err := w.fleet(context.Background())
+	require.NoError(t, err)
+
+	writeFile(t, path, strings.Replace(base, `"nginx:latest"`, `"nginx:1.27"`, 1))
+	eventually(t, "revision 2 complete", 3*time.Minute, w.phaseIs(2, engine.PhaseComplete))
+	eventually(t, "every MyKind on nginx:1.27", 2*time.Minute, w.allOn(2, "nginx:1.27"))
+	after, err := w.fleet(context.Background())
+	require.NoError(t, err)
+	for name, d := range after.deploy {
+		assert.Equal(t, before.deploy[name].UID, d.UID, "%s: never recreated", name)
+		assert.Equal(t, before.deploy[name].Generation+1, d.Generation, "%s: moved once", name)
+	}
+
+	eventually(t, "one bucket per Gcs", time.Minute, func(ctx context.Context) (bool, error) {
+		for i := range buckets {
+			status, _, err := condition(ctx, gcsKind, ns, fmt.Sprintf("g%d", i), "Ready")
+			if err != nil || status != "True" {
+				return false, err
+			}
+		}
+		return true, nil
+	})
+	all, err := emu.Buckets(context.Background())
+	require.NoError(t, err)
+	perName := map[string]int{}
+	for _, bucket := range all {
+		perName[bucket.Name[:strings.LastIndex(bucket.Name, "-")]]++
+	}
+	for i := range buckets {
+		assert.Equal(t, 1, perName[fmt.Sprintf("sharded-%d", i)], "exactly one bucket for g%d: %v", i, perName)
+	}
 }
