@@ -31,14 +31,14 @@ type shardedEngine struct {
 	metrics string // host:port
 }
 
-// TestSharding runs the engine sharded over three replicas with 90
+// TestSharding runs the engine sharded over three replicas with 300
 // MyKinds: each replica holds a share; a SIGKILLed replica's parents go to
 // the others within the lease time and are reconciled there; a fourth
 // replica gets its share through the drain handover. No Deployment is
 // deleted or duplicated, and no parent is ever reconciled by two replicas
 // at overlapping times (each reconcile logs its shard and interval).
 func TestSharding(t *testing.T) {
-	const parents = 90
+	const parents = 300
 	const lease = 4 * time.Second
 	dir := templatesDir(t, "examples/templates/mykind.cue")
 	installCRDs(t, dir)
@@ -108,7 +108,7 @@ func TestSharding(t *testing.T) {
 		return out
 	}
 
-	shards := converged("90 parents reconciled over s1, s2, s3", []string{"s1", "s2", "s3"}, parents)
+	shards := converged("300 parents reconciled over s1, s2, s3", []string{"s1", "s2", "s3"}, parents)
 	held := count(shards)
 	t.Logf("parents per shard: %v", held)
 	for _, r := range replicas {
