@@ -51,6 +51,9 @@ type Config struct {
 	Workers int
 	// EngineArgs are extra flags for the engine, e.g. --requeue-qps 500.
 	EngineArgs []string
+	// EngineBin is the engine binary; empty means bin/engine under Root.
+	// Another build (such as main's) gives the before of a change.
+	EngineBin string
 	// Clients is the harness's request concurrency.
 	Clients int
 	// Controllers lists the controllers to run (Engine, Reference, Kro,
@@ -153,7 +156,10 @@ func newHarness(ctx context.Context, cfg Config) (*Harness, error) {
 		}
 	}
 	h := &Harness{cfg: cfg, log: &logger{w: cfg.Progress}}
-	engineBin := filepath.Join(cfg.Root, "bin", Engine)
+	if cfg.EngineBin == "" {
+		cfg.EngineBin = filepath.Join(cfg.Root, "bin", Engine)
+	}
+	engineBin := cfg.EngineBin
 	if _, err := os.Stat(engineBin); err != nil {
 		return nil, fmt.Errorf("%s not found (run `make build`): %w", engineBin, err)
 	}
@@ -206,7 +212,7 @@ func (h *Harness) spec(name string) controllerSpec {
 	bin := filepath.Join(h.cfg.Root, "bin", name)
 	switch name {
 	case Engine:
-		return controllerSpec{name: name, bin: bin, crds: h.crds, templates: true,
+		return controllerSpec{name: name, bin: h.cfg.EngineBin, crds: h.crds, templates: true,
 			args: func(kubeconfig, templates string) []string {
 				return append([]string{"run", "--templates", templates, "--kubeconfig", kubeconfig,
 					"--metrics-bind-address", "0", "--health-probe-bind-address", "0", "--max-concurrent-reconciles", workers}, h.cfg.EngineArgs...)

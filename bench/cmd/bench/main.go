@@ -41,6 +41,7 @@ func run() int {
 	flag.BoolVar(&cfg.Raw, "raw", true, "also time the harness creating the Deployments itself, per round")
 	flag.DurationVar(&cfg.PhaseTimeout, "phase-timeout", 10*time.Minute, "bound on each phase")
 	flag.DurationVar(&cfg.ReloadTimeout, "reload-timeout", 30*time.Second, "phase (e) is n/a when no Deployment changes within this")
+	flag.StringVar(&cfg.EngineBin, "engine-bin", "", "engine binary (default bin/engine; another build gives a before and after)")
 	flag.StringVar(&cfg.Templates, "templates", "", "engine templates directory (default examples/templates)")
 	flag.Func("engine-arg", "extra flag for the engine, repeatable (e.g. -engine-arg=--requeue-qps=500)", func(v string) error {
 		cfg.EngineArgs = append(cfg.EngineArgs, v)
