@@ -143,6 +143,9 @@ func newHarness(ctx context.Context, cfg Config) (*Harness, error) {
 	if cfg.N < 10 || cfg.Rounds < 1 || cfg.Workers < 1 || cfg.Clients < 1 {
 		return nil, fmt.Errorf("need N >= 10 and at least one round, worker and client")
 	}
+	if cfg.EngineBin == "" {
+		cfg.EngineBin = filepath.Join(cfg.Root, "bin", Engine)
+	}
 	if cfg.LogDir == "" {
 		dir, err := os.MkdirTemp("", "cuengine-bench-")
 		if err != nil {
@@ -156,9 +159,6 @@ func newHarness(ctx context.Context, cfg Config) (*Harness, error) {
 		}
 	}
 	h := &Harness{cfg: cfg, log: &logger{w: cfg.Progress}}
-	if cfg.EngineBin == "" {
-		cfg.EngineBin = filepath.Join(cfg.Root, "bin", Engine)
-	}
 	engineBin := cfg.EngineBin
 	if _, err := os.Stat(engineBin); err != nil {
 		return nil, fmt.Errorf("%s not found (run `make build`): %w", engineBin, err)
