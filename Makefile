@@ -80,13 +80,17 @@ fuzz: ## Fuzz template evaluation for a minute (FUZZTIME=10m for longer).
 dev: assets build ## Start a local cluster with the example templates and the engine (Ctrl-C stops it).
 	$(BIN)/engine dev --templates examples/templates
 
+comma := ,
+
 .PHONY: bench
 bench: N ?= 1000
 bench: ROUNDS ?= 3
 bench: WORKERS ?= 4
-bench: assets build ## Run the benchmarks: template micro-benchmarks, then engine vs hand-written controller vs raw apiserver (N, ROUNDS, WORKERS).
+bench: PEERS ?=
+bench: assets build ## Run the benchmarks: template micro-benchmarks, then engine vs hand-written controller vs raw apiserver (N, ROUNDS, WORKERS; PEERS=kro adds kro, built into bin/).
+	@if [ -n "$(PEERS)" ]; then bash hack/build-assets.sh $(subst $(comma), ,$(PEERS)); fi
 	$(GO) test -run '^$$' -bench . -benchmem ./bench/micro
-	$(GO) run ./bench/cmd/bench -n $(N) -rounds $(ROUNDS) -workers $(WORKERS)
+	$(GO) run ./bench/cmd/bench -n $(N) -rounds $(ROUNDS) -workers $(WORKERS) -peers '$(PEERS)'
 
 .PHONY: fmt
 fmt: ## Format the code.

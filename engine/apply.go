@@ -19,15 +19,36 @@ import (
 // child whose name is held by an object this parent does not control is
 // left untouched (ChildConflict); a child the apiserver refuses is a
 // terminal problem of its own (ApplyFailed); the others go on.
+//
+// A child the cache does not hold costs no read: it is applied create-only
+// (createChild), and only a name already taken costs the ownership check.
 func (r *reconciler) applyChildren(ctx context.Context, parent *unstructured.Unstructured, desired []*unstructured.Unstructured, live *liveChildren, st *status) (int, error) {
 	writes := 0
 	for _, d := range desired {
 		if err := r.children.watch(ctx, d.GroupVersionKind()); err != nil {
 			return writes, err
 		}
+		hash := appliedHash(d)
+		obj := d.DeepCopy()
+		setAnnotation(obj, AnnotationAppliedHash, hash)
 		cur := live.get(d)
 		if cur == nil {
-			_, owner, err := foreignOwner(ctx, r.live, parent, d)
+			created, taken, err := r.createChild(ctx, obj)
+			if err != nil {
+				if r.applyRefused(err, st) {
+					continue
+				}
+				return writes, err
+			}
+			if created {
+				writes++
+				r.normal(parent, "Created", "Create", "Created %s %s", d.GetKind(), d.GetName())
+				log.FromContext(ctx).V(1).Info("created child", "child", d.GetLabels()[LabelChild], "object", d.GetNamespace()+"/"+d.GetName())
+				continue
+			}
+			// The name is taken: the object is this parent's (the cache
+			// has not shown it yet) or someone else's, never touched.
+			owned, owner, err := foreignOwner(ctx, r.live, parent, d)
 			if err != nil {
 				return writes, err
 			}
@@ -36,30 +57,64 @@ func (r *reconciler) applyChildren(ctx context.Context, parent *unstructured.Uns
 					d.GetKind(), d.GetNamespace(), d.GetName(), parent.GetKind(), owner)))
 				continue
 			}
+			if owned == nil {
+				return writes, fmt.Errorf("creating %s %s: %w (it was deleted since)", d.GetKind(), d.GetName(), taken)
+			}
+			cur = owned
 		}
-		hash := appliedHash(d)
-		if cur != nil && cur.GetAnnotations()[AnnotationAppliedHash] == hash && contains(cur.Object, d.Object) {
+		if cur.GetAnnotations()[AnnotationAppliedHash] == hash && contains(cur.Object, d.Object) {
 			continue // already as desired: no write
 		}
-		obj := d.DeepCopy()
-		setAnnotation(obj, AnnotationAppliedHash, hash)
 		if err := r.writer.Apply(ctx, client.ApplyConfigurationFromUnstructured(obj), client.FieldOwner(FieldManager), client.ForceOwnership); err != nil {
 			err = fmt.Errorf("applying %s %s: %w", d.GetKind(), d.GetName(), err)
-			if class, _, _ := classify(err, 0); class == terminal {
-				st.fail(ReasonApplyFailed, terminalError(ReasonApplyFailed, err))
+			if r.applyRefused(err, st) {
 				continue
 			}
 			return writes, err
 		}
 		writes++
-		if cur == nil {
-			r.normal(parent, "Created", "Create", "Created %s %s", d.GetKind(), d.GetName())
-		} else {
-			r.normal(parent, "Updated", "Update", "Updated %s %s", d.GetKind(), d.GetName())
-		}
+		r.normal(parent, "Updated", "Update", "Updated %s %s", d.GetKind(), d.GetName())
 		log.FromContext(ctx).V(1).Info("applied child", "child", d.GetLabels()[LabelChild], "object", d.GetNamespace()+"/"+d.GetName())
 	}
 	return writes, nil
+}
+
+// createOnlyVersion is the resource version a new child is applied with. A
+// resource version in an apply is a precondition on the existing object,
+// and none has this one (resource versions are storage revisions, far
+// below it), while an apply that creates the object ignores it. So the
+// apply creates the child when its name is free and otherwise fails with a
+// conflict, in one request and atomically: an object that holds the name,
+// whoever made it, is never modified, and the server-side apply's field
+// ownership is the same as that of every later apply.
+const createOnlyVersion = "18446744073709551615" // max uint64
+
+// createChild applies obj only if no object has its name. It returns
+// created when it did, and otherwise the conflict that says the name is
+// taken; any other error is the apply's.
+func (r *reconciler) createChild(ctx context.Context, obj *unstructured.Unstructured) (created bool, taken, err error) {
+	create := obj.DeepCopy()
+	create.SetResourceVersion(createOnlyVersion)
+	err = r.writer.Apply(ctx, client.ApplyConfigurationFromUnstructured(create), client.FieldOwner(FieldManager), client.ForceOwnership)
+	switch {
+	case err == nil:
+		return true, nil, nil
+	case apierrors.IsConflict(err):
+		return false, err, nil
+	default:
+		return false, nil, fmt.Errorf("applying %s %s: %w", obj.GetKind(), obj.GetName(), err)
+	}
+}
+
+// applyRefused records an error the apiserver answers for good (a child it
+// refuses) as ApplyFailed and reports true; other errors are for the
+// caller to return.
+func (r *reconciler) applyRefused(err error, st *status) bool {
+	if class, _, _ := classify(err, 0); class != terminal {
+		return false
+	}
+	st.fail(ReasonApplyFailed, terminalError(ReasonApplyFailed, err))
+	return true
 }
 
 // foreignOwner reads the object a new child would replace, from the

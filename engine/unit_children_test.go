@@ -64,8 +64,12 @@ func TestUnitChildConflict(t *testing.T) {
 			msg := "ConfigMap ns/site-content exists and is not controlled by this Website (" + tc.owner + "); it is left untouched"
 			assert.Equal(t, cond{metav1.ConditionFalse, ReasonChildConflict, msg}, condOf(e.condition(site, ConditionSynced)))
 			assert.Equal(t, cond{metav1.ConditionFalse, ReasonNotSynced, "not synced: ChildConflict"}, condOf(e.condition(site, ConditionReady)))
-			assert.Equal(t, map[string]int{"apply Deployment": 1, "apply Service": 1, "status Website": 1}, e.takeWrites(),
+			// The ConfigMap's one request is the create-only apply, which
+			// the apiserver refuses because the name is taken; then one
+			// read, the ownership check.
+			assert.Equal(t, map[string]int{"apply ConfigMap": 1, "apply Deployment": 1, "apply Service": 1, "status Website": 1}, e.takeWrites(),
 				"the other children applied, the foreign object not")
+			assert.Equal(t, map[string]int{"get ConfigMap": 1}, childReads(e.takeReads()), "the taken name alone costs a read")
 			assert.Equal(t, before, e.get(configMapGVK, unitNamespace, "site-content"), "the foreign object is untouched")
 			assert.ElementsMatch(t, []unitEvent{
 				{corev1.EventTypeNormal, "Created", "Created Deployment site"},
@@ -74,6 +78,42 @@ func TestUnitChildConflict(t *testing.T) {
 			}, e.events.take())
 		})
 	}
+}
+
+// childReads keeps the reads of child kinds: those of the parent kinds
+// are the reconciler's, not the ownership check's.
+func childReads(reads map[string]int) map[string]int {
+	out := map[string]int{}
+	for k, n := range reads {
+		if k != "get Website" && k != "get MyKind" {
+			out[k] = n
+		}
+	}
+	return out
+}
+
+// TestUnitNewChildCostsNoRead: creating a child, for a new parent or in
+// place of a deleted one, is one request per child: the create-only apply,
+// with no read before it; it creates the child as the apply would.
+func TestUnitNewChildCostsNoRead(t *testing.T) {
+	site := siteParent(t, map[string]any{"image": "nginx"})
+	e := newUnitEnv(t, unitWebsite, site)
+
+	e.reconcileClean(site)
+	assert.Equal(t, map[string]int{"apply ConfigMap": 1, "apply Deployment": 1, "apply Service": 1}, e.takeWrites(),
+		"one request per child (the status is left to the reconcile their events bring)")
+	assert.Empty(t, childReads(e.takeReads()), "no child is read before it is created")
+	cm := e.get(configMapGVK, unitNamespace, "site-content")
+	require.NotNil(t, cm)
+	assert.Equal(t, map[string]any{"index.html": "hello"}, cm.Object["data"])
+	assert.NotEmpty(t, cm.GetAnnotations()[AnnotationAppliedHash])
+	assert.NotEqual(t, createOnlyVersion, cm.GetResourceVersion(), "the precondition is not stored")
+
+	require.NoError(t, e.store.Delete(e.ctx, cm))
+	e.reconcileClean(site)
+	assert.Equal(t, 1, e.takeWrites()["apply ConfigMap"], "recreated")
+	assert.Empty(t, childReads(e.takeReads()), "no read to recreate a deleted child")
+	assert.NotNil(t, e.get(configMapGVK, unitNamespace, "site-content"))
 }
 
 // TestUnitChildOfThisParentIsAdopted: an object the parent controls but the
@@ -97,7 +137,8 @@ func TestUnitChildOfThisParentIsAdopted(t *testing.T) {
 			res := e.reconcileClean(site)
 			assert.Equal(t, ctrl.Result{RequeueAfter: deferredStatusDelay}, res)
 			writes := e.takeWrites()
-			assert.Equal(t, 1, writes["apply ConfigMap"])
+			assert.Equal(t, 2, writes["apply ConfigMap"], "the create-only apply, refused for the taken name, then the apply")
+			assert.Equal(t, map[string]int{"get ConfigMap": 1}, childReads(e.takeReads()), "the ownership check")
 			assert.Zero(t, writes["delete ConfigMap"], "the object applied as the child is not pruned as the old one")
 			live := e.get(configMapGVK, unitNamespace, "site-content")
 			require.NotNil(t, live, "the child must exist after the reconcile that applied it")

@@ -28,6 +28,7 @@ import (
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
@@ -80,6 +81,7 @@ type unitEnv struct {
 
 	mu     sync.Mutex
 	writes map[string]int // by "verb Kind": apply, create, update, patch, delete, status
+	reads  map[string]int // by "get Kind": the reads that reach the apiserver (the reconciler's client)
 	// deletes lists each delete sent, in order: "Kind name propagation".
 	deletes []string
 	fail    map[string]error // injected: the error a write of that key returns
@@ -103,9 +105,17 @@ func newUnitEnv(t *testing.T, gvk schema.GroupVersionKind, objs ...client.Object
 	parentObj.SetGroupVersionKind(gvk)
 	store := fake.NewClientBuilder().WithScheme(scheme).WithStatusSubresource(parentObj).WithObjects(objs...).Build()
 
-	e := &unitEnv{t: t, ctx: context.Background(), store: store, writes: map[string]int{}, fail: map[string]error{},
+	e := &unitEnv{t: t, ctx: context.Background(), store: store, writes: map[string]int{}, reads: map[string]int{}, fail: map[string]error{},
 		kind: &unitKind{tpl: tpl}, provider: newFakeProvider(), events: &unitRecorder{}}
 	counted := interceptor.NewClient(store, interceptor.Funcs{
+		Get: func(ctx context.Context, c client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+			gvk, err := apiutil.GVKForObject(obj, c.Scheme())
+			require.NoError(t, err)
+			e.mu.Lock()
+			e.reads["get "+gvk.Kind]++
+			e.mu.Unlock()
+			return c.Get(ctx, key, obj, opts...)
+		},
 		Create: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.CreateOption) error {
 			return e.write("create", obj, func() error { return c.Create(ctx, obj, opts...) })
 		},
@@ -186,6 +196,15 @@ func (e *unitEnv) takeWrites() map[string]int {
 	defer e.mu.Unlock()
 	out := e.writes
 	e.writes = map[string]int{}
+	return out
+}
+
+// takeReads returns the reads counted so far and resets the counter.
+func (e *unitEnv) takeReads() map[string]int {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	out := e.reads
+	e.reads = map[string]int{}
 	return out
 }
 

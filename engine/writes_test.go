@@ -19,10 +19,23 @@ import (
 	"github.com/cuengine/engine/engine"
 )
 
+// Verbs of the apiserver's request counters.
+var (
+	writeVerbs = map[string]bool{"POST": true, "PUT": true, "PATCH": true, "APPLY": true, "DELETE": true}
+	getVerb    = map[string]bool{"GET": true}
+)
+
 // writes reads the apiserver's own request counters and returns the number
 // of write requests (create, update, patch, apply, delete) per
 // resource[/subresource].
 func writes(t *testing.T) map[string]int {
+	t.Helper()
+	return requests(t, writeVerbs)
+}
+
+// requests returns the apiserver's count of requests with one of verbs, per
+// resource[/subresource].
+func requests(t *testing.T, verbs map[string]bool) map[string]int {
 	t.Helper()
 	cs, err := kubernetes.NewForConfig(cfg)
 	require.NoError(t, err)
@@ -37,9 +50,7 @@ func writes(t *testing.T) map[string]int {
 			continue
 		}
 		labels := parseLabels(line[len("apiserver_request_total{"):strings.LastIndex(line, "}")])
-		switch labels["verb"] {
-		case "POST", "PUT", "PATCH", "APPLY", "DELETE":
-		default:
+		if !verbs[labels["verb"]] {
 			continue
 		}
 		v, err := strconv.ParseFloat(strings.TrimSpace(line[strings.LastIndex(line, "}")+1:]), 64)
@@ -112,12 +123,16 @@ func TestWriteDiscipline(t *testing.T) {
 	ctx := context.Background()
 	ns := namespace(t)
 	mk := parent(myKindGVK, ns, "counted", map[string]any{"deploymentName": "counted"})
+	getsBefore := requests(t, getVerb)
 	require.NoError(t, k8s.Create(ctx, mk))
 	eventually(t, "Synced", func(ctx context.Context) (bool, error) {
 		c, err := condition(ctx, mk, engine.ConditionSynced)
 		return c != nil && c.Status == metav1.ConditionTrue, err
 	})
 	before := settle(t)
+	// The test reads no Deployment itself until here: the engine created
+	// the child without reading it first (the create-only apply).
+	assert.Equal(t, 0, delta(getsBefore, requests(t, getVerb), "deployments"), "no read of a new child")
 	eventsBefore := eventCount(t, ns)
 
 	t.Run("a repeated event writes nothing", func(t *testing.T) {

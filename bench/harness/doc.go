@@ -22,6 +22,11 @@
 // requests (counted client-side). A raw run, the harness creating N
 // Deployments itself, gives the apiserver's limit for phase (a).
 //
+// With the peer kro (Config.Controllers Kro, KroDefaults), kro runs the
+// same phases on a control plane of its own, with its CRDs and the
+// ResourceGraphDefinition of kro-mykind.yaml, equivalent to the MyKind
+// template; phase (e) edits the image there.
+//
 // The package owns the workload, the measurements and the report; it does
 // not own the control plane (internal/localcluster) or the controllers.
 package harness

@@ -62,10 +62,10 @@ func loadCRDs(ctx context.Context, engineBin, templates string) ([]*apiextension
 	return crds, nil
 }
 
-// startEnv starts a bare control plane with the CRDs installed, and the
+// startEnv starts a bare control plane with crds installed, and the
 // workload's namespaces.
-func (h *Harness) startEnv(ctx context.Context) (*env, error) {
-	cluster, err := localcluster.Start(ctx, localcluster.Options{CRDs: h.crds, Progress: h.log.w})
+func (h *Harness) startEnv(ctx context.Context, crds []*apiextensionsv1.CustomResourceDefinition) (*env, error) {
+	cluster, err := localcluster.Start(ctx, localcluster.Options{CRDs: crds, Progress: h.log.w})
 	if err != nil {
 		return nil, fmt.Errorf("starting the control plane: %w", err)
 	}

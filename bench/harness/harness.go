@@ -8,7 +8,9 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -19,7 +21,19 @@ import (
 const (
 	Engine    = "engine"
 	Reference = "reference"
+	// Kro is kro with Workers workers (--dynamic-controller-concurrent-reconciles),
+	// its other flags at their defaults.
+	Kro = "kro"
+	// KroDefaults is kro with all its defaults: 1 worker, a client limit
+	// of 100 requests per second.
+	KroDefaults = "kro-defaults"
 )
+
+// Peers are the controllers a peer name adds (Config.Peers).
+var Peers = map[string][]string{Kro: {Kro, KroDefaults}}
+
+// controllerOrder is the order of the report's columns.
+var controllerOrder = []string{Engine, Reference, Kro, KroDefaults}
 
 // Config configures a benchmark invocation.
 type Config struct {
@@ -37,10 +51,16 @@ type Config struct {
 	Workers int
 	// EngineArgs are extra flags for the engine, e.g. --requeue-qps 500.
 	EngineArgs []string
+	// EngineBin is the engine binary; empty means bin/engine under Root.
+	// Another build (such as main's) gives the before of a change.
+	EngineBin string
 	// Clients is the harness's request concurrency.
 	Clients int
-	// Controllers lists the controllers to run (Engine, Reference).
+	// Controllers lists the controllers to run (Engine, Reference, Kro,
+	// KroDefaults).
 	Controllers []string
+	// KroArgs are extra flags for both kro runs.
+	KroArgs []string
 	// Raw adds, per round, a run of the harness creating the Deployments
 	// itself, with no controller.
 	Raw bool
@@ -58,17 +78,28 @@ type Config struct {
 
 // Harness runs the benchmark.
 type Harness struct {
-	cfg  Config
-	log  *logger
-	crds []*apiextensionsv1.CustomResourceDefinition
+	cfg     Config
+	log     *logger
+	crds    []*apiextensionsv1.CustomResourceDefinition // MyKind's, from the engine
+	kroCRDs []*apiextensionsv1.CustomResourceDefinition // kro's own
+	kroVer  string                                      // kro's version
 }
 
 // controllerSpec says how to run one controller under test.
 type controllerSpec struct {
-	name      string
-	bin       string
-	hotReload bool
+	name string
+	bin  string
+	// crds are installed on the fresh control plane.
+	crds []*apiextensionsv1.CustomResourceDefinition
+	// templates: the controller watches a copy of the templates directory.
+	templates bool
 	args      func(kubeconfig, templates string) []string
+	// prepare, if set, runs once the controller started and before the
+	// harness watches MyKinds (kro generates their CRD).
+	prepare func(ctx context.Context, e *env, alive func() error) error
+	// edit, if set, is phase (e): the image edit in the controller's
+	// template.
+	edit func(ctx context.Context, e *env, templates string) error
 }
 
 // Run runs every round and returns the report. On failure it returns the
@@ -79,6 +110,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		return nil, err
 	}
 	rep := newReport(h.cfg)
+	rep.KroVersion = h.kroVer
 	for round := 1; round <= h.cfg.Rounds; round++ {
 		for _, name := range h.order(round) {
 			res, err := h.runController(ctx, h.spec(name), round)
@@ -111,6 +143,9 @@ func newHarness(ctx context.Context, cfg Config) (*Harness, error) {
 	if cfg.N < 10 || cfg.Rounds < 1 || cfg.Workers < 1 || cfg.Clients < 1 {
 		return nil, fmt.Errorf("need N >= 10 and at least one round, worker and client")
 	}
+	if cfg.EngineBin == "" {
+		cfg.EngineBin = filepath.Join(cfg.Root, "bin", Engine)
+	}
 	if cfg.LogDir == "" {
 		dir, err := os.MkdirTemp("", "cuengine-bench-")
 		if err != nil {
@@ -119,12 +154,12 @@ func newHarness(ctx context.Context, cfg Config) (*Harness, error) {
 		cfg.LogDir = dir
 	}
 	for _, name := range cfg.Controllers {
-		if name != Engine && name != Reference {
-			return nil, fmt.Errorf("unknown controller %q: want %s or %s", name, Engine, Reference)
+		if !slices.Contains(controllerOrder, name) {
+			return nil, fmt.Errorf("unknown controller %q: want one of %s", name, strings.Join(controllerOrder, ", "))
 		}
 	}
 	h := &Harness{cfg: cfg, log: &logger{w: cfg.Progress}}
-	engineBin := filepath.Join(cfg.Root, "bin", Engine)
+	engineBin := cfg.EngineBin
 	if _, err := os.Stat(engineBin); err != nil {
 		return nil, fmt.Errorf("%s not found (run `make build`): %w", engineBin, err)
 	}
@@ -136,6 +171,14 @@ func newHarness(ctx context.Context, cfg Config) (*Harness, error) {
 		return nil, err
 	}
 	h.crds = crds
+	if slices.Contains(cfg.Controllers, Kro) || slices.Contains(cfg.Controllers, KroDefaults) {
+		if _, err := os.Stat(filepath.Join(cfg.Root, "bin", "kro")); err != nil {
+			return nil, fmt.Errorf("bin/kro not found (run `hack/build-assets.sh kro`): %w", err)
+		}
+		if h.kroCRDs, h.kroVer, err = loadKroCRDs(ctx, cfg.Root); err != nil {
+			return nil, err
+		}
+	}
 	h.log.printf("N=%d rounds=%d workers=%d clients=%d; logs in %s", cfg.N, cfg.Rounds, cfg.Workers, cfg.Clients, cfg.LogDir)
 	return h, nil
 }
@@ -167,13 +210,29 @@ func (h *Harness) order(round int) []string {
 func (h *Harness) spec(name string) controllerSpec {
 	workers := strconv.Itoa(h.cfg.Workers)
 	bin := filepath.Join(h.cfg.Root, "bin", name)
-	if name == Engine {
-		return controllerSpec{name: name, bin: bin, hotReload: true, args: func(kubeconfig, templates string) []string {
-			return append([]string{"run", "--templates", templates, "--kubeconfig", kubeconfig,
-				"--metrics-bind-address", "0", "--health-probe-bind-address", "0", "--max-concurrent-reconciles", workers}, h.cfg.EngineArgs...)
-		}}
+	switch name {
+	case Engine:
+		return controllerSpec{name: name, bin: h.cfg.EngineBin, crds: h.crds, templates: true,
+			args: func(kubeconfig, templates string) []string {
+				return append([]string{"run", "--templates", templates, "--kubeconfig", kubeconfig,
+					"--metrics-bind-address", "0", "--health-probe-bind-address", "0", "--max-concurrent-reconciles", workers}, h.cfg.EngineArgs...)
+			},
+			edit: func(_ context.Context, _ *env, templates string) error {
+				return replaceInTemplates(templates, imageBefore, imageAfter)
+			}}
+	case Kro, KroDefaults:
+		var extra []string
+		if name == Kro {
+			extra = []string{"--dynamic-controller-concurrent-reconciles", workers}
+		}
+		return controllerSpec{name: name, bin: filepath.Join(h.cfg.Root, "bin", "kro"), crds: h.kroCRDs,
+			args: func(kubeconfig, _ string) []string {
+				return kroArgs(kubeconfig, append(extra, h.cfg.KroArgs...)...)
+			},
+			prepare: func(ctx context.Context, e *env, alive func() error) error { return prepareKro(ctx, e, h.log, alive) },
+			edit:    func(ctx context.Context, e *env, _ string) error { return editKroImage(ctx, e) }}
 	}
-	return controllerSpec{name: name, bin: bin, args: func(kubeconfig, _ string) []string {
+	return controllerSpec{name: name, bin: bin, crds: h.crds, args: func(kubeconfig, _ string) []string {
 		return []string{"--kubeconfig", kubeconfig, "--max-concurrent-reconciles", workers}
 	}}
 }
@@ -181,19 +240,14 @@ func (h *Harness) spec(name string) controllerSpec {
 // runController measures one controller on a fresh control plane.
 func (h *Harness) runController(ctx context.Context, spec controllerSpec, round int) (res *runResult, err error) {
 	h.log.printf("=== %s, round %d/%d: fresh control plane", spec.name, round, h.cfg.Rounds)
-	e, err := h.startEnv(ctx)
+	e, err := h.startEnv(ctx, spec.crds)
 	if err != nil {
 		return nil, err
 	}
 	defer func() { err = errors.Join(err, e.stop()) }()
-	w, err := startWatcher(ctx, e.cs, e.dyn)
-	if err != nil {
-		return nil, err
-	}
-	defer w.close()
 	base := filepath.Join(h.cfg.LogDir, fmt.Sprintf("r%d-%s", round, spec.name))
 	templates := ""
-	if spec.hotReload {
+	if spec.templates {
 		// Phase (e) edits the templates: the engine watches a copy.
 		templates = base + "-templates"
 		if err := copyDir(h.cfg.Templates, templates); err != nil {
@@ -206,6 +260,16 @@ func (h *Harness) runController(ctx context.Context, spec controllerSpec, round 
 	}
 	defer func() { err = errors.Join(err, p.stop()) }()
 	h.log.printf("started %s (pid %d, log %s)", spec.name, p.cmd.Process.Pid, p.logPath)
+	if spec.prepare != nil {
+		if err := spec.prepare(ctx, e, p.alive); err != nil {
+			return nil, err
+		}
+	}
+	w, err := startWatcher(ctx, e.cs, e.dyn)
+	if err != nil {
+		return nil, err
+	}
+	defer w.close()
 	wl := newWorkload(e, w, h.cfg.N, h.cfg.Clients)
 	if err := wl.warmUp(ctx, h.log, p.alive); err != nil {
 		return nil, err
@@ -223,8 +287,8 @@ func (h *Harness) measure(ctx context.Context, wl *workload, p *process, spec co
 		return nil, err
 	}
 	phases := []phase{wl.createPhase(), wl.statusPhase(), wl.recreatePhase(), wl.scalePhase()}
-	if spec.hotReload {
-		phases = append(phases, wl.reloadPhase(templates, h.cfg.ReloadTimeout))
+	if spec.edit != nil {
+		phases = append(phases, wl.reloadPhase(func(ctx context.Context) error { return spec.edit(ctx, wl.env, templates) }, h.cfg.ReloadTimeout))
 	}
 	for _, ph := range phases {
 		if prev, err = h.measurePhase(ctx, wl, p, ph, prev, res); err != nil {
@@ -266,7 +330,7 @@ func (h *Harness) measurePhase(ctx context.Context, wl *workload, p *process, ph
 // runRaw times the harness creating the Deployments itself.
 func (h *Harness) runRaw(ctx context.Context, round int) (d time.Duration, err error) {
 	h.log.printf("=== raw, round %d/%d: fresh control plane", round, h.cfg.Rounds)
-	e, err := h.startEnv(ctx)
+	e, err := h.startEnv(ctx, h.crds)
 	if err != nil {
 		return 0, err
 	}

@@ -106,13 +106,14 @@ func (wl *workload) scalePhase() phase {
 	}
 }
 
-// reloadPhase rewrites the image in the engine's copy of the templates.
-func (wl *workload) reloadPhase(templates string, stall time.Duration) phase {
+// reloadPhase rewrites the image in the controller's template (edit: the
+// engine's copy of the templates directory, kro's ResourceGraphDefinition).
+func (wl *workload) reloadPhase(edit func(ctx context.Context) error, stall time.Duration) phase {
 	return phase{key: phaseReload, parents: wl.n, stall: stall,
 		goal: func() goal {
 			return goal{on: onDeployments, namespace: benchNamespace, want: wl.n, ok: wl.hasImage(imageAfter)}
 		},
-		act: func(context.Context) error { return replaceInTemplates(templates, imageBefore, imageAfter) },
+		act: edit,
 	}
 }
 

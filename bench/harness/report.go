@@ -3,6 +3,7 @@ package harness
 import (
 	"fmt"
 	"io"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -47,6 +48,8 @@ type Report struct {
 	Raw       []time.Duration
 	LoadStart string
 	LoadEnd   string
+	// KroVersion is the version of kro the peer runs used, if any.
+	KroVersion string
 }
 
 func newReport(cfg Config) *Report {
@@ -62,14 +65,14 @@ var targets = map[string]string{
 // Write prints the report as Markdown tables.
 func (r *Report) Write(w io.Writer) {
 	c := r.cfg
-	fmt.Fprintf(w, "## engine vs reference: N=%d MyKinds, %d reconcile workers, %d harness clients, %d round(s)\n\n",
-		c.N, c.Workers, c.Clients, c.Rounds)
+	fmt.Fprintf(w, "## %s: N=%d MyKinds, %d reconcile workers, %d harness clients, %d round(s)\n\n",
+		strings.Join(r.controllers(), " vs "), c.N, c.Workers, c.Clients, c.Rounds)
 	fmt.Fprintf(w, "Bare control plane (etcd + kube-apiserver), a fresh one per controller run; the harness plays the\n"+
 		"Deployment controller. Times are medians over rounds, from the first request of a phase until the\n"+
 		"harness's informers saw the goal. Load average before: %s, after: %s.\n\n", r.LoadStart, r.LoadEnd)
 	r.summary().write(w)
 	fmt.Fprintln(w)
-	fmt.Fprintln(w, "Per phase, engine / reference, until the controller settled (medians over rounds; busy = phase start to the")
+	fmt.Fprintln(w, "Per phase, "+strings.Join(r.controllers(), " / ")+", until the controller settled (medians over rounds; busy = phase start to the")
 	fmt.Fprintln(w, "last change the harness saw on a MyKind or Deployment, including status writes after the goal):")
 	fmt.Fprintln(w)
 	r.perPhase().write(w)
@@ -80,9 +83,48 @@ func (r *Report) Write(w io.Writer) {
 	r.notes(w)
 }
 
+// controllers returns the controllers of the report, in column order.
+func (r *Report) controllers() []string {
+	var out []string
+	for _, name := range controllerOrder {
+		if slices.Contains(r.cfg.Controllers, name) {
+			out = append(out, name)
+		}
+	}
+	return out
+}
+
+// compared returns the controllers with a ratio to the reference, and the
+// ones with a per-round column (the engine and kro with as many workers).
+func (r *Report) compared() (ratios, perRound []string) {
+	if !slices.Contains(r.cfg.Controllers, Reference) {
+		return nil, nil
+	}
+	for _, name := range r.controllers() {
+		if name == Reference {
+			continue
+		}
+		ratios = append(ratios, name)
+		if name != KroDefaults {
+			perRound = append(perRound, name)
+		}
+	}
+	return ratios, perRound
+}
+
 // summary is the main side-by-side table.
 func (r *Report) summary() *table {
-	t := &table{header: []string{"metric", Engine, Reference, "raw limit", "engine/ref", "per round (engine/ref)", "target"}}
+	t := &table{header: []string{"metric"}}
+	t.header = append(t.header, r.controllers()...)
+	t.header = append(t.header, "raw limit")
+	ratios, perRound := r.compared()
+	for _, name := range ratios {
+		t.header = append(t.header, shortName(name)+"/ref")
+	}
+	for _, name := range perRound {
+		t.header = append(t.header, "per round ("+shortName(name)+"/ref)")
+	}
+	t.header = append(t.header, "target (engine/ref)")
 	for _, k := range []string{phaseCreate, phaseStatus, phaseRecreate, phaseScale, phaseReload} {
 		get := func(res *runResult) (float64, bool) {
 			d, ok := res.phases[k]
@@ -106,12 +148,20 @@ func (r *Report) summary() *table {
 	return t
 }
 
-// row builds one summary row: each controller's median, the ratio of the
-// medians, and the per-round ratios.
+// shortName abbreviates a controller name for ratio headers.
+func shortName(name string) string {
+	if name == Reference {
+		return "ref"
+	}
+	return name
+}
+
+// row builds one summary row: each controller's median, the ratios of the
+// medians to the reference's, and the per-round ratios.
 func (r *Report) row(title string, get func(*runResult) (float64, bool), format func(float64) string, raw, target string) []string {
 	cells := []string{title}
 	med := map[string]float64{}
-	for _, name := range []string{Engine, Reference} {
+	for _, name := range r.controllers() {
 		vals, why := r.values(name, get)
 		if len(vals) == 0 {
 			cells = append(cells, why)
@@ -120,8 +170,15 @@ func (r *Report) row(title string, get func(*runResult) (float64, bool), format 
 		med[name] = median(vals)
 		cells = append(cells, format(med[name]))
 	}
-	cells = append(cells, raw, ratio(med[Engine], med[Reference]), strings.Join(r.roundRatios(get), " "), target)
-	return cells
+	cells = append(cells, raw)
+	ratios, perRound := r.compared()
+	for _, name := range ratios {
+		cells = append(cells, ratio(med[name], med[Reference]))
+	}
+	for _, name := range perRound {
+		cells = append(cells, strings.Join(r.roundRatios(name, get), " "))
+	}
+	return append(cells, target)
 }
 
 // values returns a controller's measurements over the rounds, or why there
@@ -142,18 +199,18 @@ func (r *Report) values(name string, get func(*runResult) (float64, bool)) ([]fl
 	return vals, why
 }
 
-// roundRatios returns engine/reference for each round that ran both.
-func (r *Report) roundRatios(get func(*runResult) (float64, bool)) []string {
+// roundRatios returns name/reference for each round that ran both.
+func (r *Report) roundRatios(name string, get func(*runResult) (float64, bool)) []string {
 	var out []string
 	for round := 1; round <= r.cfg.Rounds; round++ {
-		eng, ref := r.find(Engine, round), r.find(Reference, round)
-		if eng == nil || ref == nil {
+		c, ref := r.find(name, round), r.find(Reference, round)
+		if c == nil || ref == nil {
 			continue
 		}
-		ev, eok := get(eng)
+		cv, cok := get(c)
 		rv, rok := get(ref)
-		if eok && rok {
-			out = append(out, ratio(ev, rv))
+		if cok && rok {
+			out = append(out, ratio(cv, rv))
 		}
 	}
 	return out
@@ -174,11 +231,12 @@ func (r *Report) find(name string, round int) *runResult {
 // phase to the last change to a watched MyKind or Deployment, which
 // includes work done after the goal was reached (status writes).
 func (r *Report) perPhase() *table {
-	t := &table{header: []string{"phase", "parents", "writes per parent, e / r", "CPU s, e / r", "busy s, e / r"}}
+	names := strings.Join(r.controllers(), " / ")
+	t := &table{header: []string{"phase", "parents", "writes per parent, " + names, "CPU s, " + names, "busy s, " + names}}
 	for _, k := range []string{phaseCreate, phaseStatus, phaseRecreate, phaseScale, phaseReload} {
 		row := []string{phaseTitles[k], ""}
 		cols := map[string][]string{}
-		for _, name := range []string{Engine, Reference} {
+		for _, name := range r.controllers() {
 			var writes, cpu, busy []float64
 			for _, res := range r.Runs {
 				if res.controller == name && res.parents[k] > 0 {
@@ -219,7 +277,7 @@ func (r *Report) requestBreakdown() *table {
 	t := &table{header: []string{"request"}}
 	type column struct{ controller, phase string }
 	var cols []column
-	for _, name := range []string{Engine, Reference} {
+	for _, name := range r.controllers() {
 		for _, k := range []string{phaseCreate, phaseStatus, phaseRecreate, phaseScale, phaseReload} {
 			if r.ran(name, k) {
 				cols = append(cols, column{name, k})
@@ -276,10 +334,14 @@ func (r *Report) notes(w io.Writer) {
 		for k, why := range res.skipped {
 			fmt.Fprintf(w, "- %s round %d: phase (%s) n/a: %s.\n", res.controller, res.round, k, why)
 		}
-		if res.controller == Engine && len(res.skipped) == 0 && res.phases[phaseReload] > 0 {
-			fmt.Fprintf(w, "- engine round %d after (e): CPU %.1f s, peak RSS %.0f MiB.\n",
-				res.round, res.cpuEnd.Seconds(), float64(res.rssEnd)/(1<<20))
+		if len(res.skipped) == 0 && res.phases[phaseReload] > 0 {
+			fmt.Fprintf(w, "- %s round %d after (e): CPU %.1f s, peak RSS %.0f MiB.\n",
+				res.controller, res.round, res.cpuEnd.Seconds(), float64(res.rssEnd)/(1<<20))
 		}
+	}
+	if r.KroVersion != "" {
+		fmt.Fprintf(w, "- kro is %s built from its Go module (hack/tools/kro) on its own control plane with the ResourceGraphDefinition of bench/harness/kro-mykind.yaml; "+
+			"kro runs with --dynamic-controller-concurrent-reconciles %d; kro-defaults, if run, with kro's defaults (1 worker, client QPS 100, burst 150).\n", r.KroVersion, r.cfg.Workers)
 	}
 	fmt.Fprintln(w, "- CPU and peak RSS are the controller process's (/proc/<pid>/stat utime+stime, /proc/<pid>/status VmHWM), including start-up and a one-parent warm-up.")
 	fmt.Fprintln(w, "- Requests are the apiserver's apiserver_request_total deltas on mykinds, deployments and events, minus the harness's own requests (counted client-side).")

@@ -31,23 +31,37 @@ func main() {
 // the partial one of a failed run.
 func run() int {
 	cfg := harness.Config{}
-	var controllers, logDir string
+	var controllers, peers, logDir string
 	flag.IntVar(&cfg.N, "n", 1000, "number of MyKind parents")
 	flag.IntVar(&cfg.Rounds, "rounds", 3, "rounds; each runs every controller once, alternating which goes first")
 	flag.IntVar(&cfg.Workers, "workers", 4, "reconcile workers of each controller (--max-concurrent-reconciles)")
 	flag.IntVar(&cfg.Clients, "clients", 16, "concurrent harness requests")
-	flag.StringVar(&controllers, "controllers", "engine,reference", "controllers to run, comma-separated")
+	flag.StringVar(&controllers, "controllers", "engine,reference", "controllers to run, comma-separated (engine, reference, kro, kro-defaults)")
+	flag.StringVar(&peers, "peers", "", "peers to add to the controllers, comma-separated: kro adds kro (with -workers) and kro-defaults (its defaults); needs `hack/build-assets.sh kro`")
 	flag.BoolVar(&cfg.Raw, "raw", true, "also time the harness creating the Deployments itself, per round")
 	flag.DurationVar(&cfg.PhaseTimeout, "phase-timeout", 10*time.Minute, "bound on each phase")
 	flag.DurationVar(&cfg.ReloadTimeout, "reload-timeout", 30*time.Second, "phase (e) is n/a when no Deployment changes within this")
+	flag.StringVar(&cfg.EngineBin, "engine-bin", "", "engine binary (default bin/engine; another build gives a before and after)")
 	flag.StringVar(&cfg.Templates, "templates", "", "engine templates directory (default examples/templates)")
 	flag.Func("engine-arg", "extra flag for the engine, repeatable (e.g. -engine-arg=--requeue-qps=500)", func(v string) error {
 		cfg.EngineArgs = append(cfg.EngineArgs, v)
 		return nil
 	})
+	flag.Func("kro-arg", "extra flag for kro, repeatable (e.g. -kro-arg=--client-qps=1000)", func(v string) error {
+		cfg.KroArgs = append(cfg.KroArgs, v)
+		return nil
+	})
 	flag.StringVar(&logDir, "logs", "", "directory for controller logs (default a new temporary directory, kept)")
 	flag.Parse()
 	cfg.Controllers = strings.Split(controllers, ",")
+	for _, p := range strings.FieldsFunc(peers, func(r rune) bool { return r == ',' || r == ' ' }) {
+		added, ok := harness.Peers[p]
+		if !ok {
+			fmt.Fprintf(os.Stderr, "bench: unknown peer %q (want kro)\n", p)
+			return 2
+		}
+		cfg.Controllers = append(cfg.Controllers, added...)
+	}
 	// envtest, which starts the control plane, logs through
 	// controller-runtime; its failures are returned as errors.
 	ctrllog.SetLogger(logr.Discard())
