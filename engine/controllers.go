@@ -255,22 +255,10 @@ func (kc *kindController) forgetWatch(gvk schema.GroupVersionKind) {
 // list implements childCache: the parent's children of every watched kind,
 // from the label-selected child cache, through its parent-uid index.
 func (kc *kindController) list(ctx context.Context, parent *unstructured.Unstructured) ([]*unstructured.Unstructured, error) {
-	kc.mu.Lock()
-	kinds := slices.Collect(maps.Keys(kc.watching))
-	kc.mu.Unlock()
-	var out []*unstructured.Unstructured
-	for _, gvk := range kinds {
-		list := &unstructured.UnstructuredList{}
-		list.SetGroupVersionKind(gvk.GroupVersion().WithKind(gvk.Kind + "List"))
+	return kc.listWatched(func(list *unstructured.UnstructuredList) error {
 		// The cached objects are only read, never modified: no deep copy.
-		if err := kc.e.children.List(ctx, list, client.MatchingFields{indexParentUID: string(parent.GetUID())}, client.UnsafeDisableDeepCopy); err != nil {
-			return nil, fmt.Errorf("listing %s children: %w", gvk.Kind, err)
-		}
-		for i := range list.Items {
-			out = append(out, &list.Items[i])
-		}
-	}
-	return out, nil
+		return kc.e.children.List(ctx, list, client.MatchingFields{indexParentUID: string(parent.GetUID())}, client.UnsafeDisableDeepCopy)
+	})
 }
 
 // listEvery returns the parent's children of every watched kind wherever
@@ -281,6 +269,13 @@ func (kc *kindController) listEvery(ctx context.Context, parent *unstructured.Un
 	if !kc.e.sharded() {
 		return kc.list(ctx, parent)
 	}
+	return kc.listWatched(func(list *unstructured.UnstructuredList) error {
+		return kc.e.apiReader.List(ctx, list, client.MatchingLabels{LabelParentUID: string(parent.GetUID())})
+	})
+}
+
+// listWatched lists, with read, the objects of every watched child kind.
+func (kc *kindController) listWatched(read func(*unstructured.UnstructuredList) error) ([]*unstructured.Unstructured, error) {
 	kc.mu.Lock()
 	kinds := slices.Collect(maps.Keys(kc.watching))
 	kc.mu.Unlock()
@@ -288,7 +283,7 @@ func (kc *kindController) listEvery(ctx context.Context, parent *unstructured.Un
 	for _, gvk := range kinds {
 		list := &unstructured.UnstructuredList{}
 		list.SetGroupVersionKind(gvk.GroupVersion().WithKind(gvk.Kind + "List"))
-		if err := kc.e.apiReader.List(ctx, list, client.MatchingLabels{LabelParentUID: string(parent.GetUID())}); err != nil {
+		if err := read(list); err != nil {
 			return nil, fmt.Errorf("listing %s children: %w", gvk.Kind, err)
 		}
 		for i := range list.Items {
