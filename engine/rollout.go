@@ -13,6 +13,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
@@ -590,12 +591,7 @@ func observedCurrent(p *unstructured.Unstructured) bool {
 
 func findCondition(p *unstructured.Unstructured, condType string) *metav1.Condition {
 	stored, _, _ := unstructured.NestedMap(p.Object, "status")
-	for _, c := range conditionsOf(stored) {
-		if c.Type == condType {
-			return &c
-		}
-	}
-	return nil
+	return meta.FindStatusCondition(conditionsOf(stored), condType)
 }
 
 func conditionIs(p *unstructured.Unstructured, condType string, want metav1.ConditionStatus) bool {

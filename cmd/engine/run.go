@@ -221,14 +221,8 @@ func readiness(ctx context.Context, eng engineState, apiserver func(context.Cont
 		return fmt.Errorf("templates on disk not served (the last good version is): %w", err)
 	}
 	for _, k := range eng.Status() {
-		if k.Error != "" {
-			return fmt.Errorf("%s (template %s): %s", k.Kind, k.Template, k.Error)
-		}
-		if k.Stalled != "" {
-			return fmt.Errorf("%s (template %s): %s", k.Kind, k.Template, k.Stalled)
-		}
-		if k.Held != "" {
-			return fmt.Errorf("%s (template %s): %s", k.Kind, k.Template, k.Held)
+		if why := cmp.Or(k.Error, k.Stalled, k.Held); why != "" {
+			return fmt.Errorf("%s (template %s): %s", k.Kind, k.Template, why)
 		}
 	}
 	return nil
