@@ -192,11 +192,32 @@ func clean(obj *unstructured.Unstructured) string {
 
 func (d *Differ) write(parent, obj *unstructured.Unstructured, what, before, after string) {
 	name := fmt.Sprintf("%s %s/%s", obj.GetKind(), obj.GetNamespace(), obj.GetName())
-	text, _ := difflib.GetUnifiedDiffString(difflib.UnifiedDiff{
-		A: difflib.SplitLines(before), B: difflib.SplitLines(after),
-		FromFile: "live/" + name, ToFile: "new/" + name, Context: 3,
-	})
+	text := UnifiedDiff("live/"+name, "new/"+name, before, after)
 	fmt.Fprintf(d.Out, "# %s %s/%s: %s %s\n%s", parent.GetKind(), parent.GetNamespace(), parent.GetName(), name, what, text)
+}
+
+// UnifiedDiff returns the unified diff, with three lines of context, of two
+// texts named fromFile and toFile; "" when they are equal.
+func UnifiedDiff(fromFile, toFile, a, b string) string {
+	text, _ := difflib.GetUnifiedDiffString(difflib.UnifiedDiff{
+		A: splitLines(a), B: splitLines(b), FromFile: fromFile, ToFile: toFile, Context: 3,
+	})
+	return text
+}
+
+// splitLines splits text into its lines, each with its newline; none for
+// "" (difflib.SplitLines adds an empty last line, which a diff would show).
+func splitLines(text string) []string {
+	if text == "" {
+		return nil
+	}
+	lines := strings.SplitAfter(text, "\n")
+	if last := len(lines) - 1; lines[last] == "" {
+		lines = lines[:last]
+	} else {
+		lines[last] += "\n"
+	}
+	return lines
 }
 
 // FormatSummary writes one line per kind.

@@ -3,9 +3,7 @@ package engine
 import (
 	"context"
 	"fmt"
-	"strings"
 
-	"github.com/pmezard/go-difflib/difflib"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/yaml"
 
@@ -166,26 +164,8 @@ func (w *renderingWriter) compare(name, before, after string) {
 		w.sum.Changed++
 		what = "changed"
 	}
-	text, _ := difflib.GetUnifiedDiffString(difflib.UnifiedDiff{
-		A: splitLines(before), B: splitLines(after),
-		FromFile: w.from + "/" + name, ToFile: w.to + "/" + name, Context: 3,
-	})
+	text := UnifiedDiff(w.from+"/"+name, w.to+"/"+name, before, after)
 	fmt.Fprintf(w.d.Out, "# %s %s/%s: %s %s\n%s", w.parent.GetKind(), w.parent.GetNamespace(), w.parent.GetName(), name, what, text)
-}
-
-// splitLines splits text into its lines, each with its newline; none for
-// "" (difflib.SplitLines adds an empty last line).
-func splitLines(text string) []string {
-	if text == "" {
-		return nil
-	}
-	lines := strings.SplitAfter(text, "\n")
-	if last := len(lines) - 1; lines[last] == "" {
-		lines = lines[:last]
-	} else {
-		lines[last] += "\n"
-	}
-	return lines
 }
 
 // resourceYAML renders an external resource as the diff shows it; "" when

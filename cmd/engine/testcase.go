@@ -12,8 +12,8 @@ import (
 	"cuelang.org/go/cue"
 	"cuelang.org/go/cue/cuecontext"
 	cueerrors "cuelang.org/go/cue/errors"
-	"github.com/pmezard/go-difflib/difflib"
 
+	"github.com/cuengine/engine/engine"
 	"github.com/cuengine/engine/templates"
 )
 
@@ -127,10 +127,7 @@ func (o *testOptions) checkGolden(path, rel string, got []byte) (failure, note s
 		}
 		return "", "updated " + rel
 	}
-	diff, _ := difflib.GetUnifiedDiffString(difflib.UnifiedDiff{
-		A: difflib.SplitLines(string(want)), B: difflib.SplitLines(string(got)),
-		FromFile: rel + " (want)", ToFile: "rendered (got)", Context: 3,
-	})
+	diff := engine.UnifiedDiff(rel+" (want)", "rendered (got)", string(want), string(got))
 	return rel + " differs from the rendering (engine test --update rewrites it):\n" + diff, ""
 }
 
