@@ -24,7 +24,7 @@ func newVetCommand() *cobra.Command {
 				return &exitError{code: 1, msg: err.Error()}
 			}
 			for _, t := range set.Templates() {
-				fmt.Fprintf(cmd.OutOrStdout(), "ok  %-24s %s (revision %s)\n", t.Path, t.GVK.GroupKind().String()+"/"+t.GVK.Version, t.Hash)
+				fmt.Fprintf(cmd.OutOrStdout(), "ok  %-24s %s (template hash %s)\n", t.Path, t.GVK.GroupKind().String()+"/"+t.GVK.Version, t.Hash)
 			}
 			return nil
 		},
