@@ -19,9 +19,6 @@ func TestBuiltInChildrenAreCachedTyped(t *testing.T) {
 	controlPlane(t)
 	ctx := context.Background()
 	ns := namespace(t)
-	deploymentGVK := appsv1.SchemeGroupVersion.WithKind("Deployment")
-	require.IsType(t, &appsv1.Deployment{}, sharedEngine.ChildObject(deploymentGVK))
-
 	mk := parent(myKindGVK, ns, "typed", map[string]any{"deploymentName": "typed", "replicas": 2})
 	require.NoError(t, k8s.Create(ctx, mk))
 	informer, err := sharedEngine.ChildCache().GetInformer(ctx, &appsv1.Deployment{})
@@ -33,6 +30,9 @@ func TestBuiltInChildrenAreCachedTyped(t *testing.T) {
 		cached, ok, err = store.GetByKey(ns + "/typed")
 		return ok, err
 	})
+	// The engine has started (it made the Deployment): the apiserver is
+	// no newer than its API types, so built-in kinds are typed.
+	require.IsType(t, &appsv1.Deployment{}, sharedEngine.ChildObject(appsv1.SchemeGroupVersion.WithKind("Deployment")))
 	d, ok := cached.(*appsv1.Deployment)
 	require.True(t, ok, "cached as %T", cached)
 	assert.Empty(t, d.ManagedFields, "managed fields are stripped in the cache")
@@ -52,8 +52,6 @@ func TestCustomResourceChildIsReadUnstructured(t *testing.T) {
 	controlPlane(t)
 	ctx := context.Background()
 	ns := namespace(t)
-	require.IsType(t, &unstructured.Unstructured{}, sharedEngine.ChildObject(websiteGVK))
-
 	portal := parent(portalGVK, ns, "docs", map[string]any{"image": "nginx"})
 	require.NoError(t, k8s.Create(ctx, portal))
 	eventually(t, "the Portal's status from its Website's", func(ctx context.Context) (bool, error) {
@@ -65,6 +63,7 @@ func TestCustomResourceChildIsReadUnstructured(t *testing.T) {
 		url, _, _ := unstructured.NestedString(cur.Object, "status", "siteURL")
 		return url == "http://docs.example.test", nil
 	})
+	require.IsType(t, &unstructured.Unstructured{}, sharedEngine.ChildObject(websiteGVK))
 	site := &unstructured.Unstructured{}
 	site.SetGroupVersionKind(websiteGVK)
 	require.NoError(t, k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: "docs"}, site))

@@ -64,7 +64,7 @@ type Engine struct {
 	mgr       manager.Manager
 	opts      Options
 	children  cache.Cache  // children only: label-selected by managed-by=engine (and the shard)
-	objects   childObjects // how children are held in it: typed or unstructured
+	objects   childObjects // how children are held in it: typed or unstructured, set by Start
 	parents   cache.Cache  // the manager's cache; under sharding, one selecting the shard's parents
 	writer    client.Client
 	apiReader client.Reader
@@ -152,7 +152,6 @@ func New(mgr manager.Manager, opts Options) (*Engine, error) {
 		mgr:       mgr,
 		opts:      opts,
 		children:  childCache,
-		objects:   childObjects{scheme: mgr.GetScheme()},
 		parents:   parentCache,
 		writer:    mgr.GetClient(),
 		apiReader: mgr.GetAPIReader(),
@@ -211,7 +210,9 @@ func (e *Engine) NeedLeaderElection() bool { return e.opts.Shard == "" }
 // Start implements manager.Runnable. It starts a controller per template and
 // stops them all when ctx ends.
 func (e *Engine) Start(ctx context.Context) error {
+	objects := e.childObjectsFor(ctx) // before any child is watched
 	e.mu.Lock()
+	e.objects = objects
 	e.ctx = ctx
 	set := e.set
 	e.mu.Unlock()

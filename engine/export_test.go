@@ -7,8 +7,11 @@ import (
 )
 
 // ChildObject is the object the engine's child cache holds a kind in
-// (childobjects.go), for the tests in package engine_test.
+// (childobjects.go), as decided when the engine started, for the tests in
+// package engine_test.
 func (e *Engine) ChildObject(gvk schema.GroupVersionKind) client.Object {
+	e.mu.Lock()
+	defer e.mu.Unlock()
 	return e.objects.object(gvk)
 }
 

@@ -2,6 +2,9 @@ package engine
 
 import (
 	"encoding/json"
+	"os"
+	"regexp"
+	"strconv"
 	"testing"
 	"time"
 
@@ -13,6 +16,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/apimachinery/pkg/version"
 	"k8s.io/client-go/kubernetes/scheme"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
@@ -66,4 +70,33 @@ func TestUnitChildObjects(t *testing.T) {
 	got, err := asUnstructured(client.Object(same))
 	require.NoError(t, err)
 	assert.Same(t, same, got, "an unstructured child is read as it is")
+}
+
+// TestUnitTypesKnowAllFields: built-in kinds are cached typed only on an
+// apiserver no newer than the engine's API types.
+func TestUnitTypesKnowAllFields(t *testing.T) {
+	for _, tc := range []struct {
+		major, minor string
+		want         bool
+	}{
+		{"1", strconv.Itoa(apiTypesMinor), true},
+		{"1", strconv.Itoa(apiTypesMinor) + "+", true},
+		{"1", "30", true},
+		{"1", strconv.Itoa(apiTypesMinor + 1), false},
+		{"1", strconv.Itoa(apiTypesMinor+1) + "+", false},
+		{"2", "0", false},
+		{"1", "", false},
+	} {
+		assert.Equal(t, tc.want, typesKnowAllFields(&version.Info{Major: tc.major, Minor: tc.minor}), "%s.%s", tc.major, tc.minor)
+	}
+}
+
+// TestUnitAPITypesMinorMatchesGoMod: apiTypesMinor follows k8s.io/api in
+// go.mod (v0.X.Y is Kubernetes 1.X).
+func TestUnitAPITypesMinorMatchesGoMod(t *testing.T) {
+	b, err := os.ReadFile("../go.mod")
+	require.NoError(t, err)
+	m := regexp.MustCompile(`(?m)^\s*k8s\.io/api v0\.(\d+)\.`).FindSubmatch(b)
+	require.NotNil(t, m, "k8s.io/api in go.mod")
+	assert.Equal(t, string(m[1]), strconv.Itoa(apiTypesMinor), "update apiTypesMinor with k8s.io/api")
 }
