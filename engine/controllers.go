@@ -237,9 +237,8 @@ func (kc *kindController) watch(ctx context.Context, gvk schema.GroupVersionKind
 		kc.forgetWatch(gvk)
 		return err
 	}
-	child := &unstructured.Unstructured{}
-	child.SetGroupVersionKind(gvk)
-	if err := ctrl.Watch(source.Kind[*unstructured.Unstructured](kc.e.children, child, handler.TypedEnqueueRequestsFromMapFunc(kc.parentOf))); err != nil {
+	child := kc.e.objects.object(gvk)
+	if err := ctrl.Watch(source.Kind(kc.e.children, child, handler.TypedEnqueueRequestsFromMapFunc(kc.parentOf))); err != nil {
 		kc.forgetWatch(gvk)
 		return fmt.Errorf("watching %s: %w", gvk.Kind, err)
 	}
@@ -254,8 +253,8 @@ func (kc *kindController) forgetWatch(gvk schema.GroupVersionKind) {
 
 // list implements childCache: the parent's children of every watched kind,
 // from the label-selected child cache, through its parent-uid index.
-func (kc *kindController) list(ctx context.Context, parent *unstructured.Unstructured) ([]*unstructured.Unstructured, error) {
-	return kc.listWatched(func(list *unstructured.UnstructuredList) error {
+func (kc *kindController) list(ctx context.Context, parent *unstructured.Unstructured) ([]client.Object, error) {
+	return kc.listWatched(func(list client.ObjectList) error {
 		// The cached objects are only read, never modified: no deep copy.
 		return kc.e.children.List(ctx, list, client.MatchingFields{indexParentUID: string(parent.GetUID())}, client.UnsafeDisableDeepCopy)
 	})
@@ -265,30 +264,33 @@ func (kc *kindController) list(ctx context.Context, parent *unstructured.Unstruc
 // they are cached: from the child cache, which under sharding holds only
 // this shard's children, so then from the apiserver (the rollout
 // coordinator looks at every parent).
-func (kc *kindController) listEvery(ctx context.Context, parent *unstructured.Unstructured) ([]*unstructured.Unstructured, error) {
+func (kc *kindController) listEvery(ctx context.Context, parent *unstructured.Unstructured) ([]client.Object, error) {
 	if !kc.e.sharded() {
 		return kc.list(ctx, parent)
 	}
-	return kc.listWatched(func(list *unstructured.UnstructuredList) error {
+	return kc.listWatched(func(list client.ObjectList) error {
 		return kc.e.apiReader.List(ctx, list, client.MatchingLabels{LabelParentUID: string(parent.GetUID())})
 	})
 }
 
-// listWatched lists, with read, the objects of every watched child kind.
-func (kc *kindController) listWatched(read func(*unstructured.UnstructuredList) error) ([]*unstructured.Unstructured, error) {
+// listWatched lists, with read, the objects of every watched child kind:
+// typed for the built-in kinds, unstructured for the others
+// (childobjects.go).
+func (kc *kindController) listWatched(read func(client.ObjectList) error) ([]client.Object, error) {
 	kc.mu.Lock()
 	kinds := slices.Collect(maps.Keys(kc.watching))
 	kc.mu.Unlock()
-	var out []*unstructured.Unstructured
+	var out []client.Object
 	for _, gvk := range kinds {
-		list := &unstructured.UnstructuredList{}
-		list.SetGroupVersionKind(gvk.GroupVersion().WithKind(gvk.Kind + "List"))
+		list := kc.e.objects.list(gvk)
 		if err := read(list); err != nil {
 			return nil, fmt.Errorf("listing %s children: %w", gvk.Kind, err)
 		}
-		for i := range list.Items {
-			out = append(out, &list.Items[i])
+		items, err := kc.e.objects.items(gvk, list)
+		if err != nil {
+			return nil, err
 		}
+		out = append(out, items...)
 	}
 	return out, nil
 }
@@ -314,7 +316,7 @@ func retryLimiter() workqueue.TypedRateLimiter[reconcile.Request] {
 
 // parentOf maps a child to its parent through the parent annotation, which
 // (unlike an owner reference) also works across namespaces.
-func (kc *kindController) parentOf(_ context.Context, child *unstructured.Unstructured) []reconcile.Request {
+func (kc *kindController) parentOf(_ context.Context, child client.Object) []reconcile.Request {
 	ref := child.GetAnnotations()[AnnotationParent]
 	parts := strings.Split(ref, "/")
 	if len(parts) != 3 || parts[0] != kc.gvk.GroupKind().String() {

@@ -48,7 +48,11 @@ func (r *reconciler) reconcileDelete(ctx context.Context, t *templates.Template,
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	live, err := r.observe(ctx, parent)
+	owned, err := r.observe(ctx, parent)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	live, err := owned.read()
 	if err != nil {
 		return ctrl.Result{}, err
 	}

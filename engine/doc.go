@@ -20,10 +20,13 @@
 //     before), then loses its finalizer. It runs first, so a broken
 //     template never blocks a deletion.
 //  2. observe.go: the parent's live children, from the label-selected child
-//     cache, indexed by kind, namespace, name and local name.
+//     cache (built-in kinds typed, read in protobuf; others unstructured:
+//     childobjects.go).
 //  3. settled.go: the same inputs as the last reconcile that changed nothing
 //     (template revision, parent generation and metadata, children's
-//     resource versions) end the reconcile here.
+//     resource versions) end the reconcile here. Otherwise the children are
+//     read as unstructured (typed ones converted), indexed by kind,
+//     namespace, name and local name.
 //  4. evaluate.go: the template turns the parent and what is observed into
 //     the desired children (policy enforced, engine labels and owner
 //     reference added), the external resources and the template's status.

@@ -8,7 +8,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/tools/events"
@@ -64,8 +63,9 @@ type Options struct {
 type Engine struct {
 	mgr       manager.Manager
 	opts      Options
-	children  cache.Cache // children only: label-selected by managed-by=engine (and the shard)
-	parents   cache.Cache // the manager's cache; under sharding, one selecting the shard's parents
+	children  cache.Cache  // children only: label-selected by managed-by=engine (and the shard)
+	objects   childObjects // how children are held in it: typed or unstructured, set by Start
+	parents   cache.Cache  // the manager's cache; under sharding, one selecting the shard's parents
 	writer    client.Client
 	apiReader client.Reader
 	scoper    Scoper
@@ -210,7 +210,9 @@ func (e *Engine) NeedLeaderElection() bool { return e.opts.Shard == "" }
 // Start implements manager.Runnable. It starts a controller per template and
 // stops them all when ctx ends.
 func (e *Engine) Start(ctx context.Context) error {
+	objects := e.childObjectsFor(ctx) // before any child is watched
 	e.mu.Lock()
+	e.objects = objects
 	e.ctx = ctx
 	set := e.set
 	e.mu.Unlock()
@@ -320,9 +322,7 @@ func (e *Engine) ensureChildIndex(ctx context.Context, gvk schema.GroupVersionKi
 	if e.indexed[gvk] {
 		return nil
 	}
-	obj := &unstructured.Unstructured{}
-	obj.SetGroupVersionKind(gvk)
-	err := e.children.IndexField(ctx, obj, indexParentUID, func(o client.Object) []string {
+	err := e.children.IndexField(ctx, e.objects.object(gvk), indexParentUID, func(o client.Object) []string {
 		if uid := o.GetLabels()[LabelParentUID]; uid != "" {
 			return []string{uid}
 		}

@@ -38,14 +38,16 @@ import (
 // The control plane and the engine running the templates in
 // testdata/templates, once started.
 var (
-	cfg *rest.Config
-	k8s client.Client
-	set *templates.Set
+	cfg          *rest.Config
+	k8s          client.Client
+	set          *templates.Set
+	sharedEngine *engine.Engine
 )
 
 var (
 	myKindGVK  = schema.GroupVersionKind{Group: "webapp.my.domain", Version: "v1", Kind: "MyKind"}
 	websiteGVK = schema.GroupVersionKind{Group: "test.cuengine.dev", Version: "v1", Kind: "Website"}
+	portalGVK  = schema.GroupVersionKind{Group: "test.cuengine.dev", Version: "v1", Kind: "Portal"}
 )
 
 // The integration tests share one bare control plane (apiserver + etcd)
@@ -101,11 +103,10 @@ func startControlPlane() error {
 	if err != nil {
 		return err
 	}
-	eng, err := engine.New(mgr, engine.Options{MaxConcurrentReconciles: 2})
-	if err != nil {
+	if sharedEngine, err = engine.New(mgr, engine.Options{MaxConcurrentReconciles: 2}); err != nil {
 		return err
 	}
-	eng.SetTemplates(set)
+	sharedEngine.SetTemplates(set)
 	done := make(chan struct{})
 	go func() {
 		defer close(done)

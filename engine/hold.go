@@ -3,7 +3,6 @@ package engine
 import (
 	"context"
 	"fmt"
-	"slices"
 	"strings"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -46,12 +45,14 @@ func (e *Engine) countDeletes(ctx context.Context, kc *kindController, t *templa
 	if err != nil {
 		return err
 	}
-	inv := inventoryOf(parent)
-	list = slices.DeleteFunc(list, func(c *unstructured.Unstructured) bool { return !isOurs(parent, c, inv) })
-	if len(list) == 0 {
+	owned := ownedOf(parent, list)
+	if len(owned) == 0 {
 		return nil
 	}
-	live := newLiveChildren(list)
+	live, err := owned.read()
+	if err != nil {
+		return err
+	}
 	out, err := evaluateWithin(t, templates.Input{Parent: parent, Observed: live.observed(parent)}, e.opts.Limits.EvaluationTimeout)
 	if err != nil {
 		return nil
@@ -62,7 +63,7 @@ func (e *Engine) countDeletes(ctx context.Context, kc *kindController, t *templa
 			kept[objectKeyOf(obj)] = true
 		}
 	}
-	for _, c := range list {
+	for _, c := range live.list {
 		if kept[objectKeyOf(c)] {
 			continue
 		}

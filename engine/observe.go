@@ -7,6 +7,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
 // liveChildren are the parent's children as the child cache has them,
@@ -47,17 +48,42 @@ func (lc *liveChildren) get(desired *unstructured.Unstructured) *unstructured.Un
 	return lc.byKey[keyOf(desired)]
 }
 
+// ownedChildren are the parent's children as the child cache holds them:
+// typed for the built-in kinds, unstructured for the others
+// (childobjects.go). Their metadata is enough to tell whether anything
+// changed (settled.go); read gives their content.
+type ownedChildren []client.Object
+
 // observe lists the parent's existing children of every watched kind: the
 // objects labelled as its children that are provably its own (isOurs). An
 // object that only carries the labels is invisible to every later step: it
 // is never adopted, pruned or counted in the status.
-func (r *reconciler) observe(ctx context.Context, parent *unstructured.Unstructured) (*liveChildren, error) {
+func (r *reconciler) observe(ctx context.Context, parent *unstructured.Unstructured) (ownedChildren, error) {
 	list, err := r.children.list(ctx, parent)
 	if err != nil {
 		return nil, err
 	}
+	return ownedOf(parent, list), nil
+}
+
+// ownedOf keeps, of the listed objects, those provably the parent's own.
+func ownedOf(parent *unstructured.Unstructured, list []client.Object) ownedChildren {
 	inv := inventoryOf(parent)
-	list = slices.DeleteFunc(list, func(c *unstructured.Unstructured) bool { return !isOurs(parent, c, inv) })
+	return slices.DeleteFunc(list, func(c client.Object) bool { return !isOurs(parent, c, inv) })
+}
+
+// read returns the children as unstructured, for the steps that read
+// their content: a typed child is converted here, once per reconcile that
+// gets this far, rather than decoded from JSON on every watch event.
+func (o ownedChildren) read() (*liveChildren, error) {
+	list := make([]*unstructured.Unstructured, len(o))
+	for i, c := range o {
+		u, err := asUnstructured(c)
+		if err != nil {
+			return nil, err
+		}
+		list[i] = u
+	}
 	return newLiveChildren(list), nil
 }
 

@@ -7,6 +7,7 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 )
 
@@ -20,8 +21,8 @@ const AnnotationInventory = "engine.cuengine.dev/inventory"
 type inventory map[string]bool
 
 // inventoryKey names an object in an inventory: Kind.group/namespace/name.
-func inventoryKey(obj *unstructured.Unstructured) string {
-	return obj.GroupVersionKind().GroupKind().String() + "/" + obj.GetNamespace() + "/" + obj.GetName()
+func inventoryKey(obj client.Object) string {
+	return obj.GetObjectKind().GroupVersionKind().GroupKind().String() + "/" + obj.GetNamespace() + "/" + obj.GetName()
 }
 
 // inventoryOf reads the parent's inventory. An annotation that does not
@@ -53,7 +54,7 @@ func (inv inventory) encode() string {
 // the engine's finalizer but no inventory yet was created by an engine that
 // kept none: its labelled objects are trusted until its first reconcile
 // records the inventory.
-func isOurs(parent, obj *unstructured.Unstructured, inv inventory) bool {
+func isOurs(parent *unstructured.Unstructured, obj client.Object, inv inventory) bool {
 	if ref := metav1.GetControllerOfNoCopy(obj); ref != nil {
 		return ref.UID == parent.GetUID()
 	}

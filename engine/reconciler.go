@@ -63,8 +63,9 @@ type childCache interface {
 	// watch makes events on children of one kind requeue their parents.
 	watch(ctx context.Context, gvk schema.GroupVersionKind) error
 	// list returns the objects labelled as the parent's children, of
-	// every watched kind.
-	list(ctx context.Context, parent *unstructured.Unstructured) ([]*unstructured.Unstructured, error)
+	// every watched kind, each with its kind set: typed or unstructured,
+	// only to be read.
+	list(ctx context.Context, parent *unstructured.Unstructured) ([]client.Object, error)
 }
 
 // Reconcile brings one parent's children, resources and status in line
@@ -95,12 +96,16 @@ func (r *reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 		st.skip = true // no template: children are left as they are
 		return ctrl.Result{}, nil
 	}
-	live, err := r.observe(ctx, parent) // observe.go
+	owned, err := r.observe(ctx, parent) // observe.go
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	if r.isSettled(t, parent, live, st) { // settled.go
+	if r.isSettled(t, parent, owned, st) { // settled.go
 		return ctrl.Result{}, nil
+	}
+	live, err := owned.read() // observe.go
+	if err != nil {
+		return ctrl.Result{}, err
 	}
 	eval, err := r.evaluate(t, parent, live.observed(parent), st) // evaluate.go
 	if err != nil {

@@ -24,13 +24,13 @@ const deferredStatusDelay = 10 * time.Second
 // isSettled reports whether the parent's inputs are those of the last
 // reconcile that found nothing to change: a resync or a repeated event then
 // needs no evaluation and no write.
-func (r *reconciler) isSettled(t *templates.Template, parent *unstructured.Unstructured, live *liveChildren, st *status) bool {
+func (r *reconciler) isSettled(t *templates.Template, parent *unstructured.Unstructured, owned ownedChildren, st *status) bool {
 	key := types.NamespacedName{Namespace: parent.GetNamespace(), Name: parent.GetName()}
 	var revision int64
 	if st.revision != nil {
 		revision = st.revision.Number
 	}
-	fp := fingerprint(t, revision, parent, live.list)
+	fp := fingerprint(t, revision, parent, owned)
 	if last, ok := r.settled.Load(key); ok && last == fp {
 		st.skip = true
 		return true
@@ -62,7 +62,7 @@ func (r *reconciler) settle(eval *evaluation, applies, deletes int, resync time.
 // on: the template's content and revision number (a revision renumbered
 // changes only the status), the parent's spec generation and metadata, and
 // the identity and resource version of each existing child.
-func fingerprint(t *templates.Template, revision int64, parent *unstructured.Unstructured, existing []*unstructured.Unstructured) string {
+func fingerprint(t *templates.Template, revision int64, parent *unstructured.Unstructured, existing ownedChildren) string {
 	h := sha256.New()
 	fmt.Fprintf(h, "%s\x00%d\x00%d\x00%s\x00", t.Hash, revision, parent.GetGeneration(), parent.GetUID())
 	writeMap(h, parent.GetLabels())
@@ -70,7 +70,7 @@ func fingerprint(t *templates.Template, revision int64, parent *unstructured.Uns
 	fmt.Fprintf(h, "%s\x00", strings.Join(parent.GetFinalizers(), ","))
 	keys := make([]string, 0, len(existing))
 	for _, c := range existing {
-		keys = append(keys, fmt.Sprintf("%s/%s/%s/%s", c.GroupVersionKind(), c.GetNamespace(), c.GetName(), c.GetResourceVersion()))
+		keys = append(keys, fmt.Sprintf("%s/%s/%s/%s", c.GetObjectKind().GroupVersionKind(), c.GetNamespace(), c.GetName(), c.GetResourceVersion()))
 	}
 	slices.Sort(keys)
 	fmt.Fprint(h, strings.Join(keys, "\x00"))

@@ -153,7 +153,7 @@ func newUnitEnv(t *testing.T, gvk schema.GroupVersionKind, objs ...client.Object
 	})
 	registry := providers.NewRegistry()
 	registry.Register("fake", e.provider)
-	children := &unitChildren{store: store, kinds: map[schema.GroupVersionKind]bool{}}
+	children := &unitChildren{store: store, objects: childObjects{scheme: scheme}, kinds: map[schema.GroupVersionKind]bool{}}
 	for _, k := range tpl.ChildKinds() { // as the kind's controller does at start
 		require.NoError(t, children.watch(e.ctx, k))
 	}
@@ -329,11 +329,13 @@ func (k *unitKind) templateFor(*unstructured.Unstructured) (*templates.Template,
 
 // unitChildren is the childCache of the unit tests: it lists the objects
 // labelled with the parent's UID, of every kind watched so far, from the
-// fake apiserver.
+// fake apiserver, typed or unstructured as the engine's child cache holds
+// them (childobjects.go).
 type unitChildren struct {
-	store client.Reader
-	mu    sync.Mutex
-	kinds map[schema.GroupVersionKind]bool
+	store   client.Reader
+	objects childObjects
+	mu      sync.Mutex
+	kinds   map[schema.GroupVersionKind]bool
 }
 
 func (c *unitChildren) watch(_ context.Context, gvk schema.GroupVersionKind) error {
@@ -343,20 +345,21 @@ func (c *unitChildren) watch(_ context.Context, gvk schema.GroupVersionKind) err
 	return nil
 }
 
-func (c *unitChildren) list(ctx context.Context, parent *unstructured.Unstructured) ([]*unstructured.Unstructured, error) {
+func (c *unitChildren) list(ctx context.Context, parent *unstructured.Unstructured) ([]client.Object, error) {
 	c.mu.Lock()
 	kinds := slices.SortedFunc(maps.Keys(c.kinds), func(a, b schema.GroupVersionKind) int { return strings.Compare(a.String(), b.String()) })
 	c.mu.Unlock()
-	var out []*unstructured.Unstructured
+	var out []client.Object
 	for _, gvk := range kinds {
-		list := &unstructured.UnstructuredList{}
-		list.SetGroupVersionKind(gvk.GroupVersion().WithKind(gvk.Kind + "List"))
+		list := c.objects.list(gvk)
 		if err := c.store.List(ctx, list, client.MatchingLabels{LabelParentUID: string(parent.GetUID())}); err != nil {
 			return nil, err
 		}
-		for i := range list.Items {
-			out = append(out, &list.Items[i])
+		items, err := c.objects.items(gvk, list)
+		if err != nil {
+			return nil, err
 		}
+		out = append(out, items...)
 	}
 	return out, nil
 }
