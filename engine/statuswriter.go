@@ -169,10 +169,10 @@ func (w *statusWriter) put(key types.NamespacedName, j *statusWrite, unchanged b
 		return // stopped: see start
 	}
 	if p := w.queued[key]; p != nil {
-		// p was never written: j replaces it, over what p would have
-		// been written over.
-		p.done = true
-		j.base, j.prev = p.base, p.prev
+		p.done = true // never written: j replaces it
+		if p == j.prev {
+			j.base, j.prev = p.base, p.prev // over what p would have been written over
+		}
 	}
 	w.queued[key] = j
 	w.queue.Add(key)
