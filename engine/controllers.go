@@ -73,6 +73,7 @@ func newKindController(e *Engine, t *templates.Template) *kindController {
 		resourceResync: e.opts.ResourceResync,
 		limits:         e.opts.Limits,
 	}
+	kc.rec.status = newStatusWriter(kc.rec, kc.requeueAfterConflict)
 	return kc
 }
 
@@ -111,6 +112,16 @@ func (kc *kindController) enqueue(parent *unstructured.Unstructured) {
 		case <-ctx.Done():
 		}
 	}()
+}
+
+// requeueAfterConflict queues a parent for a reconcile once the cache has
+// had conflictDelay to show what a status write conflicted with.
+func (kc *kindController) requeueAfterConflict(key types.NamespacedName) {
+	parent := &unstructured.Unstructured{}
+	parent.SetGroupVersionKind(kc.gvk)
+	parent.SetNamespace(key.Namespace)
+	parent.SetName(key.Name)
+	time.AfterFunc(conflictDelay, func() { kc.enqueue(parent) })
 }
 
 func kindString(gvk schema.GroupVersionKind) string {
@@ -175,7 +186,7 @@ func (kc *kindController) run(ctx context.Context) error {
 		MaxConcurrentReconciles: kc.e.opts.MaxConcurrentReconciles,
 		SkipNameValidation:      &skip,
 		Logger:                  kc.e.mgr.GetLogger(),
-		RateLimiter:             retryLimiter(),
+		RateLimiter:             retryLimiter[reconcile.Request](),
 	})
 	if err != nil {
 		return err
@@ -207,7 +218,9 @@ func (kc *kindController) run(ctx context.Context) error {
 	kc.mu.Lock()
 	kc.running, kc.err = true, ""
 	kc.mu.Unlock()
-	err = ctrl.Start(ctx)
+	stopStatus := kc.rec.status.start(ctx, kc.e.opts.MaxConcurrentReconciles)
+	err = ctrl.Start(ctx) // returns once its workers are done
+	stopStatus()
 	if ctx.Err() == nil && err == nil {
 		err = fmt.Errorf("controller stopped")
 	}
@@ -307,10 +320,12 @@ const (
 	retryBurst    = 500
 )
 
-func retryLimiter() workqueue.TypedRateLimiter[reconcile.Request] {
+// The status writer (statuswriter.go) retries failed status writes the
+// same way.
+func retryLimiter[T comparable]() workqueue.TypedRateLimiter[T] {
 	return workqueue.NewTypedMaxOfRateLimiter(
-		workqueue.NewTypedItemExponentialFailureRateLimiter[reconcile.Request](5*time.Millisecond, maxRetryDelay),
-		&workqueue.TypedBucketRateLimiter[reconcile.Request]{Limiter: rate.NewLimiter(rate.Limit(retryQPS), retryBurst)},
+		workqueue.NewTypedItemExponentialFailureRateLimiter[T](5*time.Millisecond, maxRetryDelay),
+		&workqueue.TypedBucketRateLimiter[T]{Limiter: rate.NewLimiter(rate.Limit(retryQPS), retryBurst)},
 	)
 }
 

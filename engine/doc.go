@@ -50,8 +50,10 @@
 //     every child and the resources' readiness.
 //  11. settled.go (settle), then status.go: after child writes the status
 //     is left to the reconcile their events bring; otherwise the deferred
-//     finish writes it, once and only if it changed. This is the only
-//     status write, deletion included.
+//     finish builds it and hands it to the kind's status writer
+//     (statuswriter.go), which writes it on goroutines of its own, once and
+//     only if it changed, the latest status of a parent replacing one not
+//     written yet. This is the only status write, deletion included.
 //
 // The status under construction is typed: conditions.go (Synced, Ready and
 // their reasons), resourcestatus.go (status.resources), templatestatus.go

@@ -38,9 +38,8 @@ type reconciler struct {
 	// settled holds, per parent, the fingerprint of the inputs of the
 	// last reconcile that found nothing to change (settled.go).
 	settled sync.Map
-	// written holds, per parent, the engine's last status write until a
-	// reconcile finds the cache showing it (status.go).
-	written sync.Map
+	// status writes the statuses the reconciles build (statuswriter.go).
+	status *statusWriter
 	// overLimit holds the parents whose inputs went over a limit (limits.go).
 	overLimit overLimit
 }
@@ -70,8 +69,8 @@ type childCache interface {
 
 // Reconcile brings one parent's children, resources and status in line
 // with its template. Each step records what it finds on st; the deferred
-// finish writes the status, the only status write, and classifies the
-// outcome (errors.go).
+// finish builds the status and hands it to the status writer, the only
+// status write, and classifies the outcome (errors.go).
 func (r *reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ctrl.Result, err error) {
 	parent, err := r.getParent(ctx, req.NamespacedName)
 	if err != nil || parent == nil {
@@ -133,8 +132,9 @@ func (r *reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 	return r.settle(eval, writes, deletes, plan.resync, st), nil // settled.go
 }
 
-// finish is deferred by Reconcile: it writes the status and turns how the
-// reconcile ended into controller-runtime's result.
+// finish is deferred by Reconcile: it hands the status over and turns how
+// the reconcile ended into controller-runtime's result. The write's own
+// failures are the status writer's to retry, not the reconcile's.
 func (r *reconciler) finish(ctx context.Context, parent *unstructured.Unstructured, st *status, res ctrl.Result, err error) (ctrl.Result, error) {
 	if class, _, _ := classify(err, 0); err != nil && class == terminal && len(st.problems) == 0 {
 		st.fail("", err) // a terminal error is always shown on the parent
@@ -155,7 +155,7 @@ func (r *reconciler) getParent(ctx context.Context, key types.NamespacedName) (*
 	if err := r.parents.Get(ctx, key, parent); err != nil {
 		if apierrors.IsNotFound(err) {
 			r.settled.Delete(key) // gone: forget it
-			r.written.Delete(key)
+			r.status.forget(key)
 			r.overLimit.forget(key)
 			return nil, nil
 		}

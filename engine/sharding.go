@@ -95,7 +95,13 @@ func (e *Engine) gate(gvk schema.GroupVersionKind, next reconcile.Reconciler) re
 // file). The workqueue runs one reconcile of a parent at a time, so when
 // the gate releases a parent no other reconcile of it is in flight here;
 // and once released it has left the shard's cache, or reads as still
-// draining, so no reconcile of it starts here again.
+// draining, so no reconcile of it starts here again. A status write of it
+// may still be pending in the kind's status writer (statuswriter.go):
+// the release need not wait for it, because that write is conditional on
+// a resource version read before the release, which the release changes,
+// and a write that conflicts is dropped, never retried over the newer
+// parent (the reconcile it asks for finds the parent gone from the shard).
+// Written first, it makes the release conflict and be retried instead.
 type shardGate struct {
 	e    *Engine
 	gvk  schema.GroupVersionKind

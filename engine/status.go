@@ -17,7 +17,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/cuengine/engine/templates"
 )
@@ -25,7 +24,8 @@ import (
 // status is the parent's status under construction during one reconcile.
 // Steps record what they find on it (their problems, the template's status,
 // the resources they observed); writeStatus, deferred by Reconcile, is the
-// one place that turns it into a write, conditions and events.
+// one place that turns it into a status for the status writer, conditions
+// and events. Once handed over it is only read.
 type status struct {
 	template templateStatus
 	// resources holds the status.resources entries to set; a nil entry
@@ -41,7 +41,8 @@ type status struct {
 	// parent were written: the reconcile their watch event brings sees the
 	// result), or there is no parent left to write it to.
 	skip bool
-	// onWritten runs once the status is stored (or found already stored).
+	// onWritten runs once the status is stored (or found already stored),
+	// on the status writer's goroutine when it writes it.
 	onWritten func()
 	// onSettled records this reconcile's inputs as settled (settled.go).
 	onSettled func()
@@ -151,7 +152,8 @@ func (s *status) templateFailed(err error) error {
 	return classified
 }
 
-// writeStatus writes the parent's status if it changed and records a
+// writeStatus builds the parent's status and hands it to the kind's status
+// writer (statuswriter.go), which writes it if it changed; it records a
 // Warning event per problem when Synced turns False or its message
 // changes. A reconcile that aborted on an error it did not record (the
 // apiserver unreachable, say) leaves the status alone.
@@ -159,52 +161,26 @@ func (r *reconciler) writeStatus(ctx context.Context, parent *unstructured.Unstr
 	if st.skip || (rerr != nil && len(st.problems) == 0) {
 		return nil
 	}
-	base, err := r.statusBase(ctx, parent)
+	j, err := r.statusBase(ctx, parent)
 	if err != nil {
 		return err
 	}
-	stored, _, _ := unstructured.NestedMap(base.Object, "status")
-	next := nextStatus(parent, stored, st)
-	if !st.synced.ok() && !st.synced.equal(meta.FindStatusCondition(conditionsOf(stored), ConditionSynced)) {
-		for _, p := range st.problems {
-			r.warn(parent, p.reason, "Reconcile", "%s", safeMessage(p.message))
-		}
-	}
-	if !equality.Semantic.DeepEqual(stored, next) {
-		updated := base.DeepCopy()
-		if err := unstructured.SetNestedMap(updated.Object, next, "status"); err != nil {
-			return terminalError(ReasonNotSynced, fmt.Errorf("building the status: %w", err))
-		}
-		if err := r.writer.Status().Update(ctx, updated); err != nil {
-			if apierrors.IsNotFound(err) {
-				return nil // deleted meanwhile
-			}
-			if tooLarge(err) && st.template.set {
-				// What the template renders is more than the apiserver
-				// stores: keep its last fields and say why they are stale.
-				st.template = templateStatus{}
-				st.fail(ReasonStatusTooLarge, terminalError(ReasonStatusTooLarge, fmt.Errorf(
-					"the status the template renders is too large to store (%v); the template's status fields keep their last values", err)))
-				return r.writeStatus(ctx, parent, st, rerr)
-			}
-			if apierrors.IsConflict(err) {
-				log.FromContext(ctx).V(1).Info("status write conflicted; retrying")
-			}
-			return fmt.Errorf("writing status: %w", err)
-		}
-		r.written.Store(client.ObjectKeyFromObject(parent), writtenStatus{rv: updated.GetResourceVersion(), sum: statusSum(next)})
-	}
-	if st.onWritten != nil {
-		st.onWritten()
-	}
+	j.st, j.onWritten = st, st.onWritten
+	j.next = nextStatus(parent, j.stored, st)
+	r.warnProblems(parent, j.stored, st)
+	r.status.put(client.ObjectKeyFromObject(parent), j, equality.Semantic.DeepEqual(j.stored, j.next))
 	return nil
 }
 
-// writtenStatus is the engine's last status write to a parent, kept until
-// the cache shows it.
-type writtenStatus struct {
-	rv  string
-	sum [32]byte
+// warnProblems records a Warning event per problem when Synced turns False
+// or its message changes from the stored one.
+func (r *reconciler) warnProblems(parent *unstructured.Unstructured, stored map[string]any, st *status) {
+	if st.synced.ok() || st.synced.equal(meta.FindStatusCondition(conditionsOf(stored), ConditionSynced)) {
+		return
+	}
+	for _, p := range st.problems {
+		r.warn(parent, p.reason, "Reconcile", "%s", safeMessage(p.message))
+	}
 }
 
 func statusSum(status map[string]any) [32]byte {
@@ -212,31 +188,29 @@ func statusSum(status map[string]any) [32]byte {
 	return sha256.Sum256(b)
 }
 
-// statusBase returns the parent whose status the new one is compared with
-// and written over: the cached one, unless the cache has not shown the
-// engine's own last status write yet (neither its resource version nor its
-// content), when comparing with it could skip a needed write; then the
-// apiserver's.
-func (r *reconciler) statusBase(ctx context.Context, parent *unstructured.Unstructured) (*unstructured.Unstructured, error) {
+// statusBase returns the status write the reconcile's status is built on:
+// what the parent will hold once the engine's pending status write is
+// stored, when one is pending; otherwise the cached parent, unless the
+// cache has not shown the engine's own last status write yet (neither its
+// resource version nor its content), when comparing with it could skip a
+// needed write; then the apiserver's.
+func (r *reconciler) statusBase(ctx context.Context, parent *unstructured.Unstructured) (*statusWrite, error) {
 	key := client.ObjectKeyFromObject(parent)
-	v, ok := r.written.Load(key)
-	if !ok {
-		return parent, nil
+	if p, next := r.status.pending(key); p != nil {
+		return &statusWrite{parent: parent, prev: p, stored: next}, nil
 	}
-	r.written.Delete(key)
-	w := v.(writtenStatus)
-	if w.rv == parent.GetResourceVersion() {
-		return parent, nil
-	}
-	if cached, _, _ := unstructured.NestedMap(parent.Object, "status"); statusSum(cached) == w.sum {
-		return parent, nil // a later write by someone else, over ours
+	j := &statusWrite{parent: parent, base: parent, stored: statusOf(parent)}
+	w, ok := r.status.takeWritten(key)
+	if !ok || w.rv == parent.GetResourceVersion() || statusSum(j.stored) == w.sum {
+		return j, nil // the cache shows it, or a later write by someone else over it
 	}
 	live := &unstructured.Unstructured{}
 	live.SetGroupVersionKind(parent.GroupVersionKind())
 	if err := r.live.Get(ctx, key, live); err != nil {
 		return nil, fmt.Errorf("reading the parent's status: %w", err)
 	}
-	return live, nil
+	j.base, j.stored = live, statusOf(live)
+	return j, nil
 }
 
 // tooLarge reports an object over the apiserver's size limit (413) or

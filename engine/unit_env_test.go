@@ -88,6 +88,9 @@ type unitEnv struct {
 	// check, when set, may refuse a write by what it writes, as the
 	// apiserver does an object over its size limit.
 	check func(key string, obj client.Object) error
+	// requeued lists the parents the status writer asked to reconcile
+	// again (after a conflict).
+	requeued []types.NamespacedName
 }
 
 // newUnitEnv builds the reconciler of gvk's template on a fake apiserver
@@ -169,6 +172,12 @@ func newUnitEnv(t *testing.T, gvk schema.GroupVersionKind, objs ...client.Object
 		providers:      registry,
 		resourceResync: unitResync,
 	}
+	e.r.status = newStatusWriter(e.r, func(key types.NamespacedName) {
+		e.mu.Lock()
+		defer e.mu.Unlock()
+		e.requeued = append(e.requeued, key)
+	})
+	t.Cleanup(e.r.status.start(e.ctx, 0)) // no goroutines: reconcile writes with flush
 	return e
 }
 
@@ -224,9 +233,12 @@ func (e *unitEnv) failWrites(key string, err error) {
 	e.fail[key] = err
 }
 
-// reconcile runs one reconcile of obj.
+// reconcile runs one reconcile of obj, then the status writes it queued,
+// so that a test reads the status the reconcile built.
 func (e *unitEnv) reconcile(obj client.Object) (ctrl.Result, error) {
-	return e.r.Reconcile(e.ctx, ctrl.Request{NamespacedName: client.ObjectKeyFromObject(obj)})
+	res, err := e.r.Reconcile(e.ctx, ctrl.Request{NamespacedName: client.ObjectKeyFromObject(obj)})
+	e.r.status.flush(e.ctx)
+	return res, err
 }
 
 // reconcileClean reconciles obj and requires a successful reconcile; it
@@ -503,4 +515,15 @@ func requireJittered(t *testing.T, d time.Duration) {
 	t.Helper()
 	require.GreaterOrEqual(t, d, unitResync-unitResync/10)
 	require.LessOrEqual(t, d, unitResync+unitResync/10)
+}
+
+// flush writes the statuses queued now on the caller's goroutine; a write
+// that failed waits for its retry, and flush returns without it.
+func (w *statusWriter) flush(ctx context.Context) {
+	w.mu.Lock()
+	q := w.queue
+	w.mu.Unlock()
+	for q.Len() > 0 {
+		w.writeNext(ctx, q)
+	}
 }

@@ -108,7 +108,9 @@ func TestUnitRenderLimits(t *testing.T) {
 }
 
 // TestUnitStatusTooLarge: a status the apiserver refuses as too large is
-// written without the template's fields, with a condition that says so.
+// written without the template's fields, with a condition and a Warning
+// event that say so. The status writer finds it after the reconcile, which
+// itself succeeded.
 func TestUnitStatusTooLarge(t *testing.T) {
 	p := unitParent(unitGreedy, "loud", map[string]any{"count": int64(0), "text": strings.Repeat("x", 5000)})
 	e := newUnitEnv(t, unitGreedy, p)
@@ -119,14 +121,18 @@ func TestUnitStatusTooLarge(t *testing.T) {
 		}
 		return nil
 	}
-	_, err := e.reconcile(p)
-	require.True(t, isTerminal(err), "%v", err)
+	e.reconcileClean(p)
 	c := e.condition(p, ConditionSynced)
 	require.NotNil(t, c)
 	assert.Equal(t, ReasonStatusTooLarge, c.Reason)
-	assert.Equal(t, "the status the template renders is too large to store (Request entity too large: limit is 3000); the template's status fields keep their last values", c.Message)
+	msg := "the status the template renders is too large to store (Request entity too large: limit is 3000); the template's status fields keep their last values"
+	assert.Equal(t, msg, c.Message)
+	assert.Equal(t, []unitEvent{{Type: "Warning", Reason: ReasonStatusTooLarge, Message: msg}}, e.events.take())
 	cur := e.reread(p)
 	_, found, _ := unstructured.NestedString(cur.Object, "status", "echo")
 	assert.False(t, found, "the template's fields are not written")
 	assert.Equal(t, map[string]int{"status Greedy": 2}, e.takeWrites(), "refused once, then written without them")
+
+	e.reconcileClean(p)
+	assert.Empty(t, e.takeWrites(), "the same inputs: settled on the status as stored, nothing tried again")
 }
