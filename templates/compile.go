@@ -55,9 +55,11 @@ type Template struct {
 	crd        *apiextensionsv1.CustomResourceDefinition
 	schema     *structuralschema.Structural // of the whole parent object, for pruning
 	childKinds []schema.GroupVersionKind
-	observed   observedUse
-	graph      *Graph
-	memo       memo // recent results; the only mutable part, internally locked
+	// parentReads and observedReads are what the template reads of its
+	// inputs (reads.go).
+	parentReads, observedReads readSet
+	graph                      *Graph
+	memo                       memo // recent results; the only mutable part, internally locked
 }
 
 // Policy holds the template's explicit permissions, from its top-level
@@ -256,7 +258,7 @@ func (c *compiler) compile(src source) (*Template, error) {
 		}
 	}
 	t.childKinds = childKindsOf(src.files, t.GVK)
-	t.observed = observedUseOf(src.files)
+	t.parentReads, t.observedReads = readsOf(src.files)
 	if t.graph, err = graphOf(c.root, src.path, src.files); err != nil { // graph.go
 		return nil, err
 	}

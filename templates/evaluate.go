@@ -7,6 +7,7 @@ import (
 
 	"cuelang.org/go/cue"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	utiljson "k8s.io/apimachinery/pkg/util/json"
 )
 
@@ -75,8 +76,8 @@ func (t *Template) Evaluate(in Input) (res *Result, err error) {
 		}
 	}()
 	parent, pruned := t.parentInput(in.Parent)
-	observed := t.observed.filter(in.Observed)
-	key, remember := memoKey(parent, observed)
+	observed := t.observedReads.filter(in.Observed)
+	key, remember := memoKey(parent, observed, pruned)
 	if remember {
 		if r := t.memo.get(key); r != nil {
 			return r, nil
@@ -113,27 +114,37 @@ func (t *Template) Evaluate(in Input) (res *Result, err error) {
 	return res, nil
 }
 
-// parentInput returns the parent's content as the template sees it: known
-// metadata, and spec and status pruned to the schema.
+// parentInput returns the parent's content as the template sees it: spec
+// and status pruned to the schema, and of the metadata and the status only
+// what the template reads (reads.go).
 func (t *Template) parentInput(obj *unstructured.Unstructured) (map[string]any, []string) {
-	content := obj.DeepCopy().Object
-	pruned := prune(content, t.schema)
-	md, _ := content["metadata"].(map[string]any)
+	// Copy only what the template may see: the rest of the metadata
+	// (managedFields above all) would be copied only to be dropped.
+	content := make(map[string]any, len(obj.Object))
+	for k, v := range obj.Object {
+		if k != "metadata" {
+			content[k] = runtime.DeepCopyJSONValue(v)
+		}
+	}
+	md, _ := obj.Object["metadata"].(map[string]any)
 	meta := map[string]any{}
 	// Not resourceVersion: it changes with every status write, and would
 	// make every evaluation look new.
 	for _, k := range []string{"name", "namespace", "uid", "labels", "annotations", "generation", "creationTimestamp"} {
 		if x, ok := md[k]; ok && x != nil {
-			meta[k] = x
+			meta[k] = runtime.DeepCopyJSONValue(x)
 		}
 	}
 	content["metadata"] = meta
+	// The root's metadata is never pruned: pruning after the pick drops
+	// the same fields as before it.
+	pruned := prune(content, t.schema)
 	if st, ok := content["status"].(map[string]any); ok {
 		for _, k := range engineStatusFields {
 			delete(st, k)
 		}
 	}
-	return content, pruned
+	return t.parentReads.parent(content), pruned
 }
 
 // engineStatusFields are the parts of the parent's status the engine owns.

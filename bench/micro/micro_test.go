@@ -1,6 +1,7 @@
 package micro_test
 
 import (
+	"fmt"
 	"sync/atomic"
 	"testing"
 
@@ -102,12 +103,15 @@ func TestFloorMatchesTemplate(t *testing.T) {
 }
 
 // distinct returns n copies of an input that differ in the parent's
-// generation: each is a new evaluation, never one the template remembers.
-func distinct(in templates.Input, n int) []templates.Input {
+// deploymentName, a field the template reads (the template is only given
+// what it reads): each is a new evaluation, never one it remembers.
+func distinct(tb testing.TB, in templates.Input, n int) []templates.Input {
 	out := make([]templates.Input, n)
 	for i := range out {
 		p := in.Parent.DeepCopy()
-		p.SetGeneration(int64(i + 1))
+		if err := unstructured.SetNestedField(p.Object, fmt.Sprintf("web-%05d", i), "spec", "deploymentName"); err != nil {
+			tb.Fatal(err)
+		}
 		out[i] = templates.Input{Parent: p, Observed: in.Observed}
 	}
 	return out
@@ -122,7 +126,7 @@ const inputs = 1024
 func BenchmarkEvaluate(b *testing.B) {
 	tpl := load(b)
 	for _, c := range cases {
-		ins := distinct(c.input(b), inputs)
+		ins := distinct(b, c.input(b), inputs)
 		b.Run(c.name, func(b *testing.B) {
 			b.ReportAllocs()
 			i := 0
@@ -158,7 +162,7 @@ func BenchmarkEvaluateRepeat(b *testing.B) {
 func BenchmarkEvaluateParallel(b *testing.B) {
 	tpl := load(b)
 	for _, c := range cases {
-		ins := distinct(c.input(b), inputs)
+		ins := distinct(b, c.input(b), inputs)
 		b.Run(c.name, func(b *testing.B) {
 			b.ReportAllocs()
 			var next atomic.Int64
