@@ -48,10 +48,13 @@ type Template struct {
 	// Rollout says how a new revision reaches the parents.
 	Rollout Rollout
 
-	root       string
-	files      map[string]string // sources by relative path (Files)
-	ctx        *cue.Context      // value's context, to encode the inputs of an evaluation
-	value      cue.Value
+	root  string
+	files map[string]string // sources by relative path (Files)
+	ctx   *cue.Context      // value's context, to encode the inputs of an evaluation
+	value cue.Value
+	// evaluated is value without its compile-only blocks (compileonly.go):
+	// what an evaluation unifies with its inputs.
+	evaluated  cue.Value
 	crd        *apiextensionsv1.CustomResourceDefinition
 	schema     *structuralschema.Structural // of the whole parent object, for pruning
 	childKinds []schema.GroupVersionKind
@@ -256,6 +259,9 @@ func (c *compiler) compile(src source) (*Template, error) {
 		if err := c.checkMap(src.path, v, name); err != nil {
 			return nil, err
 		}
+	}
+	if t.evaluated, err = c.withoutCompileOnly(inst, v); err != nil {
+		return nil, fromCUE(c.root, src.path, err)
 	}
 	t.childKinds = childKindsOf(src.files, t.GVK)
 	t.parentReads, t.observedReads = readsOf(src.files)

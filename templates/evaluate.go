@@ -264,7 +264,7 @@ func (t *Template) fill(parent, observed map[string]any) cue.Value {
 		observed = map[string]any{}
 	}
 	in := t.ctx.Encode(map[string]any{"parent": parent, "observed": observed})
-	return t.value.Unify(in)
+	return t.evaluated.Unify(in)
 }
 
 // checkParent reports a parent that violates the schema: a conflict, or a
