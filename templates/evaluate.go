@@ -269,11 +269,17 @@ func (t *Template) fill(parent, observed map[string]any) cue.Value {
 
 // checkParent reports a parent that violates the schema: a conflict, or a
 // required spec field left out (reported on the spec, not on the first
-// child that happens to use it). Exporting the spec is the fast check; the
-// validations run only to explain a failure.
+// child that happens to use it). The spec is valid when it exports; the
+// validations run only to explain a failure. Validating it as concrete and
+// final first is the fast check (it builds no JSON and sorts no fields);
+// what fails it but exports (an error in a hidden field or a definition)
+// is not the parent's problem, so the export still decides.
 func (t *Template) checkParent(v cue.Value) error {
 	spec := v.LookupPath(pathSpec)
 	if !spec.Exists() {
+		return nil
+	}
+	if spec.Validate(cue.Concrete(true), cue.Final()) == nil {
 		return nil
 	}
 	if _, err := spec.MarshalJSON(); err == nil {
