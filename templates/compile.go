@@ -61,8 +61,11 @@ type Template struct {
 	// parentReads and observedReads are what the template reads of its
 	// inputs (reads.go).
 	parentReads, observedReads readSet
-	graph                      *Graph
-	memo                       memo // recent results; the only mutable part, internally locked
+	// topLevel names the top-level fields its files declare, nil when the
+	// syntax cannot tell them all.
+	topLevel map[string]bool
+	graph    *Graph
+	memo     memo // recent results; the only mutable part, internally locked
 }
 
 // Policy holds the template's explicit permissions, from its top-level
@@ -265,6 +268,7 @@ func (c *compiler) compile(src source) (*Template, error) {
 	}
 	t.childKinds = childKindsOf(src.files, t.GVK)
 	t.parentReads, t.observedReads = readsOf(src.files)
+	t.topLevel = topLevelOf(src.files)
 	if t.graph, err = graphOf(c.root, src.path, src.files); err != nil { // graph.go
 		return nil, err
 	}

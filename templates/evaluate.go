@@ -104,7 +104,7 @@ func (t *Template) Evaluate(in Input) (res *Result, err error) {
 			return nil, err
 		}
 	}
-	if rv := v.LookupPath(pathReady); rv.Exists() {
+	if rv := t.lookupDeclared(v, "ready", pathReady); rv.Exists() {
 		var ready bool
 		if err := export(t, rv, "ready", &ready, &res.Size); err != nil {
 			return nil, err
@@ -185,7 +185,7 @@ func (t *Template) children(v cue.Value, size *int) ([]Child, error) {
 }
 
 func (t *Template) resources(v cue.Value, size *int) ([]Resource, error) {
-	m := v.LookupPath(pathResources)
+	m := t.lookupDeclared(v, "resources", pathResources)
 	if !m.Exists() {
 		return nil, nil
 	}
@@ -222,6 +222,16 @@ func (t *Template) resources(v cue.Value, size *int) ([]Resource, error) {
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
 	return out, nil
+}
+
+// lookupDeclared looks up a top-level field of v, when the template's files
+// may declare it: a template without resources (or ready) spends no lookup,
+// and no walk of the contract's empty struct, on them in each evaluation.
+func (t *Template) lookupDeclared(v cue.Value, name string, path cue.Path) cue.Value {
+	if t.topLevel != nil && !t.topLevel[name] {
+		return cue.Value{}
+	}
+	return v.LookupPath(path)
 }
 
 // export decodes a concrete value through JSON, which yields the plain

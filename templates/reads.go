@@ -32,38 +32,54 @@ func readsOf(files []string) (parent, observed readSet) {
 			parent.all, observed.all = true, true // compile reports it; be safe meanwhile
 			continue
 		}
-		parent.declarations(af.Decls)
+		if !topLevel(af.Decls, func(name string, f *ast.Field) {
+			if name == "parent" {
+				parent.declare(f.Value)
+			}
+		}) {
+			parent.all = true // a field the syntax cannot name may be the parent
+		}
 		parent.scan(af, "parent")
 		observed.scan(af, "observed")
 	}
 	return parent, observed
 }
 
-// declarations records the parts of the parent that the top-level fields
-// among decls (those of a file, or of a top-level comprehension's body)
-// constrain. An embedding, or a label that is not a plain name, may stand
-// for the parent too: it counts as all of it.
-func (r *readSet) declarations(decls []ast.Decl) {
+// topLevel calls field for each top-level field among decls: those of a
+// file and, recursively, of its top-level comprehensions' bodies. It
+// reports false when the syntax cannot tell every top-level field: an
+// embedding, or a label that is not a plain name, may stand for any.
+func topLevel(decls []ast.Decl, field func(name string, f *ast.Field)) bool {
+	known := true
 	for _, d := range decls {
 		switch x := d.(type) {
 		case *ast.Field:
-			name, _, err := ast.LabelName(x.Label)
-			switch {
-			case err != nil:
-				r.all = true
-			case name == "parent":
-				r.declare(x.Value)
+			if name, _, err := ast.LabelName(x.Label); err == nil {
+				field(name, x)
+			} else {
+				known = false
 			}
 		case *ast.Comprehension:
-			if body, ok := x.Value.(*ast.StructLit); ok {
-				r.declarations(body.Elts)
-			} else {
-				r.all = true
-			}
+			body, ok := x.Value.(*ast.StructLit)
+			known = ok && topLevel(body.Elts, field) && known
 		case *ast.EmbedDecl:
-			r.all = true
+			known = false
 		}
 	}
+	return known
+}
+
+// topLevelOf returns the names of the top-level fields the template's files
+// declare, or nil when the syntax cannot tell them all.
+func topLevelOf(files []string) map[string]bool {
+	names := map[string]bool{}
+	for _, f := range files {
+		af, err := parser.ParseFile(f, nil)
+		if err != nil || !topLevel(af.Decls, func(name string, _ *ast.Field) { names[name] = true }) {
+			return nil
+		}
+	}
+	return names
 }
 
 // declare records the parts of the parent one `parent:` field constrains;

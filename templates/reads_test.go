@@ -115,3 +115,25 @@ func TestEvaluateReportsItsOwnPrunedFields(t *testing.T) {
 	assert.Empty(t, plain.Pruned)
 	assert.Equal(t, withExtra.Children, plain.Children)
 }
+
+// TestTopLevelOf: the top-level fields a template declares, including in
+// top-level comprehensions, or nil when the syntax cannot tell.
+func TestTopLevelOf(t *testing.T) {
+	tests := []struct {
+		name, src string
+		want      map[string]bool
+	}{
+		{"plain", "parent: kind: \"K\"\nchildren: {}", map[string]bool{"parent": true, "children": true}},
+		{"in a comprehension", "if true {for x in [1] {resources: a: {}}}\nready: true", map[string]bool{"resources": true, "ready": true}},
+		{"an alias", "R=resources: {}", map[string]bool{"resources": true}},
+		{"an embedding", "_base\n_base: {}", nil},
+		{"a dynamic label", "(\"re\" + \"ady\"): true", nil},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			f := filepath.Join(t.TempDir(), "t.cue")
+			require.NoError(t, os.WriteFile(f, []byte(tc.src), 0o644))
+			assert.Equal(t, tc.want, topLevelOf([]string{f}))
+		})
+	}
+}
