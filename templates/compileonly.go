@@ -1,6 +1,8 @@
 package templates
 
 import (
+	"slices"
+
 	"cuelang.org/go/cue"
 	"cuelang.org/go/cue/ast"
 	"cuelang.org/go/cue/build"
@@ -57,12 +59,7 @@ func isCompileOnly(d ast.Decl) bool {
 		return false
 	}
 	name, _, err := ast.LabelName(f.Label)
-	for _, b := range compileOnly {
-		if err == nil && name == b {
-			return true
-		}
-	}
-	return false
+	return err == nil && slices.Contains(compileOnly, name)
 }
 
 // refersToCompileOnly reports whether any of the declarations may refer to

@@ -32,9 +32,9 @@ func readsOf(files []string) (parent, observed readSet) {
 			parent.all, observed.all = true, true // compile reports it; be safe meanwhile
 			continue
 		}
-		if !topLevel(af.Decls, func(name string, f *ast.Field) {
+		if !topLevel(af.Decls, func(name string, fd *ast.Field) {
 			if name == "parent" {
-				parent.declare(f.Value)
+				parent.declare(fd.Value)
 			}
 		}) {
 			parent.all = true // a field the syntax cannot name may be the parent
