@@ -48,16 +48,24 @@ type Template struct {
 	// Rollout says how a new revision reaches the parents.
 	Rollout Rollout
 
-	root       string
-	files      map[string]string // sources by relative path (Files)
-	ctx        *cue.Context      // value's context, to encode the inputs of an evaluation
-	value      cue.Value
+	root  string
+	files map[string]string // sources by relative path (Files)
+	ctx   *cue.Context      // value's context, to encode the inputs of an evaluation
+	value cue.Value
+	// evaluated is value without its compile-only blocks (compileonly.go):
+	// what an evaluation unifies with its inputs.
+	evaluated  cue.Value
 	crd        *apiextensionsv1.CustomResourceDefinition
 	schema     *structuralschema.Structural // of the whole parent object, for pruning
 	childKinds []schema.GroupVersionKind
-	observed   observedUse
-	graph      *Graph
-	memo       memo // recent results; the only mutable part, internally locked
+	// parentReads and observedReads are what the template reads of its
+	// inputs (reads.go).
+	parentReads, observedReads readSet
+	// topLevel names the top-level fields its files declare, nil when the
+	// syntax cannot tell them all.
+	topLevel map[string]bool
+	graph    *Graph
+	memo     memo // recent results; the only mutable part, internally locked
 }
 
 // Policy holds the template's explicit permissions, from its top-level
@@ -255,8 +263,12 @@ func (c *compiler) compile(src source) (*Template, error) {
 			return nil, err
 		}
 	}
+	if t.evaluated, err = c.withoutCompileOnly(inst, v); err != nil {
+		return nil, fromCUE(c.root, src.path, err)
+	}
 	t.childKinds = childKindsOf(src.files, t.GVK)
-	t.observed = observedUseOf(src.files)
+	t.parentReads, t.observedReads = readsOf(src.files)
+	t.topLevel = topLevelOf(src.files)
 	if t.graph, err = graphOf(c.root, src.path, src.files); err != nil { // graph.go
 		return nil, err
 	}

@@ -7,6 +7,7 @@ import (
 
 	"cuelang.org/go/cue"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	utiljson "k8s.io/apimachinery/pkg/util/json"
 )
 
@@ -75,8 +76,8 @@ func (t *Template) Evaluate(in Input) (res *Result, err error) {
 		}
 	}()
 	parent, pruned := t.parentInput(in.Parent)
-	observed := t.observed.filter(in.Observed)
-	key, remember := memoKey(parent, observed)
+	observed := t.observedReads.filter(in.Observed)
+	key, remember := memoKey(parent, observed, pruned)
 	if remember {
 		if r := t.memo.get(key); r != nil {
 			return r, nil
@@ -103,7 +104,7 @@ func (t *Template) Evaluate(in Input) (res *Result, err error) {
 			return nil, err
 		}
 	}
-	if rv := v.LookupPath(pathReady); rv.Exists() {
+	if rv := t.lookupDeclared(v, "ready", pathReady); rv.Exists() {
 		var ready bool
 		if err := export(t, rv, "ready", &ready, &res.Size); err != nil {
 			return nil, err
@@ -113,27 +114,37 @@ func (t *Template) Evaluate(in Input) (res *Result, err error) {
 	return res, nil
 }
 
-// parentInput returns the parent's content as the template sees it: known
-// metadata, and spec and status pruned to the schema.
+// parentInput returns the parent's content as the template sees it: spec
+// and status pruned to the schema, and of the metadata and the status only
+// what the template reads (reads.go).
 func (t *Template) parentInput(obj *unstructured.Unstructured) (map[string]any, []string) {
-	content := obj.DeepCopy().Object
-	pruned := prune(content, t.schema)
-	md, _ := content["metadata"].(map[string]any)
+	// Copy only what the template may see: the rest of the metadata
+	// (managedFields above all) would be copied only to be dropped.
+	content := make(map[string]any, len(obj.Object))
+	for k, v := range obj.Object {
+		if k != "metadata" {
+			content[k] = runtime.DeepCopyJSONValue(v)
+		}
+	}
+	md, _ := obj.Object["metadata"].(map[string]any)
 	meta := map[string]any{}
 	// Not resourceVersion: it changes with every status write, and would
 	// make every evaluation look new.
 	for _, k := range []string{"name", "namespace", "uid", "labels", "annotations", "generation", "creationTimestamp"} {
 		if x, ok := md[k]; ok && x != nil {
-			meta[k] = x
+			meta[k] = runtime.DeepCopyJSONValue(x)
 		}
 	}
 	content["metadata"] = meta
+	// The root's metadata is never pruned: pruning after the pick drops
+	// the same fields as before it.
+	pruned := prune(content, t.schema)
 	if st, ok := content["status"].(map[string]any); ok {
 		for _, k := range engineStatusFields {
 			delete(st, k)
 		}
 	}
-	return content, pruned
+	return t.parentReads.parent(content), pruned
 }
 
 // engineStatusFields are the parts of the parent's status the engine owns.
@@ -174,7 +185,7 @@ func (t *Template) children(v cue.Value, size *int) ([]Child, error) {
 }
 
 func (t *Template) resources(v cue.Value, size *int) ([]Resource, error) {
-	m := v.LookupPath(pathResources)
+	m := t.lookupDeclared(v, "resources", pathResources)
 	if !m.Exists() {
 		return nil, nil
 	}
@@ -211,6 +222,16 @@ func (t *Template) resources(v cue.Value, size *int) ([]Resource, error) {
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
 	return out, nil
+}
+
+// lookupDeclared looks up a top-level field of v, when the template's files
+// may declare it: a template without resources (or ready) spends no lookup,
+// and no walk of the contract's empty struct, on them in each evaluation.
+func (t *Template) lookupDeclared(v cue.Value, name string, path cue.Path) cue.Value {
+	if t.topLevel != nil && !t.topLevel[name] {
+		return cue.Value{}
+	}
+	return v.LookupPath(path)
 }
 
 // export decodes a concrete value through JSON, which yields the plain
@@ -253,16 +274,22 @@ func (t *Template) fill(parent, observed map[string]any) cue.Value {
 		observed = map[string]any{}
 	}
 	in := t.ctx.Encode(map[string]any{"parent": parent, "observed": observed})
-	return t.value.Unify(in)
+	return t.evaluated.Unify(in)
 }
 
 // checkParent reports a parent that violates the schema: a conflict, or a
 // required spec field left out (reported on the spec, not on the first
-// child that happens to use it). Exporting the spec is the fast check; the
-// validations run only to explain a failure.
+// child that happens to use it). The spec is valid when it exports; the
+// validations run only to explain a failure. Validating it as concrete and
+// final first is the fast check (it builds no JSON and sorts no fields);
+// what fails it but exports (an error in a hidden field or a definition)
+// is not the parent's problem, so the export still decides.
 func (t *Template) checkParent(v cue.Value) error {
 	spec := v.LookupPath(pathSpec)
 	if !spec.Exists() {
+		return nil
+	}
+	if spec.Validate(cue.Concrete(true), cue.Final()) == nil {
 		return nil
 	}
 	if _, err := spec.MarshalJSON(); err == nil {

@@ -21,10 +21,11 @@ type memo struct {
 	order [][sha256.Size]byte // FIFO of keys, for eviction
 }
 
-// key hashes the inputs of one evaluation; ok is false when they cannot be
+// key hashes the inputs of one evaluation, and the parent fields pruned
+// from it, which its Result reports; ok is false when they cannot be
 // encoded (then nothing is remembered).
-func memoKey(parent, observed map[string]any) (k [sha256.Size]byte, ok bool) {
-	b, err := json.Marshal([2]any{parent, observed}) // map keys are sorted: stable
+func memoKey(parent, observed map[string]any, pruned []string) (k [sha256.Size]byte, ok bool) {
+	b, err := json.Marshal([3]any{parent, observed, pruned}) // map keys are sorted: stable
 	if err != nil {
 		return k, false
 	}

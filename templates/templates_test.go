@@ -263,22 +263,6 @@ func TestBreakingChanges(t *testing.T) {
 	assert.Equal(t, []string{`v1.spec.replicas: type changes from "string" to "integer"`}, BreakingChanges(narrowed, base))
 }
 
-func TestObservedUse(t *testing.T) {
-	mk := loadOne(t, examples, "mykind")
-	assert.False(t, mk.observed.all)
-	assert.Equal(t, map[string][][]string{"deployment": {{"status", "readyReplicas"}}}, mk.observed.paths)
-	live := map[string]any{"deployment": map[string]any{
-		"metadata": map[string]any{"name": "x", "managedFields": []any{"big"}},
-		"status":   map[string]any{"readyReplicas": int64(2), "conditions": []any{"c"}},
-	}, "stranger": map[string]any{"a": 1}}
-	assert.Equal(t, map[string]any{"deployment": map[string]any{"status": map[string]any{"readyReplicas": int64(2)}}}, mk.observed.filter(live))
-
-	sf := loadOne(t, examples, "storefront")
-	assert.False(t, sf.observed.all)
-	// `observed.assets != _|_` reads the whole entry.
-	assert.Contains(t, sf.observed.paths["assets"], []string{})
-}
-
 func TestEvaluateRemembersRepeats(t *testing.T) {
 	tm := loadOne(t, "testdata/eval")
 	p := func(rv string) *unstructured.Unstructured {

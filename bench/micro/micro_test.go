@@ -1,6 +1,7 @@
 package micro_test
 
 import (
+	"fmt"
 	"sync/atomic"
 	"testing"
 
@@ -11,8 +12,11 @@ import (
 	"github.com/cuengine/engine/templates"
 )
 
-// myKind is the parent kind of the example template.
-var myKind = schema.GroupVersionKind{Group: "webapp.my.domain", Version: "v1", Kind: "MyKind"}
+// myKind and storefront are the parent kinds of two example templates.
+var (
+	myKind     = schema.GroupVersionKind{Group: "webapp.my.domain", Version: "v1", Kind: "MyKind"}
+	storefront = schema.GroupVersionKind{Group: "apps.cuengine.dev", Version: "v1", Kind: "Storefront"}
+)
 
 // benchCase is one reconcile situation: a new parent (nothing observed) or
 // a settled one whose Deployment is observed.
@@ -31,16 +35,21 @@ var cases = []benchCase{
 	}},
 }
 
-// load compiles the example templates once and returns MyKind's.
-func load(tb testing.TB) *templates.Template {
+// load compiles the example templates and returns the one for kind
+// (MyKind's unless named).
+func load(tb testing.TB, kind ...schema.GroupVersionKind) *templates.Template {
 	tb.Helper()
 	set, err := templates.Load("../../examples/templates")
 	if err != nil {
 		tb.Fatal(err)
 	}
-	t, ok := set.Lookup(myKind)
+	gvk := myKind
+	if len(kind) > 0 {
+		gvk = kind[0]
+	}
+	t, ok := set.Lookup(gvk)
 	if !ok {
-		tb.Fatal("no template for MyKind in examples/templates")
+		tb.Fatalf("no template for %s in examples/templates", gvk.Kind)
 	}
 	return t
 }
@@ -101,13 +110,18 @@ func TestFloorMatchesTemplate(t *testing.T) {
 	}
 }
 
-// distinct returns n copies of an input that differ in the parent's
-// generation: each is a new evaluation, never one the template remembers.
-func distinct(in templates.Input, n int) []templates.Input {
+// distinct returns n copies of an input that differ in the parent's name
+// and in one string of its spec, read by the template (a template is only
+// given what it reads): each is a new evaluation, never one it remembers.
+func distinct(tb testing.TB, in templates.Input, field string, n int) []templates.Input {
+	orig, _, _ := unstructured.NestedString(in.Parent.Object, "spec", field)
 	out := make([]templates.Input, n)
 	for i := range out {
 		p := in.Parent.DeepCopy()
-		p.SetGeneration(int64(i + 1))
+		p.SetName(fmt.Sprintf("%s-%05d", in.Parent.GetName(), i))
+		if err := unstructured.SetNestedField(p.Object, fmt.Sprintf("%s-%05d", orig, i), "spec", field); err != nil {
+			tb.Fatal(err)
+		}
 		out[i] = templates.Input{Parent: p, Observed: in.Observed}
 	}
 	return out
@@ -120,18 +134,44 @@ const inputs = 1024
 // BenchmarkEvaluate is the compiled template evaluating one parent it has
 // not seen: the cost that matters per reconcile.
 func BenchmarkEvaluate(b *testing.B) {
-	tpl := load(b)
+	benchmarkEvaluate(b, load(b), cases, "deploymentName")
+}
+
+// storefrontCases are a new Storefront (nothing observed: the bucket
+// only) and a settled one (the bucket and the Deployment observed).
+var storefrontCases = []benchCase{
+	{"create", func(tb testing.TB) templates.Input {
+		return templates.Input{Parent: storefrontParent(tb, true)}
+	}},
+	{"observed", func(tb testing.TB) templates.Input {
+		return templates.Input{Parent: storefrontParent(tb, false), Observed: storefrontObserved(tb)}
+	}},
+}
+
+// BenchmarkEvaluateStorefront is BenchmarkEvaluate for the richer
+// Storefront template: a resource, a Deployment under a condition, two
+// status fields.
+func BenchmarkEvaluateStorefront(b *testing.B) {
+	benchmarkEvaluate(b, load(b, storefront), storefrontCases, "bucketName")
+}
+
+// benchmarkEvaluate runs each case through the template, on inputs it has
+// not seen (that differ in the spec's field), and also reports the
+// process's CPU time per evaluation.
+func benchmarkEvaluate(b *testing.B, tpl *templates.Template, cases []benchCase, field string) {
 	for _, c := range cases {
-		ins := distinct(c.input(b), inputs)
+		ins := distinct(b, c.input(b), field, inputs)
 		b.Run(c.name, func(b *testing.B) {
 			b.ReportAllocs()
 			i := 0
+			cpu := cpuTime()
 			for b.Loop() {
 				if _, err := tpl.Evaluate(ins[i%inputs]); err != nil {
 					b.Fatal(err)
 				}
 				i++
 			}
+			reportCPU(b, cpu)
 		})
 	}
 }
@@ -158,7 +198,7 @@ func BenchmarkEvaluateRepeat(b *testing.B) {
 func BenchmarkEvaluateParallel(b *testing.B) {
 	tpl := load(b)
 	for _, c := range cases {
-		ins := distinct(c.input(b), inputs)
+		ins := distinct(b, c.input(b), "deploymentName", inputs)
 		b.Run(c.name, func(b *testing.B) {
 			b.ReportAllocs()
 			var next atomic.Int64
@@ -180,9 +220,11 @@ func BenchmarkFloor(b *testing.B) {
 		in := c.input(b)
 		b.Run(c.name, func(b *testing.B) {
 			b.ReportAllocs()
+			cpu := cpuTime()
 			for b.Loop() {
 				floor(in)
 			}
+			reportCPU(b, cpu)
 		})
 	}
 }

@@ -1,0 +1,240 @@
+package templates
+
+import (
+	"cuelang.org/go/cue/ast"
+	"cuelang.org/go/cue/parser"
+)
+
+// readSet records which parts of a value the engine fills in (parent,
+// observed) a template reads, found in its source:
+// `observed.deployment.status.readyReplicas` reads one field of one child,
+// `parent.metadata.name` one field of the parent's metadata. Evaluation
+// passes only those parts to CUE: every field handed to CUE is a node it
+// converts and unifies on each evaluation (a live Deployment is hundreds of
+// fields), and fields nobody reads would also make every evaluation look
+// new to the template's memory. Any use the scan cannot follow (an alias,
+// a bare `observed`) makes it pass everything.
+type readSet struct {
+	all   bool
+	paths map[string][][]string // first field -> paths below it; an empty path: the whole field
+}
+
+// readsOf scans the template's files for what they read of parent and of
+// observed. A part of the parent the template declares (such as
+// `parent: spec: {...}`) counts as read whole: its constraints apply to all
+// of it.
+func readsOf(files []string) (parent, observed readSet) {
+	parent.paths = map[string][][]string{}
+	observed.paths = map[string][][]string{}
+	for _, f := range files {
+		af, err := parser.ParseFile(f, nil)
+		if err != nil {
+			parent.all, observed.all = true, true // compile reports it; be safe meanwhile
+			continue
+		}
+		if !topLevel(af.Decls, func(name string, fd *ast.Field) {
+			if name == "parent" {
+				parent.declare(fd.Value)
+			}
+		}) {
+			parent.all = true // a field the syntax cannot name may be the parent
+		}
+		parent.scan(af, "parent")
+		observed.scan(af, "observed")
+	}
+	return parent, observed
+}
+
+// topLevel calls field for each top-level field among decls: those of a
+// file and, recursively, of its top-level comprehensions' bodies. It
+// reports false when the syntax cannot tell every top-level field: an
+// embedding, or a label that is not a plain name, may stand for any.
+func topLevel(decls []ast.Decl, field func(name string, f *ast.Field)) bool {
+	known := true
+	for _, d := range decls {
+		switch x := d.(type) {
+		case *ast.Field:
+			if name, _, err := ast.LabelName(x.Label); err == nil {
+				field(name, x)
+			} else {
+				known = false
+			}
+		case *ast.Comprehension:
+			body, ok := x.Value.(*ast.StructLit)
+			known = ok && topLevel(body.Elts, field) && known
+		case *ast.EmbedDecl:
+			known = false
+		}
+	}
+	return known
+}
+
+// topLevelOf returns the names of the top-level fields the template's files
+// declare, or nil when the syntax cannot tell them all.
+func topLevelOf(files []string) map[string]bool {
+	names := map[string]bool{}
+	for _, f := range files {
+		af, err := parser.ParseFile(f, nil)
+		if err != nil || !topLevel(af.Decls, func(name string, _ *ast.Field) { names[name] = true }) {
+			return nil
+		}
+	}
+	return names
+}
+
+// declare records the parts of the parent one `parent:` field constrains;
+// anything but a struct of plain fields counts as all of it.
+func (r *readSet) declare(v ast.Expr) {
+	s, ok := v.(*ast.StructLit)
+	if !ok {
+		r.all = true
+		return
+	}
+	for _, e := range s.Elts {
+		switch x := e.(type) {
+		case *ast.Field:
+			name, _, err := ast.LabelName(x.Label)
+			if err != nil {
+				r.all = true
+				continue
+			}
+			r.add([]string{name})
+		case *ast.Ellipsis, *ast.CommentGroup, *ast.Attribute:
+		default:
+			r.all = true
+		}
+	}
+}
+
+// scan records the references to the top-level field root in n.
+func (r *readSet) scan(n ast.Node, root string) {
+	ast.Walk(n, func(n ast.Node) bool {
+		switch x := n.(type) {
+		case *ast.Field:
+			if aliasOf(x.Label, root) {
+				r.all = true // X=parent: ... reads it under another name
+			}
+			// A plain label is not a reference; an interpolated or
+			// parenthesised one is an expression.
+			if _, _, err := ast.LabelName(x.Label); err != nil {
+				r.scan(x.Label, root)
+			}
+			if x.Value != nil {
+				r.scan(x.Value, root)
+			}
+			return false
+		case *ast.SelectorExpr:
+			if path, ok := selectorPath(x); ok && path[0] == root {
+				r.add(path[1:])
+				return false
+			}
+			return true
+		case *ast.Ident:
+			if x.Name == root {
+				r.all = true
+			}
+		}
+		return true
+	}, nil)
+}
+
+// aliasOf reports whether a label is an alias of the field name
+// (`X=parent: ...`).
+func aliasOf(l ast.Label, name string) bool {
+	a, ok := l.(*ast.Alias)
+	if !ok {
+		return false
+	}
+	id, ok := a.Expr.(*ast.Ident)
+	return ok && id.Name == name
+}
+
+func (r *readSet) add(path []string) {
+	if len(path) == 0 {
+		r.all = true
+		return
+	}
+	r.paths[path[0]] = append(r.paths[path[0]], path[1:])
+}
+
+// selectorPath turns a.b.c into [a b c] when its root is a plain identifier.
+func selectorPath(e ast.Expr) ([]string, bool) {
+	switch x := e.(type) {
+	case *ast.Ident:
+		return []string{x.Name}, true
+	case *ast.SelectorExpr:
+		head, ok := selectorPath(x.X)
+		if !ok {
+			return nil, false
+		}
+		name, _, err := ast.LabelName(x.Sel)
+		if err != nil {
+			return nil, false
+		}
+		return append(head, name), true
+	}
+	return nil, false
+}
+
+// filter returns the observed state reduced to what the template reads.
+func (r *readSet) filter(observed map[string]any) map[string]any {
+	if r.all || len(observed) == 0 {
+		return observed
+	}
+	out := make(map[string]any, len(observed))
+	for name, v := range observed {
+		paths, used := r.paths[name]
+		if !used {
+			continue
+		}
+		out[name] = pick(v, paths)
+	}
+	return out
+}
+
+// parent returns the parent's content reduced to what the template reads
+// or declares of its metadata and status; the rest (apiVersion, kind, and
+// spec, which the schema checks as a whole) is kept.
+func (r *readSet) parent(content map[string]any) map[string]any {
+	if r.all {
+		return content
+	}
+	out := make(map[string]any, len(content))
+	for k, v := range content {
+		switch k {
+		case "metadata", "status":
+			if paths, read := r.paths[k]; read {
+				out[k] = pick(v, paths)
+			}
+		default:
+			out[k] = v
+		}
+	}
+	return out
+}
+
+// pick copies the given paths of v; an empty path keeps v whole.
+func pick(v any, paths [][]string) any {
+	m, ok := v.(map[string]any)
+	if !ok {
+		return v
+	}
+	out := map[string]any{}
+	for _, p := range paths {
+		if len(p) == 0 {
+			return v
+		}
+		child, ok := m[p[0]]
+		if !ok {
+			continue
+		}
+		var rest [][]string
+		for _, q := range paths {
+			if len(q) > 0 && q[0] == p[0] {
+				rest = append(rest, q[1:])
+			}
+		}
+		out[p[0]] = pick(child, rest)
+	}
+	return out
+}

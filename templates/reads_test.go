@@ -1,0 +1,139 @@
+package templates
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+)
+
+func TestObservedReads(t *testing.T) {
+	mk := loadOne(t, examples, "mykind")
+	assert.False(t, mk.observedReads.all)
+	assert.Equal(t, map[string][][]string{"deployment": {{"status", "readyReplicas"}}}, mk.observedReads.paths)
+	live := map[string]any{"deployment": map[string]any{
+		"metadata": map[string]any{"name": "x", "managedFields": []any{"big"}},
+		"status":   map[string]any{"readyReplicas": int64(2), "conditions": []any{"c"}},
+	}, "stranger": map[string]any{"a": 1}}
+	assert.Equal(t, map[string]any{"deployment": map[string]any{"status": map[string]any{"readyReplicas": int64(2)}}}, mk.observedReads.filter(live))
+
+	sf := loadOne(t, examples, "storefront")
+	assert.False(t, sf.observedReads.all)
+	// `observed.assets != _|_` reads the whole entry.
+	assert.Contains(t, sf.observedReads.paths["assets"], []string{})
+}
+
+// TestParentReads: what a template reads or declares of the parent's
+// metadata and status, or that it cannot tell (all).
+func TestParentReads(t *testing.T) {
+	tests := []struct {
+		name, src string
+		all       bool
+		metadata  [][]string // nil: not read
+		status    [][]string
+	}{
+		{"spec only", `parent: spec: x: int`, false, nil, nil},
+		{"a read", `y: parent.metadata.name`, false, [][]string{{"name"}}, nil},
+		{"in an interpolated label", `children: "\(parent.metadata.labels.app)-cm": {}`, false, [][]string{{"labels", "app"}}, nil},
+		{"in a comprehension", `for k, v in parent.status.items {z: (k): v}`, false, nil, [][]string{{"items"}}},
+		{"declared metadata", `parent: metadata: name: =~"^a"`, false, [][]string{{}}, nil},
+		{"declared in a top-level comprehension", `if true {parent: status: x: int}`, false, nil, [][]string{{}}},
+		{"a whole part", `y: parent.metadata`, false, [][]string{{}}, nil},
+		{"parent itself", `y: parent`, true, nil, nil},
+		{"through a let", "let p = parent\ny: p.metadata.name", true, nil, nil},
+		{"through a label alias", "P=parent: spec: x: int\ny: P.metadata.name", true, nil, nil},
+		{"from a definition", "#P: metadata: name: string\nparent: #P", true, nil, nil},
+		{"an embedding", "_base\n_base: {}", true, nil, nil},
+		{"a pattern label", `[string]: metadata: name: string`, true, nil, nil},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			f := filepath.Join(t.TempDir(), "t.cue")
+			require.NoError(t, os.WriteFile(f, []byte(tc.src), 0o644))
+			parent, _ := readsOf([]string{f})
+			assert.Equal(t, tc.all, parent.all)
+			if tc.all {
+				return
+			}
+			assert.Equal(t, tc.metadata, parent.paths["metadata"])
+			assert.Equal(t, tc.status, parent.paths["status"])
+		})
+	}
+}
+
+// TestEvaluateSeesWhatItReads: the parent's metadata and status reach the
+// template only where it reads them, with the same result; fields it does
+// not read make no new evaluation.
+func TestEvaluateSeesWhatItReads(t *testing.T) {
+	dir := t.TempDir()
+	writeTemplate(t, dir, "t.cue", `
+parent: {apiVersion: "example.com/v1", kind: "Shop", spec: size: *1 | int}
+children: "\(parent.metadata.name)-\(parent.metadata.labels.tier)": {
+	apiVersion: "v1", kind: "ConfigMap"
+	metadata: name: parent.metadata.name
+	data: size: "\(parent.spec.size)"
+}
+status: seen: *parent.status.seen | 0
+`)
+	tm := loadOne(t, dir)
+	parent := func(uid string, labels map[string]any) *unstructured.Unstructured {
+		u := shop()
+		u.Object["metadata"].(map[string]any)["uid"] = uid
+		u.Object["metadata"].(map[string]any)["labels"] = labels
+		u.Object["status"] = map[string]any{"seen": int64(3), "conditions": []any{"c"}}
+		return u
+	}
+	first, err := tm.Evaluate(Input{Parent: parent("1", map[string]any{"tier": "web", "team": "a"})})
+	require.NoError(t, err)
+	require.Len(t, first.Children, 1)
+	assert.Equal(t, "s-web", first.Children[0].Name)
+	assert.Equal(t, map[string]any{"seen": int64(3)}, first.Status)
+
+	// Another uid and an unread label: the same inputs, remembered.
+	same, err := tm.Evaluate(Input{Parent: parent("2", map[string]any{"tier": "web", "team": "b"})})
+	require.NoError(t, err)
+	assert.Same(t, first, same)
+
+	other, err := tm.Evaluate(Input{Parent: parent("2", map[string]any{"tier": "db"})})
+	require.NoError(t, err)
+	assert.Equal(t, "s-db", other.Children[0].Name)
+}
+
+// TestEvaluateReportsItsOwnPrunedFields: two parents that differ only in
+// a field the schema drops give the same evaluation, each with its own
+// list of pruned fields.
+func TestEvaluateReportsItsOwnPrunedFields(t *testing.T) {
+	tm := loadOne(t, examples, "mykind")
+	withExtra, err := tm.Evaluate(Input{Parent: mykind(map[string]any{"deploymentName": "web", "extra": int64(1)})})
+	require.NoError(t, err)
+	assert.Equal(t, []string{"spec.extra"}, withExtra.Pruned)
+	plain, err := tm.Evaluate(Input{Parent: mykind(map[string]any{"deploymentName": "web"})})
+	require.NoError(t, err)
+	assert.Empty(t, plain.Pruned)
+	assert.Equal(t, withExtra.Children, plain.Children)
+}
+
+// TestTopLevelOf: the top-level fields a template declares, including in
+// top-level comprehensions, or nil when the syntax cannot tell.
+func TestTopLevelOf(t *testing.T) {
+	tests := []struct {
+		name, src string
+		want      map[string]bool
+	}{
+		{"plain", "parent: kind: \"K\"\nchildren: {}", map[string]bool{"parent": true, "children": true}},
+		{"in a comprehension", "if true {for x in [1] {resources: a: {}}}\nready: true", map[string]bool{"resources": true, "ready": true}},
+		{"an alias", "R=resources: {}", map[string]bool{"resources": true}},
+		{"an embedding", "_base\n_base: {}", nil},
+		{"a dynamic label", "(\"re\" + \"ady\"): true", nil},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			f := filepath.Join(t.TempDir(), "t.cue")
+			require.NoError(t, os.WriteFile(f, []byte(tc.src), 0o644))
+			assert.Equal(t, tc.want, topLevelOf([]string{f}))
+		})
+	}
+}
