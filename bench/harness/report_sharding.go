@@ -3,6 +3,7 @@ package harness
 import (
 	"fmt"
 	"io"
+	"maps"
 	"slices"
 	"strings"
 )
@@ -31,8 +32,45 @@ func (r *Report) writeSharding(w io.Writer) {
 	fmt.Fprintln(w)
 	r.replicaTable().write(w)
 	fmt.Fprintln(w)
+	fmt.Fprintln(w, "Requests of all replicas over (a)-(d), by verb and resource (medians over rounds; watches excluded; . is none):")
+	fmt.Fprintln(w)
+	r.requestTotals().write(w)
+	fmt.Fprintln(w)
 	r.growth(w)
 	r.shardingNotes(w)
+}
+
+// requestTotals tabulates each run's requests over phases (a) to (d).
+func (r *Report) requestTotals() *table {
+	keys := map[string]bool{}
+	for _, res := range r.Runs {
+		for k := range res.requestsAD() {
+			keys[k] = true
+		}
+	}
+	sorted := slices.SortedFunc(maps.Keys(keys), func(a, b string) int {
+		if requestLess(a, b) {
+			return -1
+		}
+		return 1
+	})
+	t := &table{header: []string{"request"}}
+	for _, name := range r.cfg.Controllers {
+		t.header = append(t.header, runTitle(name))
+	}
+	for _, key := range sorted {
+		row := []string{key}
+		for _, name := range r.cfg.Controllers {
+			vals, why := r.values(name, func(res *runResult) (float64, bool) { return res.requestsAD()[key], res.parents[phaseScale] > 0 })
+			cell := formatOrWhy(vals, "%.0f", why)
+			if cell == "0" {
+				cell = "."
+			}
+			row = append(row, cell)
+		}
+		t.add(row)
+	}
+	return t
 }
 
 // runTitle is a run's column title.

@@ -70,6 +70,7 @@ func TestShardingReport(t *testing.T) {
 	plain := shardedRun(Engine, 4*time.Second, 2*time.Second)
 	plain.use = []usage{{cpu: 5 * time.Second, rss: 190 * mib}}
 	plain.cpu, plain.rss = 5*time.Second, 190*mib
+	plain.requests = map[string]counts{phaseCreate: {"APPLY deployments": 300}, phaseStatus: {"LIST mykinds": 2}}
 	rep.Runs = []*runResult{plain,
 		shardedRun("sharded-1", 6*time.Second, 2*time.Second,
 			replicaResult{shard: "engine-0", sharder: true, parents: 300, usage: usage{cpu: 6 * time.Second, rss: 200 * mib}}),
@@ -89,11 +90,14 @@ func TestShardingReport(t *testing.T) {
 		"| peak RSS MiB per replica, mean             | 190                 | 200                | 120        |\n",
 		"| peak RSS MiB, sum over replicas            | 190                 | 200                | 360        |\n",
 		"| CPU s, all replicas, start to end of (d)   | 5.0                 | 6.0                | 7.0        |\n",
-		"| writes per parent, (a)-(d)                 | 2.00                | 2.00               | 2.00       |\n",
+		"| writes per parent, (a)-(d)                 | 1.00                | 2.00               | 2.00       |\n",
 		"| engine, no sharding | 1     | -        | -       | 300     | 190          | 5.0   |\n",
 		"| 3 replicas          | 1     | engine-1 | yes     | 100     | 120          | 3.0   |\n",
 		"- Growth from 1 replica, sharded to 3 replicas: peak RSS per replica 0.60x (mean), 0.60x (largest); RSS summed 1.80x; CPU summed 1.17x; (a) 0.50x, (b) 1.00x.\n",
 		"- Peak RSS against parents held, least squares over the 4 replicas of the sharded runs: 80 MiB + 409.6 KiB per parent; 1 GiB holds about 2360 parents per replica",
+		"| APPLY deployments | 300                 | 300                | 300        |\n",
+		"| PATCH mykinds     | .                   | 300                | 300        |\n",
+		"| LIST mykinds      | 2                   | .                  | .          |\n",
 		"- Raw limit for (a), the harness creating the N Deployments itself: 1.00s.\n",
 	} {
 		assert.Contains(t, text, want)
