@@ -92,6 +92,14 @@ bench: assets build ## Run the benchmarks: template micro-benchmarks, then engin
 	$(GO) test -run '^$$' -bench . -benchmem ./bench/micro
 	$(GO) run ./bench/cmd/bench -n $(N) -rounds $(ROUNDS) -workers $(WORKERS) -peers '$(PEERS)'
 
+.PHONY: bench-sharding
+bench-sharding: N ?= 5000
+bench-sharding: SHARDS ?= 1,3
+bench-sharding: ROUNDS ?= 1
+bench-sharding: WORKERS ?= 4
+bench-sharding: assets build ## Benchmark sharding: the engine without it, then with --sharding over SHARDS replicas (1,3): times, peak RSS and parents per replica (N=5000, ROUNDS=1, WORKERS).
+	$(GO) run ./bench/cmd/bench -n $(N) -rounds $(ROUNDS) -workers $(WORKERS) -shards '$(SHARDS)'
+
 .PHONY: fmt
 fmt: ## Format the code.
 	gofmt -w $$(git ls-files '*.go')

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"golang.org/x/sync/errgroup"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	toolscache "k8s.io/client-go/tools/cache"
@@ -113,6 +114,13 @@ func (s *Sharder) poke() {
 	}
 }
 
+// passWriters is how many label writes a pass has in flight. One at a
+// time, assignment was bound by the apiserver's round trip: about 40
+// parents a second on a loaded machine, two minutes for 5000 new parents,
+// twice the time the engine took to create their children
+// (docs/benchmarks.md, Sharding).
+const passWriters = 16
+
 // pass brings every parent one step closer to its shard.
 func (s *Sharder) pass(ctx context.Context) error {
 	shards, err := liveShards(ctx, s.Leases, s.Namespace, s.Group, time.Now())
@@ -127,10 +135,20 @@ func (s *Sharder) pass(ctx context.Context) error {
 	for _, id := range shards {
 		alive[id] = true
 	}
-	var errs []error
+	var (
+		mu   sync.Mutex
+		errs []error
+	)
+	fail := func(err error) {
+		mu.Lock()
+		defer mu.Unlock()
+		errs = append(errs, err)
+	}
+	writes := errgroup.Group{}
+	writes.SetLimit(passWriters)
 	for _, gvk := range s.Kinds() {
 		if err := s.watch(ctx, gvk); err != nil {
-			errs = append(errs, err)
+			fail(err)
 			continue
 		}
 		list := &metav1.PartialObjectMetadataList{}
@@ -139,22 +157,28 @@ func (s *Sharder) pass(ctx context.Context) error {
 		if s.Scope != "" {
 			opts = append(opts, client.InNamespace(s.Scope))
 		}
+		// The items share their maps with the cache: write copies the one
+		// it changes.
+		opts = append(opts, client.UnsafeDisableDeepCopy)
 		if err := s.Cache.List(ctx, list, opts...); err != nil {
-			errs = append(errs, fmt.Errorf("listing %s: %w", gvk.Kind, err))
+			fail(fmt.Errorf("listing %s: %w", gvk.Kind, err))
 			continue
 		}
 		for i := range list.Items {
 			p := &list.Items[i]
-			p.SetGroupVersionKind(gvk)
 			act, shard := decide(p.GetLabels(), string(p.GetUID()), alive, ring)
 			if act == actNone {
 				continue
 			}
-			if err := s.write(ctx, p, act, shard); err != nil {
-				errs = append(errs, err)
-			}
+			writes.Go(func() error {
+				if err := s.write(ctx, gvk, p, act, shard); err != nil {
+					fail(err)
+				}
+				return nil
+			})
 		}
 	}
+	_ = writes.Wait() // the writes report to fail
 	if len(errs) > 0 {
 		return fmt.Errorf("%d writes or kinds failed, the first: %w", len(errs), errs[0])
 	}
@@ -191,8 +215,11 @@ func decide(labels map[string]string, uid string, alive map[string]bool, ring *R
 	}
 }
 
-// write applies one decision to a parent, conditional on its version.
-func (s *Sharder) write(ctx context.Context, p *metav1.PartialObjectMetadata, act action, shard string) error {
+// write applies one decision to a copy of a parent of kind gvk,
+// conditional on its version.
+func (s *Sharder) write(ctx context.Context, gvk schema.GroupVersionKind, p *metav1.PartialObjectMetadata, act action, shard string) error {
+	p = p.DeepCopy()
+	p.SetGroupVersionKind(gvk)
 	before := p.DeepCopy()
 	labels := maps.Clone(p.GetLabels())
 	if labels == nil {

@@ -3,6 +3,7 @@ package sharding
 import (
 	"context"
 	"fmt"
+	"sync"
 	"testing"
 	"time"
 
@@ -61,13 +62,21 @@ func newFixture(t *testing.T, parents int, shards ...string) *fixture {
 	return f
 }
 
+// leaseSeconds is the test Leases' duration: longer than any test runs
+// (with -race on a loaded machine the handover takes seconds), so only
+// the Leases the tests renew in the past (expiredAt) expire.
+const leaseSeconds = 600
+
+// expiredAt is a renewal time whose Lease has expired.
+func expiredAt() time.Time { return time.Now().Add(-2 * leaseSeconds * time.Second) }
+
 // lease creates or renews a shard's Lease as renewed at renewed.
 func (f *fixture) lease(id string, renewed time.Time) {
 	l := &coordinationv1.Lease{}
 	key := client.ObjectKey{Namespace: ns, Name: LeaseName(group, id)}
 	err := f.c.Get(context.Background(), key, l)
 	l.Name, l.Namespace, l.Labels = key.Name, key.Namespace, map[string]string{LabelShardGroup: group}
-	l.Spec = coordinationv1.LeaseSpec{HolderIdentity: ptr.To(id), LeaseDurationSeconds: ptr.To(int32(10)), RenewTime: ptr.To(metav1.NewMicroTime(renewed))}
+	l.Spec = coordinationv1.LeaseSpec{HolderIdentity: ptr.To(id), LeaseDurationSeconds: ptr.To(int32(leaseSeconds)), RenewTime: ptr.To(metav1.NewMicroTime(renewed))}
 	if err == nil {
 		require.NoError(f.t, f.c.Update(context.Background(), l))
 		return
@@ -163,7 +172,7 @@ func TestSharderHandover(t *testing.T) {
 
 	// Shard b dies (its lease is not renewed): its parents, draining or
 	// not, go straight to the live shards, none to b.
-	f.lease("b", time.Now().Add(-time.Minute))
+	f.lease("b", expiredAt())
 	f.pass()
 	final, drain := f.labels()
 	for name, s := range final {
@@ -177,12 +186,60 @@ func TestSharderHandover(t *testing.T) {
 	}
 }
 
+// barrierClient holds every Patch until want of them are in flight at
+// once, and records the most in flight; after a bound it lets them fail.
+type barrierClient struct {
+	client.Client
+	want    int
+	timeout context.Context
+
+	mu             sync.Mutex
+	inFlight, most int
+	all            chan struct{}
+	release        sync.Once
+}
+
+func (b *barrierClient) Patch(ctx context.Context, obj client.Object, patch client.Patch, opts ...client.PatchOption) error {
+	b.mu.Lock()
+	b.inFlight++
+	b.most = max(b.most, b.inFlight)
+	if b.inFlight == b.want {
+		b.release.Do(func() { close(b.all) })
+	}
+	b.mu.Unlock()
+	defer func() {
+		b.mu.Lock()
+		defer b.mu.Unlock()
+		b.inFlight--
+	}()
+	select {
+	case <-b.all:
+		return b.Client.Patch(ctx, obj, patch, opts...)
+	case <-b.timeout.Done():
+		return fmt.Errorf("only %d writes in flight at once, want %d", b.most, b.want)
+	}
+}
+
+// TestSharderWritesConcurrently: a pass has passWriters label writes in
+// flight at once, and no more.
+func TestSharderWritesConcurrently(t *testing.T) {
+	f := newFixture(t, 3*passWriters, "a", "b")
+	timeout, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	barrier := &barrierClient{Client: f.c, want: passWriters, timeout: timeout, all: make(chan struct{})}
+	f.s.Client = barrier
+	f.pass()
+	assert.Equal(t, passWriters, barrier.most, "writes in flight at most")
+	shard, _ := f.labels()
+	assert.Zero(t, count(shard)[""], "every parent assigned")
+}
+
 func TestSharderNoShards(t *testing.T) {
 	f := newFixture(t, 5)
 	f.pass()
 	shard, _ := f.labels()
 	assert.Equal(t, map[string]int{"": 5}, count(shard), "no live shard: nothing assigned")
-	f.lease("a", time.Now().Add(-time.Minute))
+	f.lease("a", expiredAt())
 	f.pass()
 	shard, _ = f.labels()
 	assert.Equal(t, map[string]int{"": 5}, count(shard), "an expired lease is no shard")

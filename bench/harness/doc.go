@@ -27,6 +27,12 @@
 // ResourceGraphDefinition of kro-mykind.yaml, equivalent to the MyKind
 // template; phase (e) edits the image there.
 //
+// With Config.Shards, the sharding benchmark replaces the controllers: the
+// engine without sharding, then with --sharding over each count of
+// replicas (separate processes), phases (a) to (d), and per replica the
+// parents labelled with its shard, its peak RSS and CPU (sharding.go,
+// report_sharding.go).
+//
 // The package owns the workload, the measurements and the report; it does
 // not own the control plane (internal/localcluster) or the controllers.
 package harness

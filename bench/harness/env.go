@@ -62,8 +62,8 @@ func loadCRDs(ctx context.Context, engineBin, templates string) ([]*apiextension
 	return crds, nil
 }
 
-// startEnv starts a bare control plane with crds installed, and the
-// workload's namespaces.
+// startEnv starts a bare control plane with crds installed, the workload's
+// namespaces and the sharded engine's.
 func (h *Harness) startEnv(ctx context.Context, crds []*apiextensionsv1.CustomResourceDefinition) (*env, error) {
 	cluster, err := localcluster.Start(ctx, localcluster.Options{CRDs: crds, Progress: h.log.w})
 	if err != nil {
@@ -88,7 +88,7 @@ func (e *env) connect(ctx context.Context) error {
 	if e.dyn, err = dynamic.NewForConfig(cfg); err != nil {
 		return err
 	}
-	for _, ns := range []string{benchNamespace, warmupNamespace} {
+	for _, ns := range []string{benchNamespace, warmupNamespace, shardNamespace} {
 		obj := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}
 		if _, err := e.cs.CoreV1().Namespaces().Create(ctx, obj, metav1.CreateOptions{}); err != nil {
 			return fmt.Errorf("creating namespace %s: %w", ns, err)

@@ -61,6 +61,11 @@ type Config struct {
 	Controllers []string
 	// KroArgs are extra flags for both kro runs.
 	KroArgs []string
+	// Shards, when set, turns the run into the sharding benchmark: per
+	// round, the engine without sharding, then for each count the engine
+	// with --sharding over that many replicas, phases (a) to (d) each.
+	// Controllers is then ignored.
+	Shards []int
 	// Raw adds, per round, a run of the harness creating the Deployments
 	// itself, with no controller.
 	Raw bool
@@ -94,6 +99,10 @@ type controllerSpec struct {
 	// templates: the controller watches a copy of the templates directory.
 	templates bool
 	args      func(kubeconfig, templates string) []string
+	// replicas > 0 starts that many processes, replicaArgs(i) added to
+	// the args of replica i; 0 starts one with args alone.
+	replicas    int
+	replicaArgs func(i int) []string
 	// prepare, if set, runs once the controller started and before the
 	// harness watches MyKinds (kro generates their CRD).
 	prepare func(ctx context.Context, e *env, alive func() error) error
@@ -153,8 +162,14 @@ func newHarness(ctx context.Context, cfg Config) (*Harness, error) {
 		}
 		cfg.LogDir = dir
 	}
+	if len(cfg.Shards) > 0 {
+		if err := checkShards(cfg.Shards); err != nil {
+			return nil, err
+		}
+		cfg.Controllers = shardedRuns(cfg.Shards)
+	}
 	for _, name := range cfg.Controllers {
-		if !slices.Contains(controllerOrder, name) {
+		if !slices.Contains(controllerOrder, name) && !isSharded(name) {
 			return nil, fmt.Errorf("unknown controller %q: want one of %s", name, strings.Join(controllerOrder, ", "))
 		}
 	}
@@ -179,7 +194,7 @@ func newHarness(ctx context.Context, cfg Config) (*Harness, error) {
 			return nil, err
 		}
 	}
-	h.log.printf("N=%d rounds=%d workers=%d clients=%d; logs in %s", cfg.N, cfg.Rounds, cfg.Workers, cfg.Clients, cfg.LogDir)
+	h.log.printf("N=%d rounds=%d workers=%d clients=%d runs=%s; logs in %s", cfg.N, cfg.Rounds, cfg.Workers, cfg.Clients, strings.Join(cfg.Controllers, ","), cfg.LogDir)
 	return h, nil
 }
 
@@ -208,6 +223,9 @@ func (h *Harness) order(round int) []string {
 
 // spec returns how to run a controller.
 func (h *Harness) spec(name string) controllerSpec {
+	if replicas, ok := shardCount(name); ok {
+		return h.shardedSpec(name, replicas)
+	}
 	workers := strconv.Itoa(h.cfg.Workers)
 	bin := filepath.Join(h.cfg.Root, "bin", name)
 	switch name {
@@ -254,14 +272,13 @@ func (h *Harness) runController(ctx context.Context, spec controllerSpec, round 
 			return nil, fmt.Errorf("copying the templates: %w", err)
 		}
 	}
-	p, err := startProcess(spec.bin, spec.args(e.cluster.Kubeconfig, templates), base+".log")
+	g, err := h.startGroup(spec, e.cluster.Kubeconfig, templates, base)
 	if err != nil {
 		return nil, err
 	}
-	defer func() { err = errors.Join(err, p.stop()) }()
-	h.log.printf("started %s (pid %d, log %s)", spec.name, p.cmd.Process.Pid, p.logPath)
+	defer func() { err = errors.Join(err, g.stop()) }()
 	if spec.prepare != nil {
-		if err := spec.prepare(ctx, e, p.alive); err != nil {
+		if err := spec.prepare(ctx, e, g.alive); err != nil {
 			return nil, err
 		}
 	}
@@ -271,27 +288,51 @@ func (h *Harness) runController(ctx context.Context, spec controllerSpec, round 
 	}
 	defer w.close()
 	wl := newWorkload(e, w, h.cfg.N, h.cfg.Clients)
-	if err := wl.warmUp(ctx, h.log, p.alive); err != nil {
+	if err := wl.warmUp(ctx, h.log, g.alive); err != nil {
 		return nil, err
 	}
-	return h.measure(ctx, wl, p, spec, templates, round)
+	res, err = h.measure(ctx, wl, g, spec, templates, round)
+	if err != nil || spec.replicas == 0 {
+		return res, err
+	}
+	res.replicas, err = replicaResults(wl, g, res.use)
+	return res, err
+}
+
+// startGroup starts the controller's processes: one, or spec.replicas,
+// each logging to its own file.
+func (h *Harness) startGroup(spec controllerSpec, kubeconfig, templates, base string) (group, error) {
+	var g group
+	for i := range max(spec.replicas, 1) {
+		args, logPath := spec.args(kubeconfig, templates), base+".log"
+		if spec.replicas > 0 {
+			args, logPath = append(args, spec.replicaArgs(i)...), fmt.Sprintf("%s-%d.log", base, i)
+		}
+		p, err := startProcess(spec.bin, args, logPath)
+		if err != nil {
+			return nil, errors.Join(err, g.stop())
+		}
+		g = append(g, p)
+		h.log.printf("started %s (pid %d, log %s)", spec.name, p.cmd.Process.Pid, p.logPath)
+	}
+	return g, nil
 }
 
 // measure runs the phases and collects times, requests and usage.
-func (h *Harness) measure(ctx context.Context, wl *workload, p *process, spec controllerSpec, templates string, round int) (*runResult, error) {
+func (h *Harness) measure(ctx context.Context, wl *workload, g group, spec controllerSpec, templates string, round int) (*runResult, error) {
 	res := &runResult{controller: spec.name, round: round, phases: map[string]time.Duration{},
 		skipped: map[string]string{}, requests: map[string]counts{}, parents: map[string]int{},
 		phaseCPU: map[string]time.Duration{}, busy: map[string]time.Duration{}}
-	prev, err := h.settle(ctx, wl, p)
+	prev, err := h.settle(ctx, wl, g)
 	if err != nil {
 		return nil, err
 	}
 	phases := []phase{wl.createPhase(), wl.statusPhase(), wl.recreatePhase(), wl.scalePhase()}
-	if spec.edit != nil {
+	if spec.edit != nil && len(h.cfg.Shards) == 0 { // the sharding benchmark stops after (d)
 		phases = append(phases, wl.reloadPhase(func(ctx context.Context) error { return spec.edit(ctx, wl.env, templates) }, h.cfg.ReloadTimeout))
 	}
 	for _, ph := range phases {
-		if prev, err = h.measurePhase(ctx, wl, p, ph, prev, res); err != nil {
+		if prev, err = h.measurePhase(ctx, wl, g, ph, prev, res); err != nil {
 			return nil, err
 		}
 	}
@@ -301,9 +342,9 @@ func (h *Harness) measure(ctx context.Context, wl *workload, p *process, spec co
 // measurePhase runs one phase, waits for the controller to settle and
 // records the phase's time, requests and usage in res. It returns the
 // snapshot taken once the controller settled.
-func (h *Harness) measurePhase(ctx context.Context, wl *workload, p *process, ph phase, prev snapshot, res *runResult) (snapshot, error) {
+func (h *Harness) measurePhase(ctx context.Context, wl *workload, g group, ph phase, prev snapshot, res *runResult) (snapshot, error) {
 	start := time.Now()
-	d, err := h.runPhase(ctx, wl, ph, p.alive)
+	d, err := h.runPhase(ctx, wl, ph, g.alive)
 	if errors.Is(err, errNotSupported) {
 		h.log.printf("  %s: n/a (%v)", phaseTitles[ph.key], err)
 		res.skipped[ph.key] = fmt.Sprintf("no Deployment changed within %s", h.cfg.ReloadTimeout)
@@ -312,18 +353,19 @@ func (h *Harness) measurePhase(ctx context.Context, wl *workload, p *process, ph
 	if err != nil {
 		return prev, err
 	}
-	snap, err := h.settle(ctx, wl, p)
+	snap, err := h.settle(ctx, wl, g)
 	if err != nil {
 		return prev, err
 	}
+	now := total(snap.use)
 	res.phases[ph.key], res.parents[ph.key] = d, ph.parents
 	res.requests[ph.key] = snap.controllerRequests(prev)
-	res.phaseCPU[ph.key] = snap.cpu - prev.cpu
+	res.phaseCPU[ph.key] = now.cpu - total(prev.use).cpu
 	res.busy[ph.key] = wl.w.lastEventAt().Sub(start)
 	if ph.key == phaseScale {
-		res.cpu, res.rss = snap.cpu, snap.rss
+		res.cpu, res.rss, res.use = now.cpu, now.rss, snap.use
 	}
-	res.cpuEnd, res.rssEnd = snap.cpu, snap.rss
+	res.cpuEnd, res.rssEnd = now.cpu, now.rss
 	return snap, nil
 }
 

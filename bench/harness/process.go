@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 )
@@ -61,23 +62,29 @@ func (p *process) alive() error {
 	}
 }
 
-// usage returns the process's CPU time so far (user + system) and its peak
-// resident set size (VmHWM) in bytes.
-func (p *process) usage() (cpu time.Duration, peakRSS int64, err error) {
+// usage is one process's resource use at a point of a run.
+type usage struct {
+	cpu time.Duration // user + system, since the start
+	rss int64         // peak resident set size (VmHWM), bytes
+}
+
+// usage returns the process's CPU time so far and its peak RSS.
+func (p *process) usage() (usage, error) {
 	pid := p.cmd.Process.Pid
 	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
 	if err != nil {
-		return 0, 0, fmt.Errorf("reading controller CPU time: %w", err)
+		return usage{}, fmt.Errorf("reading controller CPU time: %w", err)
 	}
-	if cpu, err = parseCPU(string(stat)); err != nil {
-		return 0, 0, err
+	cpu, err := parseCPU(string(stat))
+	if err != nil {
+		return usage{}, err
 	}
 	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
 	if err != nil {
-		return 0, 0, fmt.Errorf("reading controller memory: %w", err)
+		return usage{}, fmt.Errorf("reading controller memory: %w", err)
 	}
-	peakRSS, err = parseHWM(string(status))
-	return cpu, peakRSS, err
+	rss, err := parseHWM(string(status))
+	return usage{cpu: cpu, rss: rss}, err
 }
 
 // parseCPU returns utime + stime from the content of /proc/<pid>/stat.
@@ -145,6 +152,55 @@ func (p *process) stop() error {
 	}
 	<-p.exited
 	return nil
+}
+
+// group is the processes of one controller under test: a single one, or
+// the replicas of a sharded engine.
+type group []*process
+
+// alive returns the error of the first process that has exited.
+func (g group) alive() error {
+	for _, p := range g {
+		if err := p.alive(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// usage returns each process's usage, in the group's order.
+func (g group) usage() ([]usage, error) {
+	out := make([]usage, len(g))
+	for i, p := range g {
+		u, err := p.usage()
+		if err != nil {
+			return nil, err
+		}
+		out[i] = u
+	}
+	return out, nil
+}
+
+// stop stops every process, all at once: each has stopGrace to exit.
+func (g group) stop() error {
+	errs := make([]error, len(g))
+	var wg sync.WaitGroup
+	for i, p := range g {
+		wg.Go(func() { errs[i] = p.stop() })
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+// total sums the usage of several processes: CPU time, and peak RSS (the
+// sum of the peaks, an upper bound of the peak of the sum).
+func total(use []usage) usage {
+	var out usage
+	for _, u := range use {
+		out.cpu += u.cpu
+		out.rss += u.rss
+	}
+	return out
 }
 
 // tail returns the last n lines of a file, for error messages.

@@ -21,7 +21,9 @@ type runResult struct {
 	phaseCPU   map[string]time.Duration // phase key -> controller CPU time
 	busy       map[string]time.Duration // phase key -> time to the last watched change
 	cpu        time.Duration            // CPU time from start to the end of (d)
-	rss        int64                    // peak RSS at the end of (d), bytes
+	rss        int64                    // peak RSS at the end of (d), bytes (summed over processes)
+	use        []usage                  // per process, at the end of (d)
+	replicas   []replicaResult          // per replica of a sharded run
 	cpuEnd     time.Duration            // CPU time at the end of the run
 	rssEnd     int64                    // peak RSS at the end of the run
 }
@@ -64,6 +66,10 @@ var targets = map[string]string{
 
 // Write prints the report as Markdown tables.
 func (r *Report) Write(w io.Writer) {
+	if len(r.cfg.Shards) > 0 {
+		r.writeSharding(w)
+		return
+	}
 	c := r.cfg
 	fmt.Fprintf(w, "## %s: N=%d MyKinds, %d reconcile workers, %d harness clients, %d round(s)\n\n",
 		strings.Join(r.controllers(), " vs "), c.N, c.Workers, c.Clients, c.Rounds)

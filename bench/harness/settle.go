@@ -18,8 +18,7 @@ const (
 // snapshot is the state of the counters at one point of a run.
 type snapshot struct {
 	api, own counts
-	cpu      time.Duration
-	rss      int64
+	use      []usage // per process of the controller
 }
 
 // controllerRequests returns the requests the controller made since an
@@ -29,8 +28,9 @@ func (s snapshot) controllerRequests(since snapshot) counts {
 }
 
 // settle waits until the controller has finished reacting, then returns a
-// snapshot of the counters and of the controller's resource usage.
-func (h *Harness) settle(ctx context.Context, wl *workload, p *process) (snapshot, error) {
+// snapshot of the counters and of the resource usage of the controller's
+// processes.
+func (h *Harness) settle(ctx context.Context, wl *workload, g group) (snapshot, error) {
 	start := time.Now()
 	ticker := time.NewTicker(settleTick)
 	defer ticker.Stop()
@@ -45,8 +45,8 @@ func (h *Harness) settle(ctx context.Context, wl *workload, p *process) (snapsho
 			if timedOut {
 				h.log.printf("  warning: the controller was still writing after %s", settleTimeout)
 			}
-			cpu, rss, err := p.usage()
-			return snapshot{api: api, own: own, cpu: cpu, rss: rss}, err
+			use, err := g.usage()
+			return snapshot{api: api, own: own, use: use}, err
 		}
 		last = api
 		select {

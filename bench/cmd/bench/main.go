@@ -3,6 +3,11 @@
 // to stderr. Run it from the repository root after `make assets build`:
 //
 //	go run ./bench/cmd/bench -n 1000 -rounds 3 -workers 4
+//
+// With -shards it runs the sharding benchmark instead: the engine without
+// sharding, then under --sharding over each count of replicas:
+//
+//	go run ./bench/cmd/bench -n 5000 -rounds 1 -shards 1,3
 package main
 
 import (
@@ -31,12 +36,13 @@ func main() {
 // the partial one of a failed run.
 func run() int {
 	cfg := harness.Config{}
-	var controllers, peers, logDir string
+	var controllers, peers, shards, logDir string
 	flag.IntVar(&cfg.N, "n", 1000, "number of MyKind parents")
 	flag.IntVar(&cfg.Rounds, "rounds", 3, "rounds; each runs every controller once, alternating which goes first")
 	flag.IntVar(&cfg.Workers, "workers", 4, "reconcile workers of each controller (--max-concurrent-reconciles)")
 	flag.IntVar(&cfg.Clients, "clients", 16, "concurrent harness requests")
 	flag.StringVar(&controllers, "controllers", "engine,reference", "controllers to run, comma-separated (engine, reference, kro, kro-defaults)")
+	flag.StringVar(&shards, "shards", "", "replica counts, comma-separated (e.g. 1,3): run the sharding benchmark instead of the controllers: the engine without sharding, then with --sharding over each count, phases (a)-(d)")
 	flag.StringVar(&peers, "peers", "", "peers to add to the controllers, comma-separated: kro adds kro (with -workers) and kro-defaults (its defaults); needs `hack/build-assets.sh kro`")
 	flag.BoolVar(&cfg.Raw, "raw", true, "also time the harness creating the Deployments itself, per round")
 	flag.DurationVar(&cfg.PhaseTimeout, "phase-timeout", 10*time.Minute, "bound on each phase")
@@ -54,6 +60,13 @@ func run() int {
 	flag.StringVar(&logDir, "logs", "", "directory for controller logs (default a new temporary directory, kept)")
 	flag.Parse()
 	cfg.Controllers = strings.Split(controllers, ",")
+	if shards != "" {
+		var err error
+		if cfg.Shards, err = harness.ParseShards(shards); err != nil {
+			fmt.Fprintln(os.Stderr, "bench: -shards:", err)
+			return 2
+		}
+	}
 	for _, p := range strings.FieldsFunc(peers, func(r rune) bool { return r == ',' || r == ' ' }) {
 		added, ok := harness.Peers[p]
 		if !ok {
