@@ -265,6 +265,11 @@ func (ro *rollout) step(ctx context.Context) (time.Duration, error) {
 	if err := ro.refresh(ctx); err != nil {
 		return 0, err
 	}
+	if !ro.moves() {
+		// Nothing to move: no fleet list, which under sharding is a LIST
+		// of every parent from the apiserver, every rolloutTickIdle.
+		return rolloutTickIdle, nil
+	}
 	parents, err := ro.kc.e.listFleet(ctx, ro.kc.gvk)
 	if err != nil {
 		return 0, err
@@ -288,6 +293,20 @@ func (ro *rollout) step(ctx context.Context) (time.Duration, error) {
 		}
 	}
 	return rolloutTickIdle, nil
+}
+
+// moves reports whether the target's phase has parents to move (or to look
+// at) now, the cases of step that need the fleet.
+func (ro *rollout) moves() bool {
+	switch t := ro.target; t.Phase {
+	case PhasePending, PhaseProgressing:
+		return true
+	case PhaseHeld:
+		return t.Undo || t.Approved
+	case PhaseComplete:
+		return t.Undo
+	}
+	return false
 }
 
 // refresh reads the users' requests (pause, approve, undo) from the

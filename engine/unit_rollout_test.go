@@ -159,3 +159,26 @@ func TestUnitHealthGates(t *testing.T) {
 	stale.SetGeneration(2)
 	assert.False(t, readyOn(stale, "h2"), "its status is of an older generation")
 }
+
+// TestUnitRolloutIdleListsNoFleet: the coordinator lists every parent (under
+// sharding, from the apiserver) only in the phases that move some.
+func TestUnitRolloutIdleListsNoFleet(t *testing.T) {
+	for _, tc := range []struct {
+		rev  Revision
+		want bool
+	}{
+		{Revision{Phase: PhasePending}, true},
+		{Revision{Phase: PhaseProgressing}, true},
+		{Revision{Phase: PhaseProgressing, Paused: true}, true},
+		{Revision{Phase: PhaseHeld}, false},
+		{Revision{Phase: PhaseHeld, Approved: true}, true},
+		{Revision{Phase: PhaseHeld, Undo: true}, true},
+		{Revision{Phase: PhaseComplete}, false},
+		{Revision{Phase: PhaseComplete, Undo: true}, true},
+		{Revision{Phase: PhaseRolledBack}, false},
+		{Revision{Phase: PhaseSuperseded}, false},
+	} {
+		ro := &rollout{target: &loadedRevision{Revision: tc.rev}}
+		assert.Equal(t, tc.want, ro.moves(), "%+v", tc.rev)
+	}
+}
