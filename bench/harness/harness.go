@@ -409,7 +409,7 @@ func (h *Harness) measurePhase(ctx context.Context, wl *workload, g group, ph ph
 	res.phaseCPU[ph.key] = now.cpu - total(prev.use).cpu
 	res.busy[ph.key] = wl.w.lastEventAt().Sub(start)
 	if ph.key == phaseScale {
-		res.cpu, res.rss, res.use = now.cpu, now.rss, snap.use
+		res.cpu, res.rss, res.anon, res.use = now.cpu, now.rss, now.anon, snap.use
 	}
 	res.cpuEnd, res.rssEnd = now.cpu, now.rss
 	return snap, nil

@@ -64,9 +64,23 @@ func TestParseProc(t *testing.T) {
 	cpu, err := parseCPU("4242 (my engine) S 1 2 3 4 5 6 7 8 9 10 250 50 0 0 20 0")
 	require.NoError(t, err)
 	assert.Equal(t, 3*time.Second, cpu)
-	hwm, err := parseHWM("Name:\tengine\nVmPeak:\t 9 kB\nVmHWM:\t  2048 kB\nVmRSS:\t 1 kB\n")
+	status := "Name:\tengine\nVmPeak:\t 9 kB\nVmHWM:\t  2048 kB\nVmRSS:\t 1 kB\nRssAnon:\t   512 kB\n"
+	hwm, err := parseStatusKiB(status, "VmHWM:")
 	require.NoError(t, err)
 	assert.Equal(t, int64(2<<20), hwm)
+	anon, err := parseStatusKiB(status, "RssAnon:")
+	require.NoError(t, err)
+	assert.Equal(t, int64(512<<10), anon)
+	_, err = parseStatusKiB(status, "RssFile:")
+	assert.ErrorContains(t, err, "no RssFile:")
+}
+
+func TestAnonPeakKeepsTheHighestSample(t *testing.T) {
+	var a anonPeak
+	for _, n := range []int64{5, 9, 3} {
+		a.observe(n)
+	}
+	assert.Equal(t, int64(9), a.get())
 }
 
 func TestMedian(t *testing.T) {

@@ -27,6 +27,7 @@ type process struct {
 	logFile *os.File
 	exited  chan struct{}
 	waitErr error
+	anon    *anonPeak
 }
 
 // startProcess starts bin with args, its stdout and stderr appended to
@@ -42,12 +43,56 @@ func startProcess(bin string, args []string, logPath string) (*process, error) {
 		f.Close()
 		return nil, fmt.Errorf("starting %s: %w", bin, err)
 	}
-	p := &process{cmd: cmd, logPath: logPath, logFile: f, exited: make(chan struct{})}
+	p := &process{cmd: cmd, logPath: logPath, logFile: f, exited: make(chan struct{}), anon: &anonPeak{}}
 	go func() {
 		p.waitErr = cmd.Wait()
 		close(p.exited)
 	}()
+	go p.anon.sample(cmd.Process.Pid, p.exited)
 	return p, nil
+}
+
+// anonSampleEvery is how often the anonymous RSS is sampled. The kernel
+// keeps a peak only of the whole RSS (VmHWM), which also counts the pages
+// of the executable a process has touched: a binary that links more
+// packages shows more of them, whatever it allocates.
+const anonSampleEvery = 100 * time.Millisecond
+
+// anonPeak is the highest anonymous RSS (RssAnon: heap, stacks, runtime
+// structures) seen in the samples so far.
+type anonPeak struct {
+	mu   sync.Mutex
+	peak int64
+}
+
+func (a *anonPeak) sample(pid int, exited <-chan struct{}) {
+	tick := time.NewTicker(anonSampleEvery)
+	defer tick.Stop()
+	path := fmt.Sprintf("/proc/%d/status", pid)
+	for {
+		if status, err := os.ReadFile(path); err == nil {
+			if n, err := parseStatusKiB(string(status), "RssAnon:"); err == nil {
+				a.observe(n)
+			}
+		}
+		select {
+		case <-exited:
+			return
+		case <-tick.C:
+		}
+	}
+}
+
+func (a *anonPeak) observe(n int64) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.peak = max(a.peak, n)
+}
+
+func (a *anonPeak) get() int64 {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.peak
 }
 
 // alive returns an error, quoting the end of the log, once the process has
@@ -66,6 +111,9 @@ func (p *process) alive() error {
 type usage struct {
 	cpu time.Duration // user + system, since the start
 	rss int64         // peak resident set size (VmHWM), bytes
+	// anon is the peak anonymous part of the RSS (RssAnon, sampled every
+	// anonSampleEvery and at this point), bytes.
+	anon int64
 }
 
 // usage returns the process's CPU time so far and its peak RSS.
@@ -83,8 +131,14 @@ func (p *process) usage() (usage, error) {
 	if err != nil {
 		return usage{}, fmt.Errorf("reading controller memory: %w", err)
 	}
-	rss, err := parseHWM(string(status))
-	return usage{cpu: cpu, rss: rss}, err
+	rss, err := parseStatusKiB(string(status), "VmHWM:")
+	if err != nil {
+		return usage{}, err
+	}
+	if anon, err := parseStatusKiB(string(status), "RssAnon:"); err == nil {
+		p.anon.observe(anon)
+	}
+	return usage{cpu: cpu, rss: rss, anon: p.anon.get()}, nil
 }
 
 // parseCPU returns utime + stime from the content of /proc/<pid>/stat.
@@ -110,10 +164,11 @@ func parseCPU(stat string) (time.Duration, error) {
 	return time.Duration(ticks) * time.Second / userHZ, nil
 }
 
-// parseHWM returns VmHWM in bytes from the content of /proc/<pid>/status.
-func parseHWM(status string) (int64, error) {
+// parseStatusKiB returns the field (such as "VmHWM:") in bytes from the
+// content of /proc/<pid>/status.
+func parseStatusKiB(status, field string) (int64, error) {
 	for _, line := range strings.Split(status, "\n") {
-		rest, ok := strings.CutPrefix(line, "VmHWM:")
+		rest, ok := strings.CutPrefix(line, field)
 		if !ok {
 			continue
 		}
@@ -123,11 +178,11 @@ func parseHWM(status string) (int64, error) {
 		}
 		kib, err := strconv.ParseInt(fields[0], 10, 64)
 		if err != nil {
-			return 0, fmt.Errorf("malformed VmHWM %q: %w", line, err)
+			return 0, fmt.Errorf("malformed %s %q: %w", field, line, err)
 		}
 		return kib * 1024, nil
 	}
-	return 0, errors.New("no VmHWM in /proc status")
+	return 0, fmt.Errorf("no %s in /proc status", field)
 }
 
 // stop sends SIGTERM, then SIGKILL if the process has not exited after
@@ -192,13 +247,15 @@ func (g group) stop() error {
 	return errors.Join(errs...)
 }
 
-// total sums the usage of several processes: CPU time, and peak RSS (the
-// sum of the peaks, an upper bound of the peak of the sum).
+// total sums the usage of several processes: CPU time, and peak RSS and
+// anonymous RSS (the sums of the peaks, upper bounds of the peaks of the
+// sums).
 func total(use []usage) usage {
 	var out usage
 	for _, u := range use {
 		out.cpu += u.cpu
 		out.rss += u.rss
+		out.anon += u.anon
 	}
 	return out
 }

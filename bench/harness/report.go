@@ -22,6 +22,7 @@ type runResult struct {
 	busy       map[string]time.Duration // phase key -> time to the last watched change
 	cpu        time.Duration            // CPU time from start to the end of (d)
 	rss        int64                    // peak RSS at the end of (d), bytes (summed over processes)
+	anon       int64                    // peak anonymous RSS at the end of (d), bytes (summed over processes)
 	use        []usage                  // per process, at the end of (d)
 	replicas   []replicaResult          // per replica of a sharded run
 	cpuEnd     time.Duration            // CPU time at the end of the run
@@ -148,6 +149,9 @@ func (r *Report) summary() *table {
 	t.add(r.row("peak RSS MiB at end of (d)", func(res *runResult) (float64, bool) {
 		return float64(res.rss) / (1 << 20), true
 	}, func(v float64) string { return fmt.Sprintf("%.0f", v) }, "", targets["rss"]))
+	t.add(r.row("peak anonymous RSS MiB (heap, stacks), to end of (d)", func(res *runResult) (float64, bool) {
+		return float64(res.anon) / (1 << 20), true
+	}, func(v float64) string { return fmt.Sprintf("%.0f", v) }, "", ""))
 	t.add(r.row("writes per parent, (a)-(d)", func(res *runResult) (float64, bool) {
 		return res.requestsAD().writes() / float64(r.cfg.N), true
 	}, func(v float64) string { return fmt.Sprintf("%.2f", v) }, "", targets["writes"]))
