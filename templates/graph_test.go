@@ -108,6 +108,28 @@ status: bucket: *observed.bucket.name | ""
 			},
 		},
 		{
+			name: "references inside interpolations, in a label and in a value",
+			body: `
+resources: bucket: provider: "gcs"
+resources: store: provider: "gcs"
+children: app: {
+	apiVersion: "v1"
+	kind:       "ConfigMap"
+	metadata: name: "app"
+	metadata: labels: "bucket-\(observed.bucket.name)": "yes"
+	data: url: "gs://\(observed.store.name)/data"
+}
+`,
+			want: []Node{
+				{Kind: ChildNode, Name: "app", Type: "ConfigMap", Pos: "t/t.cue:10:11", DependsOn: []Dependency{
+					{Name: "bucket", Via: ViaObserved, Pos: "t/t.cue:14:30"},
+					{Name: "store", Via: ViaObserved, Pos: "t/t.cue:15:21"},
+				}},
+				{Kind: ResourceNode, Name: "bucket", Type: "gcs", Pos: "t/t.cue:8:12"},
+				{Kind: ResourceNode, Name: "store", Type: "gcs", Pos: "t/t.cue:9:12"},
+			},
+		},
+		{
 			name: "a local named observed is not the engine's",
 			body: `
 resources: bucket: provider: "gcs"
