@@ -118,6 +118,9 @@ func TestTemplateWrittenInTwoHalvesDeletesNothing(t *testing.T) {
 		return slices.Equal(got, []string{"1 Complete", "2 Held"}), err
 	})
 	assert.Contains(t, shelfStatus().Held, "revision 2 held: the new version of shelf.cue would delete 2 children (Shelf "+ns+"/a: ConfigMap "+ns+"/a; Shelf "+ns+"/b: ConfigMap "+ns+"/b)")
+	revs, err := engine.ListRevisions(ctx, k8s, revisions, shelfGVK)
+	require.NoError(t, err)
+	assert.Equal(t, []int{-1, 2}, []int{revs[0].HeldDeletes, revs[1].HeldDeletes}, "the count is recorded on the held revision only")
 
 	// The second half: the files are revision 1's content again, which
 	// the fleet runs; it becomes revision 3, revision 2 is superseded, and

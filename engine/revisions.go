@@ -48,6 +48,9 @@ const (
 	AnnotationRolloutWave = "engine.cuengine.dev/rollout-wave"
 	// AnnotationRolloutMessage says why the rollout is where it is.
 	AnnotationRolloutMessage = "engine.cuengine.dev/rollout-message"
+	// AnnotationRolloutHeldDeletes counts the children a held revision
+	// would delete; absent unless the revision is held.
+	AnnotationRolloutHeldDeletes = "engine.cuengine.dev/rollout-held-deletes"
 
 	// AnnotationRolloutPaused, "true", set by a user, stops a rollout
 	// between waves; removing it resumes.
@@ -98,6 +101,10 @@ type Revision struct {
 	Phase   Phase
 	Wave    int
 	Message string
+	// HeldDeletes counts the children a held revision would delete; -1
+	// when the revision is not held (or was held by an engine that did not
+	// record the count).
+	HeldDeletes int
 	// Paused, Approved and Undo are the users' requests.
 	Paused, Approved, Undo bool
 }
@@ -127,19 +134,24 @@ func kindLabel(gvk schema.GroupVersionKind) string {
 func RevisionOf(cr *appsv1.ControllerRevision) Revision {
 	a := cr.GetAnnotations()
 	wave, _ := strconv.Atoi(a[AnnotationRolloutWave])
+	heldDeletes, err := strconv.Atoi(a[AnnotationRolloutHeldDeletes])
+	if err != nil {
+		heldDeletes = -1
+	}
 	return Revision{
-		Name:     cr.Name,
-		Kind:     a[AnnotationTemplateKind],
-		Number:   cr.Revision,
-		Hash:     a[AnnotationTemplateHash],
-		Path:     a[AnnotationTemplatePath],
-		Created:  cr.CreationTimestamp.Time,
-		Phase:    cmp.Or(Phase(a[AnnotationRolloutPhase]), PhasePending),
-		Wave:     wave,
-		Message:  a[AnnotationRolloutMessage],
-		Paused:   a[AnnotationRolloutPaused] == "true",
-		Approved: a[AnnotationRolloutApproved] == "true",
-		Undo:     a[AnnotationRolloutUndo] == "true",
+		Name:        cr.Name,
+		Kind:        a[AnnotationTemplateKind],
+		Number:      cr.Revision,
+		Hash:        a[AnnotationTemplateHash],
+		Path:        a[AnnotationTemplatePath],
+		Created:     cr.CreationTimestamp.Time,
+		Phase:       cmp.Or(Phase(a[AnnotationRolloutPhase]), PhasePending),
+		Wave:        wave,
+		Message:     a[AnnotationRolloutMessage],
+		HeldDeletes: heldDeletes,
+		Paused:      a[AnnotationRolloutPaused] == "true",
+		Approved:    a[AnnotationRolloutApproved] == "true",
+		Undo:        a[AnnotationRolloutUndo] == "true",
 	}
 }
 
@@ -305,9 +317,13 @@ func LoadRevision(cr *appsv1.ControllerRevision, gvk schema.GroupVersionKind) (*
 // upon are cleared with it.
 func (s *revisionStore) record(ctx context.Context, rev Revision, clear ...string) error {
 	patch := map[string]any{
-		AnnotationRolloutPhase:   string(rev.Phase),
-		AnnotationRolloutWave:    strconv.Itoa(rev.Wave),
-		AnnotationRolloutMessage: rev.Message,
+		AnnotationRolloutPhase:       string(rev.Phase),
+		AnnotationRolloutWave:        strconv.Itoa(rev.Wave),
+		AnnotationRolloutMessage:     rev.Message,
+		AnnotationRolloutHeldDeletes: nil,
+	}
+	if rev.Phase == PhaseHeld && rev.HeldDeletes >= 0 {
+		patch[AnnotationRolloutHeldDeletes] = strconv.Itoa(rev.HeldDeletes)
 	}
 	for _, a := range clear {
 		patch[a] = nil

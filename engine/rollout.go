@@ -336,6 +336,7 @@ func (ro *rollout) start(ctx context.Context, parents []unstructured.Unstructure
 		if held.Deletes > 0 {
 			ro.target.Phase = PhaseHeld
 			ro.target.Message = held.Error()
+			ro.target.HeldDeletes = held.Deletes
 			ro.held = fmt.Sprintf("revision %d held: %s", ro.target.Number, held.Error())
 			ro.event(corev1.EventTypeWarning, "RevisionHeld", "%s", ro.target.Message)
 			metricRollouts.WithLabelValues(kindString(ro.kc.gvk), string(PhaseHeld)).Inc()

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -66,9 +67,22 @@ func startRolloutCluster(t *testing.T, crd *apiextensionsv1.CustomResourceDefini
 // record stores a revision of tpl as the engine does (engine/revisions.go).
 func (rc *rolloutCluster) record(t *testing.T, ns string, tpl *templates.Template, number int64, phase engine.Phase, wave int, message string) *appsv1.ControllerRevision {
 	t.Helper()
+	return rc.store(t, tpl, storedRevision(ns, tpl.GVK, number, tpl.Hash, phase, wave, message, time.Time{}))
+}
+
+// recordHeld stores a revision of tpl held because it would delete
+// children, as the engine records it.
+func (rc *rolloutCluster) recordHeld(t *testing.T, ns string, tpl *templates.Template, number int64, held *engine.HoldError) *appsv1.ControllerRevision {
+	t.Helper()
+	cr := storedRevision(ns, tpl.GVK, number, tpl.Hash, engine.PhaseHeld, 0, held.Error(), time.Time{})
+	cr.Annotations[engine.AnnotationRolloutHeldDeletes] = strconv.Itoa(held.Deletes)
+	return rc.store(t, tpl, cr)
+}
+
+func (rc *rolloutCluster) store(t *testing.T, tpl *templates.Template, cr *appsv1.ControllerRevision) *appsv1.ControllerRevision {
+	t.Helper()
 	data, err := json.Marshal(map[string]any{"files": tpl.Files()})
 	require.NoError(t, err)
-	cr := storedRevision(ns, tpl.GVK, number, tpl.Hash, phase, wave, message, time.Time{})
 	cr.Annotations[engine.AnnotationTemplatePath] = tpl.Path
 	cr.Data = runtime.RawExtension{Raw: data}
 	require.NoError(t, rc.c.Create(context.Background(), cr))
@@ -213,8 +227,9 @@ $`), hashes.Replace(out))
 	})
 
 	t.Run("a held revision is approved", func(t *testing.T) {
-		held := (&engine.HoldError{Deletes: 2, Examples: []string{"MyKind apps/a: Deployment apps/a", "MyKind apps/b: Deployment apps/b"}, Templates: []string{"mykind.cue"}}).Error()
-		r4 = rc.record(t, "engine-system", v4, 4, engine.PhaseHeld, 0, held)
+		hold := &engine.HoldError{Deletes: 2, Examples: []string{"MyKind apps/a: Deployment apps/a", "MyKind apps/b: Deployment apps/b"}, Templates: []string{"mykind.cue"}}
+		held := hold.Error()
+		r4 = rc.recordHeld(t, "engine-system", v4, 4, hold)
 		out, errOut, code := rollout("status", "mk")
 		require.Equal(t, 0, code, errOut)
 		assert.Contains(t, squash(hashes.Replace(out)), "4* <v4> Held - 0 0 0\nrevision 4 (*) is held: "+held+"\n`engine rollout resume mk` confirms it\n")

@@ -56,8 +56,8 @@ func resumeRequest(kr *kindRevisions, arg string) (request, error) {
 		return request{}, fmt.Errorf("%s is already approved; the engine has not acted on it yet (is it running?)", name)
 	case t.Phase == engine.PhaseHeld:
 		what := "the children its message names"
-		if n := heldDeletes(t.Message); n >= 0 {
-			what = count(n, "child", "children")
+		if t.HeldDeletes >= 0 {
+			what = count(t.HeldDeletes, "child", "children")
 		}
 		return request{
 			// A paused revision that is confirmed is resumed too.

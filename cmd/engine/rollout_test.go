@@ -319,6 +319,7 @@ func TestUnitRolloutRequests(t *testing.T) {
 		name     string
 		phase    engine.Phase
 		message  string
+		deletes  int // the held revision's count, when not 0
 		requests []string
 		pause    want
 		resume   want
@@ -334,10 +335,13 @@ func TestUnitRolloutRequests(t *testing.T) {
 		resume: want{annotations: map[string]any{engine.AnnotationRolloutPaused: nil}, done: "revision 3 of MyKind.webapp.my.domain resumed"},
 		undo:   want{annotations: map[string]any{engine.AnnotationRolloutUndo: "true"}, done: "revision 3 of MyKind.webapp.my.domain undone: the engine returns its objects to revision 2"},
 	}, {
-		name: "held", phase: engine.PhaseHeld, message: held,
+		name: "held", phase: engine.PhaseHeld, message: held, deletes: 3,
 		pause:  want{err: "nothing to pause: revision 3 of MyKind.webapp.my.domain is Held, it waits for `engine rollout resume mk` to confirm its deletions"},
 		resume: want{annotations: map[string]any{engine.AnnotationRolloutApproved: "true", engine.AnnotationRolloutPaused: nil}, done: "revision 3 of MyKind.webapp.my.domain approved: its rollout deletes 3 children"},
 		undo:   want{err: "nothing to undo: revision 3 of MyKind.webapp.my.domain is Held and no object runs it; restore the previous template files to drop it"},
+	}, {
+		name: "held, its count not recorded", phase: engine.PhaseHeld, message: held, deletes: -1,
+		resume: want{annotations: map[string]any{engine.AnnotationRolloutApproved: "true", engine.AnnotationRolloutPaused: nil}, done: "revision 3 of MyKind.webapp.my.domain approved: its rollout deletes the children its message names"},
 	}, {
 		name: "held and approved", phase: engine.PhaseHeld, message: held, requests: []string{engine.AnnotationRolloutApproved},
 		resume: want{err: "revision 3 of MyKind.webapp.my.domain is already approved; the engine has not acted on it yet (is it running?)"},
@@ -362,6 +366,9 @@ func TestUnitRolloutRequests(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			kr := fleetFixture(t, tc.phase, tc.requests...)
 			kr.Revisions[2].Message = tc.message
+			if tc.deletes != 0 {
+				kr.Revisions[2].HeldDeletes = tc.deletes
+			}
 			for _, step := range []struct {
 				name string
 				do   func(*kindRevisions, string) (request, error)
@@ -396,6 +403,8 @@ func TestUnitRolloutUndoNeedsACompleteRevision(t *testing.T) {
 }
 
 func TestUnitRolloutHeldDeletes(t *testing.T) {
-	assert.Equal(t, 400, heldDeletes("the new version of mykind.cue would delete 400 children (a; b) and 398 more; it waits"))
-	assert.Equal(t, -1, heldDeletes("wave 1 of 3"))
+	held := storedRevision("engine-system", myKindGVK, 3, "cccccccccccc", engine.PhaseHeld, 0, "would delete 400 children", time.Time{})
+	assert.Equal(t, -1, engine.RevisionOf(held).HeldDeletes, "an engine that did not record the count")
+	held.Annotations[engine.AnnotationRolloutHeldDeletes] = "400"
+	assert.Equal(t, 400, engine.RevisionOf(held).HeldDeletes)
 }

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"maps"
-	"regexp"
 	"slices"
 	"strconv"
 	"text/tabwriter"
@@ -278,15 +277,3 @@ func count(n int, one, many string) string {
 	return fmt.Sprintf("%d %s", n, many)
 }
 
-// heldDeletes reads how many children a held revision would delete from
-// its message (engine.HoldError); -1 when the message does not say.
-func heldDeletes(message string) int {
-	m := heldDeletesRE.FindStringSubmatch(message)
-	if m == nil {
-		return -1
-	}
-	n, _ := strconv.Atoi(m[1])
-	return n
-}
-
-var heldDeletesRE = regexp.MustCompile(`would delete (\d+) children`)
