@@ -76,8 +76,8 @@ func (t *Template) Evaluate(in Input) (res *Result, err error) {
 		}
 	}()
 	parent, pruned := t.parentInput(in.Parent)
-	observed := t.observedReads.filter(in.Observed)
-	key, remember := memoKey(parent, observed, pruned)
+	observed, observedKey := t.observedReads.filter(in.Observed)
+	key, remember := memoKey(parent, observedKey, pruned)
 	if remember {
 		if r := t.memo.get(key); r != nil {
 			return r, nil

@@ -176,20 +176,62 @@ func selectorPath(e ast.Expr) ([]string, bool) {
 	return nil, false
 }
 
-// filter returns the observed state reduced to what the template reads.
-func (r *readSet) filter(observed map[string]any) map[string]any {
-	if r.all || len(observed) == 0 {
-		return observed
+// filter returns the observed state reduced to what the template reads,
+// and the same without the parts where none of the template's paths leads
+// to anything, for the template's memory. The template cannot tell those
+// two apart, nor the second from the observed state without such a part:
+// each read through it is incomplete either way. So a child that appears
+// without the fields the template reads (a new Deployment has no status
+// yet) is, to the memory, the same input as no child. Only an error's
+// message would differ (the field it names as undefined), and errors are
+// not remembered: they come from evaluating the first.
+func (r *readSet) filter(observed map[string]any) (in, key map[string]any) {
+	switch {
+	case r.all:
+		return observed, observed
+	case len(observed) == 0:
+		return observed, nil
 	}
-	out := make(map[string]any, len(observed))
+	in = make(map[string]any, len(observed))
+	key = make(map[string]any, len(observed))
 	for name, v := range observed {
 		paths, used := r.paths[name]
 		if !used {
 			continue
 		}
-		out[name] = pick(v, paths)
+		var found bool
+		if in[name], key[name], found = pickFound(v, paths); !found {
+			delete(key, name)
+		}
 	}
-	return out
+	if len(key) == 0 {
+		key = nil // as no observed state at all
+	}
+	return in, key
+}
+
+// pickFound is pick, also returning the copy without the parts where no
+// path leads to anything, and whether anything is left in it.
+func pickFound(v any, paths [][]string) (picked, found any, ok bool) {
+	m, isMap := v.(map[string]any)
+	if !isMap {
+		return v, v, true
+	}
+	in, key := map[string]any{}, map[string]any{}
+	for _, p := range paths {
+		if len(p) == 0 {
+			return v, v, true
+		}
+		child, present := m[p[0]]
+		if !present {
+			continue
+		}
+		var found bool
+		if in[p[0]], key[p[0]], found = pickFound(child, below(paths, p[0])); !found {
+			delete(key, p[0])
+		}
+	}
+	return in, key, len(key) > 0
 }
 
 // parent returns the parent's content reduced to what the template reads
@@ -228,13 +270,18 @@ func pick(v any, paths [][]string) any {
 		if !ok {
 			continue
 		}
-		var rest [][]string
-		for _, q := range paths {
-			if len(q) > 0 && q[0] == p[0] {
-				rest = append(rest, q[1:])
-			}
-		}
-		out[p[0]] = pick(child, rest)
+		out[p[0]] = pick(child, below(paths, p[0]))
 	}
 	return out
+}
+
+// below returns the paths that start with field, without it.
+func below(paths [][]string, field string) [][]string {
+	var rest [][]string
+	for _, q := range paths {
+		if len(q) > 0 && q[0] == field {
+			rest = append(rest, q[1:])
+		}
+	}
+	return rest
 }

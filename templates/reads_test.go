@@ -18,7 +18,17 @@ func TestObservedReads(t *testing.T) {
 		"metadata": map[string]any{"name": "x", "managedFields": []any{"big"}},
 		"status":   map[string]any{"readyReplicas": int64(2), "conditions": []any{"c"}},
 	}, "stranger": map[string]any{"a": 1}}
-	assert.Equal(t, map[string]any{"deployment": map[string]any{"status": map[string]any{"readyReplicas": int64(2)}}}, mk.observedReads.filter(live))
+	in, key := mk.observedReads.filter(live)
+	want := map[string]any{"deployment": map[string]any{"status": map[string]any{"readyReplicas": int64(2)}}}
+	assert.Equal(t, want, in)
+	assert.Equal(t, want, key)
+
+	// A new Deployment: none of the fields the template reads. The
+	// template is handed its empty status; the memory sees no Deployment.
+	fresh := map[string]any{"deployment": map[string]any{"metadata": map[string]any{"name": "x"}, "status": map[string]any{}}}
+	in, key = mk.observedReads.filter(fresh)
+	assert.Equal(t, map[string]any{"deployment": map[string]any{"status": map[string]any{}}}, in)
+	assert.Nil(t, key)
 
 	sf := loadOne(t, examples, "storefront")
 	assert.False(t, sf.observedReads.all)
@@ -100,6 +110,36 @@ status: seen: *parent.status.seen | 0
 	other, err := tm.Evaluate(Input{Parent: parent("2", map[string]any{"tier": "db"})})
 	require.NoError(t, err)
 	assert.Equal(t, "s-db", other.Children[0].Name)
+}
+
+// TestEvaluateRemembersAChildWithoutWhatItReadsAsNoChild: a child that
+// has appeared without the fields the template reads evaluates as no
+// child, from the template's memory; an error still names the field that
+// is missing where it is missing.
+func TestEvaluateRemembersAChildWithoutWhatItReadsAsNoChild(t *testing.T) {
+	mk := loadOne(t, examples, "mykind")
+	parent := mykind(map[string]any{"deploymentName": "web"})
+	none, err := mk.Evaluate(Input{Parent: parent})
+	require.NoError(t, err)
+	fresh, err := mk.Evaluate(Input{Parent: parent, Observed: map[string]any{"deployment": map[string]any{"status": map[string]any{"replicas": int64(1)}}}})
+	require.NoError(t, err)
+	assert.Same(t, none, fresh)
+	ready, err := mk.Evaluate(Input{Parent: parent, Observed: map[string]any{"deployment": map[string]any{"status": map[string]any{"readyReplicas": int64(1)}}}})
+	require.NoError(t, err)
+	assert.Equal(t, map[string]any{"readyReplicas": int64(1)}, ready.Status)
+
+	dir := t.TempDir()
+	writeTemplate(t, dir, "t.cue", `package t
+
+parent: {apiVersion: "example.com/v1", kind: "Shop", spec: size: *1 | int}
+children: cm: {apiVersion: "v1", kind: "ConfigMap", metadata: name: "x"}
+status: ready: observed.cm.status.readyReplicas
+`)
+	strict := loadOne(t, dir)
+	_, err = strict.Evaluate(Input{Parent: shop()})
+	assert.ErrorContains(t, err, "undefined field: cm")
+	_, err = strict.Evaluate(Input{Parent: shop(), Observed: map[string]any{"cm": map[string]any{"status": map[string]any{}}}})
+	assert.ErrorContains(t, err, "undefined field: readyReplicas")
 }
 
 // TestEvaluateReportsItsOwnPrunedFields: two parents that differ only in
