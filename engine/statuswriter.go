@@ -2,17 +2,21 @@ package engine
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"slices"
 	"strings"
 	"sync"
 
+	jsonpatch "github.com/evanphx/json-patch/v5"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/workqueue"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 )
 
@@ -251,11 +255,24 @@ func (w *statusWriter) write(ctx context.Context, j *statusWrite) (*unstructured
 	if equality.Semantic.DeepEqual(j.next, j.stored) {
 		return j.base, false, nil
 	}
-	updated := j.base.DeepCopy()
-	updated.Object["status"] = runtime.DeepCopyJSON(j.next)
-	err := w.r.writer.Status().Update(ctx, updated)
+	patch, err := statusPatch(j.base.GetResourceVersion(), j.stored, j.next)
+	if err != nil {
+		return nil, false, err
+	}
+	// The reply is the parent's metadata only (read in protobuf): the new
+	// resource version is all the writer needs of it, where the whole
+	// object would be decoded only to be dropped.
+	reply := &metav1.PartialObjectMetadata{}
+	reply.SetGroupVersionKind(j.base.GroupVersionKind())
+	reply.SetNamespace(j.base.GetNamespace())
+	reply.SetName(j.base.GetName())
+	reply.SetResourceVersion(j.base.GetResourceVersion())
+	err = w.r.writer.Status().Patch(ctx, reply, client.RawPatch(types.MergePatchType, patch))
 	switch {
 	case err == nil:
+		updated := j.base.DeepCopy()
+		updated.Object["status"] = runtime.DeepCopyJSON(j.next)
+		updated.SetResourceVersion(reply.GetResourceVersion())
 		return updated, true, nil
 	case apierrors.IsNotFound(err):
 		return nil, false, nil // deleted meanwhile
@@ -264,6 +281,33 @@ func (w *statusWriter) write(ctx context.Context, j *statusWrite) (*unstructured
 		return w.write(ctx, j)
 	}
 	return nil, false, err
+}
+
+// statusPatch is the JSON merge patch that turns the status stored into
+// next, conditional on the parent's resource version: what a write of the
+// whole object with next as its status would store, without sending the
+// rest of the object. The writer builds each status on the one stored at
+// that resource version (take), so the patch's nulls remove exactly the
+// fields next no longer has.
+func statusPatch(resourceVersion string, stored, next map[string]any) ([]byte, error) {
+	from, err := json.Marshal(stored)
+	if err != nil {
+		return nil, err
+	}
+	to, err := json.Marshal(next)
+	if err != nil {
+		return nil, err
+	}
+	var status json.RawMessage
+	if stored == nil {
+		status = to
+	} else if status, err = jsonpatch.CreateMergePatch(from, to); err != nil {
+		return nil, err
+	}
+	return json.Marshal(map[string]any{
+		"metadata": map[string]any{"resourceVersion": resourceVersion},
+		"status":   status,
+	})
 }
 
 // shrink builds j's status again without the template's fields, which keep

@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	jsonpatch "github.com/evanphx/json-patch/v5"
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 	"github.com/stretchr/testify/require"
@@ -151,7 +152,7 @@ func newUnitEnv(t *testing.T, gvk schema.GroupVersionKind, objs ...client.Object
 			return e.write(sub, obj, func() error { return c.SubResource(sub).Update(ctx, obj, opts...) })
 		},
 		SubResourcePatch: func(ctx context.Context, c client.Client, sub string, obj client.Object, patch client.Patch, opts ...client.SubResourcePatchOption) error {
-			return e.write(sub, obj, func() error { return c.SubResource(sub).Patch(ctx, obj, patch, opts...) })
+			return e.write(sub, e.patched(obj, patch), func() error { return c.SubResource(sub).Patch(ctx, obj, patch, opts...) })
 		},
 	})
 	registry := providers.NewRegistry()
@@ -179,6 +180,27 @@ func newUnitEnv(t *testing.T, gvk schema.GroupVersionKind, objs ...client.Object
 	})
 	t.Cleanup(e.r.status.start(e.ctx, 0)) // no goroutines: reconcile writes with flush
 	return e
+}
+
+// patched returns the object a merge patch of obj's metadata (the status
+// writer's) would store, for the tests' checks to see what is written;
+// otherwise obj.
+func (e *unitEnv) patched(obj client.Object, patch client.Patch) client.Object {
+	e.t.Helper()
+	_, metadataOnly := obj.(*metav1.PartialObjectMetadata)
+	cur := e.get(obj.GetObjectKind().GroupVersionKind(), obj.GetNamespace(), obj.GetName())
+	if !metadataOnly || patch.Type() != types.MergePatchType || cur == nil {
+		return obj
+	}
+	data, err := patch.Data(obj)
+	require.NoError(e.t, err)
+	doc, err := json.Marshal(cur.Object)
+	require.NoError(e.t, err)
+	merged, err := jsonpatch.MergePatch(doc, data)
+	require.NoError(e.t, err)
+	out := &unstructured.Unstructured{}
+	require.NoError(e.t, out.UnmarshalJSON(merged))
+	return out
 }
 
 // write counts one write under "verb Kind" and runs it, unless an error is

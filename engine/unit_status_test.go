@@ -49,10 +49,11 @@ func clearUnitStatus(t *testing.T, e *unitEnv, name string) {
 }
 
 // optimisticLock refuses a write of obj that is not over its stored
-// resource version, as the apiserver does. (The fake client does not check
-// the resource version of an unstructured status update.)
+// resource version, as the apiserver does, before the write reaches the
+// fake client (a test changes the parent from here).
 func optimisticLock(e *unitEnv, obj client.Object) error {
-	cur := e.reread(obj.(*unstructured.Unstructured))
+	cur := e.get(obj.GetObjectKind().GroupVersionKind(), obj.GetNamespace(), obj.GetName())
+	require.NotNil(e.t, cur)
 	if obj.GetResourceVersion() == cur.GetResourceVersion() {
 		return nil
 	}
@@ -223,4 +224,20 @@ func TestUnitStatusWriterStopped(t *testing.T) {
 	p, _ = w.pending(client.ObjectKeyFromObject(mk))
 	assert.Nil(t, p)
 	assert.Empty(t, e.takeWrites())
+}
+
+// TestUnitStatusPatch: the merge patch a status write sends stores what a
+// write of the whole object with that status would: a field the new status
+// no longer has is removed, a list is replaced, and the write is
+// conditional on the resource version it was built on.
+func TestUnitStatusPatch(t *testing.T) {
+	stored := map[string]any{"readyReplicas": int64(2), "url": "http://a", "conditions": []any{map[string]any{"type": "Ready", "status": "True"}}}
+	next := map[string]any{"readyReplicas": int64(3), "conditions": []any{map[string]any{"type": "Ready", "status": "False"}}}
+	patch, err := statusPatch("42", stored, next)
+	require.NoError(t, err)
+	assert.JSONEq(t, `{"metadata":{"resourceVersion":"42"},"status":{"readyReplicas":3,"url":null,"conditions":[{"type":"Ready","status":"False"}]}}`, string(patch))
+
+	first, err := statusPatch("7", nil, next)
+	require.NoError(t, err)
+	assert.JSONEq(t, `{"metadata":{"resourceVersion":"7"},"status":{"readyReplicas":3,"conditions":[{"type":"Ready","status":"False"}]}}`, string(first))
 }
