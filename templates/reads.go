@@ -200,7 +200,7 @@ func (r *readSet) filter(observed map[string]any) (in, key map[string]any) {
 			continue
 		}
 		var found bool
-		if in[name], key[name], found = pickFound(v, paths); !found {
+		if in[name], key[name], found = pick(v, paths); !found {
 			delete(key, name)
 		}
 	}
@@ -210,9 +210,10 @@ func (r *readSet) filter(observed map[string]any) (in, key map[string]any) {
 	return in, key
 }
 
-// pickFound is pick, also returning the copy without the parts where no
-// path leads to anything, and whether anything is left in it.
-func pickFound(v any, paths [][]string) (picked, found any, ok bool) {
+// pick copies the given paths of v (an empty path keeps v whole), and
+// returns it also without the parts where no path leads to anything, and
+// whether anything is left in that.
+func pick(v any, paths [][]string) (picked, found any, ok bool) {
 	m, isMap := v.(map[string]any)
 	if !isMap {
 		return v, v, true
@@ -227,7 +228,7 @@ func pickFound(v any, paths [][]string) (picked, found any, ok bool) {
 			continue
 		}
 		var found bool
-		if in[p[0]], key[p[0]], found = pickFound(child, below(paths, p[0])); !found {
+		if in[p[0]], key[p[0]], found = pick(child, below(paths, p[0])); !found {
 			delete(key, p[0])
 		}
 	}
@@ -246,31 +247,11 @@ func (r *readSet) parent(content map[string]any) map[string]any {
 		switch k {
 		case "metadata", "status":
 			if paths, read := r.paths[k]; read {
-				out[k] = pick(v, paths)
+				out[k], _, _ = pick(v, paths)
 			}
 		default:
 			out[k] = v
 		}
-	}
-	return out
-}
-
-// pick copies the given paths of v; an empty path keeps v whole.
-func pick(v any, paths [][]string) any {
-	m, ok := v.(map[string]any)
-	if !ok {
-		return v
-	}
-	out := map[string]any{}
-	for _, p := range paths {
-		if len(p) == 0 {
-			return v
-		}
-		child, ok := m[p[0]]
-		if !ok {
-			continue
-		}
-		out[p[0]] = pick(child, below(paths, p[0]))
 	}
 	return out
 }
