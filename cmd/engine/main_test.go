@@ -23,10 +23,19 @@ const examples = "../../examples/templates"
 // run executes the CLI in-process and returns stdout, stderr and the exit code.
 func run(t *testing.T, args ...string) (string, string, int) {
 	t.Helper()
-	var stdout, stderr bytes.Buffer
+	var stdout bytes.Buffer
+	errOut, code := runTo(t, &stdout, args...)
+	return stdout.String(), errOut, code
+}
+
+// runTo is run with the command's standard output written to stdout as it
+// prints; it returns the standard error and the exit code.
+func runTo(t *testing.T, stdout io.Writer, args ...string) (string, int) {
+	t.Helper()
+	var stderr bytes.Buffer
 	cmd := newRootCommand()
 	cmd.SetArgs(args)
-	cmd.SetOut(&stdout)
+	cmd.SetOut(stdout)
 	cmd.SetErr(&stderr)
 	err := cmd.ExecuteContext(context.Background())
 	code := 0
@@ -40,7 +49,7 @@ func run(t *testing.T, args ...string) (string, string, int) {
 			stderr.WriteString(err.Error())
 		}
 	}
-	return stdout.String(), stderr.String(), code
+	return stderr.String(), code
 }
 
 func TestRenderSeedCR(t *testing.T) {

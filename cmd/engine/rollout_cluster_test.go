@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -9,6 +10,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -136,8 +138,11 @@ func (rc *rolloutCluster) act(t *testing.T, cr *appsv1.ControllerRevision, phase
 func TestRolloutOnCluster(t *testing.T) {
 	v1, v2, v3, v4 := rolloutTemplate(t, 1), rolloutTemplate(t, 2), rolloutTemplate(t, 3), rolloutTemplate(t, 4)
 	rc := startRolloutCluster(t, v1.CRD())
+	rolloutArgs := func(args ...string) []string {
+		return append([]string{"rollout", "--kubeconfig", rc.kubeconfig}, args...)
+	}
 	rollout := func(args ...string) (string, string, int) {
-		return run(t, append([]string{"rollout", "--kubeconfig", rc.kubeconfig}, args...)...)
+		return run(t, rolloutArgs(args...)...)
 	}
 	hashes := strings.NewReplacer(v1.Hash, "<v1>", v2.Hash, "<v2>", v3.Hash, "<v3>", v4.Hash, "<v4>")
 
@@ -239,7 +244,7 @@ $`), hashes.Replace(out))
 		assert.Equal(t, "nothing to undo: revision 4 of MyKind.webapp.my.domain is Held and no object runs it; restore the previous template files to drop it", errOut)
 
 		// The engine sees the approval, rolls the revision out, and clears it.
-		out, errOut, code = waitedFor(t, func() (string, string, int) { return rollout("resume", "mk", "--wait", "1m") }, func() {
+		out, errOut, code = waitedFor(t, rolloutArgs("resume", "mk", "--wait", "1m"), func(func() string) {
 			eventually(t, func() bool { return rc.annotations(t, r4)[engine.AnnotationRolloutApproved] == "true" })
 			rc.act(t, r4, engine.PhaseComplete, 2, "rolled out in 3 waves", engine.AnnotationRolloutApproved)
 		})
@@ -251,8 +256,9 @@ $`), hashes.Replace(out))
 
 	t.Run("undo --wait of a complete revision", func(t *testing.T) {
 		// Complete until the engine sees the request: not the end of the wait.
-		out, errOut, code := waitedFor(t, func() (string, string, int) { return rollout("undo", "mk", "--wait", "1m") }, func() {
+		out, errOut, code := waitedFor(t, rolloutArgs("undo", "mk", "--wait", "1m"), func(printed func() string) {
 			eventually(t, func() bool { return rc.annotations(t, r4)[engine.AnnotationRolloutUndo] == "true" })
+			eventually(t, func() bool { return strings.Contains(printed(), "revision 4: Complete") })
 			rc.act(t, r4, engine.PhaseRolledBack, 2, "undone (engine rollout undo)", engine.AnnotationRolloutUndo)
 		})
 		require.Equal(t, 0, code, errOut)
@@ -285,30 +291,50 @@ revision 4: RolledBack, wave 3/3: undone (engine rollout undo)
 	})
 }
 
-// waitedFor runs a command with --wait while engine plays the engine's
-// part, and returns the command's result.
-func waitedFor(t *testing.T, command func() (string, string, int), engine func()) (string, string, int) {
+// waitedFor runs the command line args, which waits, while engine plays the
+// engine's part, and returns the command's result. engine is given what the
+// command has printed so far.
+func waitedFor(t *testing.T, args []string, engine func(printed func() string)) (string, string, int) {
 	t.Helper()
 	interval := rolloutPollInterval
 	rolloutPollInterval = 20 * time.Millisecond
 	defer func() { rolloutPollInterval = interval }()
 	type result struct {
-		out, errOut string
-		code        int
+		errOut string
+		code   int
 	}
+	var out lockedBuffer
 	done := make(chan result, 1)
 	go func() {
-		out, errOut, code := command()
-		done <- result{out, errOut, code}
+		errOut, code := runTo(t, &out, args...)
+		done <- result{errOut, code}
 	}()
-	engine()
+	engine(out.String)
 	select {
 	case res := <-done:
-		return res.out, res.errOut, res.code
+		return out.String(), res.errOut, res.code
 	case <-time.After(30 * time.Second):
 		t.Fatal("the command did not return after the engine acted")
 		return "", "", 0
 	}
+}
+
+// lockedBuffer is a bytes.Buffer one goroutine writes while another reads.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }
 
 // eventually polls cond until it holds, for at most 30 seconds.
