@@ -111,6 +111,9 @@ type controllerSpec struct {
 	// edit, if set, is phase (e): the image edit in the controller's
 	// template.
 	edit func(ctx context.Context, e *env, templates string) error
+	// evaluations, if set, reads how many template evaluations the
+	// controller made so far, and how many its memory answered.
+	evaluations func(ctx context.Context) (evaluationCounts, error)
 }
 
 // Run runs every round and returns the report. On failure it returns the
@@ -276,14 +279,16 @@ func (h *Harness) spec(name string) controllerSpec {
 	bin := filepath.Join(h.cfg.Root, "bin", name)
 	switch name {
 	case Engine:
-		return controllerSpec{name: name, bin: h.bins[h.cfg.EngineBin], crds: h.crds, templates: true,
-			args: func(kubeconfig, templates string) []string {
-				return append([]string{"run", "--templates", templates, "--kubeconfig", kubeconfig,
-					"--metrics-bind-address", "0", "--health-probe-bind-address", "0", "--max-concurrent-reconciles", workers}, h.cfg.EngineArgs...)
-			},
-			edit: func(_ context.Context, _ *env, templates string) error {
-				return replaceInTemplates(templates, imageBefore, imageAfter)
-			}}
+		addr, err := freeAddress()
+		if err != nil {
+			h.log.printf("  no free port for the engine's metrics (%v): its evaluations are not counted", err)
+			return h.engineSpec("0")
+		}
+		s := h.engineSpec(addr)
+		s.evaluations = func(ctx context.Context) (evaluationCounts, error) {
+			return scrapeEvaluations(ctx, "http://"+addr+"/metrics")
+		}
+		return s
 	case Kro, KroDefaults:
 		var extra []string
 		if name == Kro {
@@ -299,6 +304,20 @@ func (h *Harness) spec(name string) controllerSpec {
 	return controllerSpec{name: name, bin: h.bins[bin], crds: h.crds, args: func(kubeconfig, _ string) []string {
 		return []string{"--kubeconfig", kubeconfig, "--max-concurrent-reconciles", workers}
 	}}
+}
+
+// engineSpec runs the engine, serving its metrics on metricsAddr ("0" for
+// none).
+func (h *Harness) engineSpec(metricsAddr string) controllerSpec {
+	return controllerSpec{name: Engine, bin: h.bins[h.cfg.EngineBin], crds: h.crds, templates: true,
+		args: func(kubeconfig, templates string) []string {
+			return append([]string{"run", "--templates", templates, "--kubeconfig", kubeconfig,
+				"--metrics-bind-address", metricsAddr, "--health-probe-bind-address", "0",
+				"--max-concurrent-reconciles", strconv.Itoa(h.cfg.Workers)}, h.cfg.EngineArgs...)
+		},
+		edit: func(_ context.Context, _ *env, templates string) error {
+			return replaceInTemplates(templates, imageBefore, imageAfter)
+		}}
 }
 
 // runController measures one controller on a fresh control plane.
@@ -378,7 +397,7 @@ func (h *Harness) measure(ctx context.Context, wl *workload, g group, spec contr
 		phases = append(phases, wl.reloadPhase(func(ctx context.Context) error { return spec.edit(ctx, wl.env, templates) }, h.cfg.ReloadTimeout))
 	}
 	for _, ph := range phases {
-		if prev, err = h.measurePhase(ctx, wl, g, ph, prev, res); err != nil {
+		if prev, err = h.measurePhase(ctx, wl, g, spec, ph, prev, res); err != nil {
 			return nil, err
 		}
 	}
@@ -388,7 +407,7 @@ func (h *Harness) measure(ctx context.Context, wl *workload, g group, spec contr
 // measurePhase runs one phase, waits for the controller to settle and
 // records the phase's time, requests and usage in res. It returns the
 // snapshot taken once the controller settled.
-func (h *Harness) measurePhase(ctx context.Context, wl *workload, g group, ph phase, prev snapshot, res *runResult) (snapshot, error) {
+func (h *Harness) measurePhase(ctx context.Context, wl *workload, g group, spec controllerSpec, ph phase, prev snapshot, res *runResult) (snapshot, error) {
 	start := time.Now()
 	d, err := h.runPhase(ctx, wl, ph, g.alive)
 	if errors.Is(err, errNotSupported) {
@@ -410,6 +429,11 @@ func (h *Harness) measurePhase(ctx context.Context, wl *workload, g group, ph ph
 	res.busy[ph.key] = wl.w.lastEventAt().Sub(start)
 	if ph.key == phaseScale {
 		res.cpu, res.rss, res.anon, res.use = now.cpu, now.rss, now.anon, snap.use
+		if spec.evaluations != nil {
+			if res.evaluations, err = spec.evaluations(ctx); err != nil {
+				return snap, err
+			}
+		}
 	}
 	res.cpuEnd, res.rssEnd = now.cpu, now.rss
 	return snap, nil

@@ -5,6 +5,8 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"io"
+	"net"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -239,4 +241,80 @@ func parseResourcePath(u *url.URL) (resource, sub string, named bool) {
 		sub = parts[2]
 	}
 	return resource, sub, len(parts) >= 2
+}
+
+// evaluationCounts are the engine's template evaluations so far: every
+// call, and those its memory answered.
+type evaluationCounts struct {
+	total, remembered float64
+}
+
+// evaluationMetric is the engine's histogram of evaluation times. A
+// remembered result takes microseconds and an evaluation of the example
+// template over 100: its first bucket, 50 µs, counts the remembered ones.
+const (
+	evaluationMetric = "engine_template_evaluation_duration_seconds"
+	rememberedBucket = `le="5e-05"`
+)
+
+// scrapeEvaluations reads the engine's evaluation counts from its
+// metrics endpoint.
+func scrapeEvaluations(ctx context.Context, url string) (evaluationCounts, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return evaluationCounts{}, err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return evaluationCounts{}, fmt.Errorf("reading the engine's metrics: %w", err)
+	}
+	defer resp.Body.Close()
+	raw, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return evaluationCounts{}, fmt.Errorf("reading the engine's metrics: %w", err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		return evaluationCounts{}, fmt.Errorf("reading the engine's metrics: %s", resp.Status)
+	}
+	return parseEvaluations(raw)
+}
+
+// parseEvaluations sums the evaluation histogram's count and first bucket
+// over kinds, from the Prometheus text format.
+func parseEvaluations(raw []byte) (evaluationCounts, error) {
+	var out evaluationCounts
+	seen := false
+	for line := range strings.Lines(string(raw)) {
+		var sum *float64
+		switch {
+		case strings.HasPrefix(line, evaluationMetric+"_count"):
+			sum = &out.total
+		case strings.HasPrefix(line, evaluationMetric+"_bucket{") && strings.Contains(line, rememberedBucket):
+			sum = &out.remembered
+		default:
+			continue
+		}
+		fields := strings.Fields(line)
+		v, err := strconv.ParseFloat(fields[len(fields)-1], 64)
+		if err != nil {
+			return out, fmt.Errorf("malformed metric line %q: %w", strings.TrimSpace(line), err)
+		}
+		*sum += v
+		seen = true
+	}
+	if !seen {
+		return out, fmt.Errorf("the engine's metrics have no %s", evaluationMetric)
+	}
+	return out, nil
+}
+
+// freeAddress returns a loopback address with a port free at the time of
+// the call.
+func freeAddress() (string, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	defer l.Close()
+	return l.Addr().String(), nil
 }

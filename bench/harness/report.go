@@ -27,6 +27,8 @@ type runResult struct {
 	replicas   []replicaResult          // per replica of a sharded run
 	cpuEnd     time.Duration            // CPU time at the end of the run
 	rssEnd     int64                    // peak RSS at the end of the run
+	// evaluations are the engine's template evaluations to the end of (d).
+	evaluations evaluationCounts
 }
 
 // comparedPhases are the phases both controllers run, whose requests and
@@ -151,6 +153,9 @@ func (r *Report) summary() *table {
 	}, func(v float64) string { return fmt.Sprintf("%.0f", v) }, "", targets["rss"]))
 	t.add(r.row("peak anonymous RSS MiB (heap, stacks), to end of (d)", func(res *runResult) (float64, bool) {
 		return float64(res.anon) / (1 << 20), true
+	}, func(v float64) string { return fmt.Sprintf("%.0f", v) }, "", ""))
+	t.add(r.row("template evaluations, start to end of (d)", func(res *runResult) (float64, bool) {
+		return res.evaluations.total, res.evaluations.total > 0
 	}, func(v float64) string { return fmt.Sprintf("%.0f", v) }, "", ""))
 	t.add(r.row("writes per parent, (a)-(d)", func(res *runResult) (float64, bool) {
 		return res.requestsAD().writes() / float64(r.cfg.N), true
@@ -343,6 +348,10 @@ func (r *Report) notes(w io.Writer) {
 	for _, res := range r.Runs {
 		for k, why := range res.skipped {
 			fmt.Fprintf(w, "- %s round %d: phase (%s) n/a: %s.\n", res.controller, res.round, k, why)
+		}
+		if e := res.evaluations; e.total > 0 {
+			fmt.Fprintf(w, "- %s round %d: %.0f template evaluations to the end of (d) (%.2f per parent), %.0f of them answered from its memory (under 50 µs).\n",
+				res.controller, res.round, e.total, e.total/float64(r.cfg.N), e.remembered)
 		}
 		if len(res.skipped) == 0 && res.phases[phaseReload] > 0 {
 			fmt.Fprintf(w, "- %s round %d after (e): CPU %.1f s, peak RSS %.0f MiB.\n",

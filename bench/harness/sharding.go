@@ -118,7 +118,7 @@ func shardID(i int) string { return "engine-" + strconv.Itoa(i) }
 
 // shardedSpec is the engine over replicas processes under --sharding.
 func (h *Harness) shardedSpec(name string, replicas int) controllerSpec {
-	s := h.spec(Engine)
+	s := h.engineSpec("0") // replicas would share a metrics port
 	s.name, s.replicas, s.edit = name, replicas, nil
 	s.replicaArgs = func(i int) []string {
 		return append([]string{"--sharding", "--shard-id", shardID(i), "--leader-election-id", shardGroup,
