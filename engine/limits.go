@@ -97,6 +97,9 @@ func (r *reconciler) boundedEvaluate(t *templates.Template, parent *unstructured
 	out, err := evaluateWithin(t, templates.Input{Parent: parent, Observed: observed}, r.limits.EvaluationTimeout)
 	metricEvaluateSeconds.WithLabelValues(kindString(t.GVK)).Observe(time.Since(start).Seconds())
 	if err == nil {
+		if out.Remembered {
+			metricEvaluationsRemembered.WithLabelValues(kindString(t.GVK)).Inc()
+		}
 		err = r.limits.checkResult(out)
 	}
 	if err != nil {

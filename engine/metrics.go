@@ -34,6 +34,10 @@ var (
 		Help:    "Time to evaluate a template for one parent, by kind.",
 		Buckets: []float64{50e-6, 100e-6, 250e-6, 500e-6, 1e-3, 2.5e-3, 10e-3, 50e-3},
 	}, []string{"kind"})
+	metricEvaluationsRemembered = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "engine_template_evaluations_remembered_total",
+		Help: "Evaluations the template's memory answered (the inputs of a recent one), by kind; they are counted in engine_template_evaluation_duration_seconds too.",
+	}, []string{"kind"})
 	metricLimitExceeded = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "engine_limit_exceeded_total",
 		Help: "Evaluations refused for going over a limit, by kind and limit (EvaluationTimeout, TooManyChildren, RenderTooLarge).",
@@ -54,7 +58,7 @@ var (
 )
 
 func init() {
-	metrics.Registry.MustRegister(metricRollouts, metricReloads, metricReloadHealthy, metricReloadSeconds, metricRevision, metricEvaluateSeconds, metricLimitExceeded, metricEvaluationsOverrunning,
+	metrics.Registry.MustRegister(metricRollouts, metricReloads, metricReloadHealthy, metricReloadSeconds, metricRevision, metricEvaluateSeconds, metricEvaluationsRemembered, metricLimitExceeded, metricEvaluationsOverrunning,
 		metricProviderCalls, metricProviderSeconds)
 	metricReloadHealthy.Set(1)
 	for _, result := range []string{"success", "failure"} {
@@ -70,6 +74,7 @@ func init() {
 // initKindMetrics creates the per-kind series of a served template.
 func initKindMetrics(kind string) {
 	metricEvaluateSeconds.WithLabelValues(kind)
+	metricEvaluationsRemembered.WithLabelValues(kind)
 	for _, limit := range []string{ReasonEvaluationTimeout, ReasonTooManyChildren, ReasonRenderTooLarge} {
 		metricLimitExceeded.WithLabelValues(kind, limit)
 	}

@@ -323,6 +323,15 @@ func (e *unitEnv) evaluations() uint64 {
 	return m.GetHistogram().GetSampleCount()
 }
 
+// remembered is how many of the kind's evaluations the template's memory
+// answered.
+func (e *unitEnv) remembered() float64 {
+	e.t.Helper()
+	m := &dto.Metric{}
+	require.NoError(e.t, metricEvaluationsRemembered.WithLabelValues(kindString(e.r.gvk)).Write(m))
+	return m.GetCounter().GetValue()
+}
+
 // unitParent returns a parent of gvk in unitNamespace, with a UID and
 // generation 1 as the apiserver would give it.
 func unitParent(gvk schema.GroupVersionKind, name string, spec map[string]any) *unstructured.Unstructured {

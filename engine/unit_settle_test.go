@@ -28,6 +28,21 @@ func settledMyKind(t *testing.T) (*unitEnv, *unstructured.Unstructured) {
 	return e, mk
 }
 
+// TestUnitRememberedEvaluation: a new parent's second reconcile, once its
+// Deployment exists without the status the template reads, is answered by
+// the template's memory, and counted as such.
+func TestUnitRememberedEvaluation(t *testing.T) {
+	mk := unitParent(unitMyKind, "mk-remembered", map[string]any{"deploymentName": "remembered"})
+	e := newUnitEnv(t, unitMyKind, mk)
+	evaluated, remembered := e.evaluations(), e.remembered()
+	e.reconcileClean(mk) // applies the Deployment
+	assert.Equal(t, remembered, e.remembered(), "a new input is evaluated")
+	e.reconcileClean(mk) // writes the status
+	assert.Equal(t, evaluated+2, e.evaluations())
+	assert.Equal(t, remembered+1, e.remembered())
+	assert.EqualValues(t, 0, e.reread(mk).Object["status"].(map[string]any)["readyReplicas"])
+}
+
 // TestUnitRetiredTemplate: once its template is removed, a kind's parents
 // are left alone, except that deletions are still finished.
 func TestUnitRetiredTemplate(t *testing.T) {

@@ -36,6 +36,9 @@ type Result struct {
 	Pruned []string
 	// Size is the size in bytes of everything rendered, as JSON.
 	Size int
+	// Remembered is true when the template's memory answered: the inputs
+	// were those of a recent evaluation, whose result this is.
+	Remembered bool
 }
 
 // Child is one desired Kubernetes object.
@@ -80,35 +83,88 @@ func (t *Template) Evaluate(in Input) (res *Result, err error) {
 	key, remember := memoKey(parent, observedKey, pruned)
 	if remember {
 		if r := t.memo.get(key); r != nil {
-			return r, nil
+			// The JSON decoded once already: it decodes again. Were it
+			// not to, evaluating is the answer.
+			if res, err := t.decode(r); err == nil {
+				return res, nil
+			}
 		}
 	}
 	v := t.fill(parent, observed)
 	if err := t.checkParent(v); err != nil {
 		return nil, err
 	}
-	defer func() {
-		if err == nil && remember {
-			t.memo.put(key, res)
-		}
-	}()
+	out := &rendered{pruned: pruned}
 	res = &Result{Pruned: pruned}
-	if res.Children, err = t.children(v, &res.Size); err != nil {
+	if res.Children, err = t.children(v, out); err != nil {
 		return nil, err
 	}
-	if res.Resources, err = t.resources(v, &res.Size); err != nil {
+	if res.Resources, err = t.resources(v, out); err != nil {
 		return nil, err
 	}
 	if sv := v.LookupPath(pathOutStatus); sv.Exists() {
-		if err := export(t, sv, "status", &res.Status, &res.Size); err != nil {
+		if out.status, err = export(t, sv, "status", &res.Status, out); err != nil {
 			return nil, err
 		}
 	}
 	if rv := t.lookupDeclared(v, "ready", pathReady); rv.Exists() {
 		var ready bool
-		if err := export(t, rv, "ready", &ready, &res.Size); err != nil {
+		if _, err := export(t, rv, "ready", &ready, out); err != nil {
 			return nil, err
 		}
+		res.Ready, out.ready = &ready, &ready
+	}
+	res.Size = out.size
+	if remember {
+		t.memo.put(key, out)
+	}
+	return res, nil
+}
+
+// rendered is an evaluation's output as the JSON CUE exported: what the
+// template's memory keeps. It is a few hundred bytes where the Result
+// decoded from it holds kilobytes of maps (a Deployment: 325 bytes, about
+// 4 KiB of maps), so the memory can span a burst of parents.
+type rendered struct {
+	children  []renderedPart // sorted by name, as Result.Children
+	resources []renderedPart // sorted by name, as Result.Resources
+	status    []byte         // nil when the template writes none
+	ready     *bool
+	pruned    []string
+	size      int // Result.Size
+}
+
+// renderedPart is one child or resource, by its local name.
+type renderedPart struct {
+	name string
+	raw  []byte
+}
+
+// decode is the Result of a rendered evaluation, equal to the one the
+// evaluation returned.
+func (t *Template) decode(r *rendered) (*Result, error) {
+	res := &Result{Pruned: r.pruned, Size: r.size, Remembered: true}
+	for _, c := range r.children {
+		obj := map[string]any{}
+		if err := utiljson.Unmarshal(c.raw, &obj); err != nil {
+			return nil, err
+		}
+		res.Children = append(res.Children, t.child(c.name, obj))
+	}
+	for _, rs := range r.resources {
+		var raw map[string]any
+		if err := utiljson.Unmarshal(rs.raw, &raw); err != nil {
+			return nil, err
+		}
+		res.Resources = append(res.Resources, t.resource(rs.name, raw))
+	}
+	if r.status != nil {
+		if err := utiljson.Unmarshal(r.status, &res.Status); err != nil {
+			return nil, err
+		}
+	}
+	if r.ready != nil {
+		ready := *r.ready
 		res.Ready = &ready
 	}
 	return res, nil
@@ -150,7 +206,7 @@ func (t *Template) parentInput(obj *unstructured.Unstructured) (map[string]any, 
 // engineStatusFields are the parts of the parent's status the engine owns.
 var engineStatusFields = []string{"conditions", "observedGeneration", "resources"}
 
-func (t *Template) children(v cue.Value, size *int) ([]Child, error) {
+func (t *Template) children(v cue.Value, out *rendered) ([]Child, error) {
 	m := v.LookupPath(pathChildren)
 	if !m.Exists() {
 		return nil, nil
@@ -159,18 +215,18 @@ func (t *Template) children(v cue.Value, size *int) ([]Child, error) {
 	if err != nil {
 		return nil, fromCUE(t.root, t.Path, err)
 	}
-	var out []Child
+	var children []Child
 	for it.Next() {
 		name := it.Selector().Unquoted()
 		cv := it.Value()
 		path := "children." + it.Selector().String()
 		obj := map[string]any{}
-		if err := export(t, cv, path, &obj, size); err != nil {
+		raw, err := export(t, cv, path, &obj, out)
+		if err != nil {
 			return nil, err
 		}
-		delete(obj, fieldDependsOn) // the engine's, not the object's
-		u := &unstructured.Unstructured{Object: obj}
-		for f, got := range map[string]string{"apiVersion": u.GetAPIVersion(), "kind": u.GetKind(), "metadata.name": u.GetName()} {
+		c := t.child(name, obj)
+		for f, got := range map[string]string{"apiVersion": c.Object.GetAPIVersion(), "kind": c.Object.GetKind(), "metadata.name": c.Object.GetName()} {
 			if got == "" {
 				return nil, &Error{Template: t.Path, Problems: []Problem{{
 					Pos: userPos(t.root, cv), Path: path + "." + f,
@@ -178,13 +234,21 @@ func (t *Template) children(v cue.Value, size *int) ([]Child, error) {
 				}}}
 			}
 		}
-		out = append(out, Child{Name: name, Object: u, DependsOn: t.graph.Names(ChildNode, name)})
+		children = append(children, c)
+		out.children = append(out.children, renderedPart{name, raw})
 	}
-	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
-	return out, nil
+	sort.Slice(children, func(i, j int) bool { return children[i].Name < children[j].Name })
+	sort.Slice(out.children, func(i, j int) bool { return out.children[i].name < out.children[j].name })
+	return children, nil
 }
 
-func (t *Template) resources(v cue.Value, size *int) ([]Resource, error) {
+// child is the desired child of local name from its exported object.
+func (t *Template) child(name string, obj map[string]any) Child {
+	delete(obj, fieldDependsOn) // the engine's, not the object's
+	return Child{Name: name, Object: &unstructured.Unstructured{Object: obj}, DependsOn: t.graph.Names(ChildNode, name)}
+}
+
+func (t *Template) resources(v cue.Value, out *rendered) ([]Resource, error) {
 	m := t.lookupDeclared(v, "resources", pathResources)
 	if !m.Exists() {
 		return nil, nil
@@ -193,35 +257,43 @@ func (t *Template) resources(v cue.Value, size *int) ([]Resource, error) {
 	if err != nil {
 		return nil, fromCUE(t.root, t.Path, err)
 	}
-	var out []Resource
+	var resources []Resource
 	for it.Next() {
 		path := "resources." + it.Selector().String()
 		var raw map[string]any
-		if err := export(t, it.Value(), path, &raw, size); err != nil {
+		b, err := export(t, it.Value(), path, &raw, out)
+		if err != nil {
 			return nil, err
 		}
-		r := Resource{Name: it.Selector().Unquoted()}
-		r.DependsOn = t.graph.Names(ResourceNode, r.Name)
-		r.Provider, _ = raw["provider"].(string)
-		r.Spec, _ = raw["spec"].(map[string]any)
-		r.DeletionPolicy, _ = raw["deletionPolicy"].(string)
+		r := t.resource(it.Selector().Unquoted(), raw)
 		bad := func(field, msg string) error {
 			return &Error{Template: t.Path, Problems: []Problem{{Pos: userPos(t.root, it.Value()), Path: path + "." + field, Msg: msg}}}
 		}
 		if r.Provider == "" {
 			return nil, bad("provider", `every resource needs a provider, such as "gcs"`)
 		}
-		switch r.DeletionPolicy {
-		case "":
-			r.DeletionPolicy = DeletionPolicyDelete
-		case DeletionPolicyDelete, DeletionPolicyOrphan:
-		default:
+		if r.DeletionPolicy != DeletionPolicyDelete && r.DeletionPolicy != DeletionPolicyOrphan {
 			return nil, bad("deletionPolicy", fmt.Sprintf("must be %q or %q, not %q", DeletionPolicyDelete, DeletionPolicyOrphan, r.DeletionPolicy))
 		}
-		out = append(out, r)
+		resources = append(resources, r)
+		out.resources = append(out.resources, renderedPart{r.Name, b})
 	}
-	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
-	return out, nil
+	sort.Slice(resources, func(i, j int) bool { return resources[i].Name < resources[j].Name })
+	sort.Slice(out.resources, func(i, j int) bool { return out.resources[i].name < out.resources[j].name })
+	return resources, nil
+}
+
+// resource is the desired resource of local name from its exported value;
+// an absent deletionPolicy is Delete.
+func (t *Template) resource(name string, raw map[string]any) Resource {
+	r := Resource{Name: name, DependsOn: t.graph.Names(ResourceNode, name)}
+	r.Provider, _ = raw["provider"].(string)
+	r.Spec, _ = raw["spec"].(map[string]any)
+	r.DeletionPolicy, _ = raw["deletionPolicy"].(string)
+	if r.DeletionPolicy == "" {
+		r.DeletionPolicy = DeletionPolicyDelete
+	}
+	return r
 }
 
 // lookupDeclared looks up a top-level field of v, when the template's files
@@ -235,23 +307,23 @@ func (t *Template) lookupDeclared(v cue.Value, name string, path cue.Path) cue.V
 }
 
 // export decodes a concrete value through JSON, which yields the plain
-// types Kubernetes can deep-copy, and adds the JSON's size to size.
-// MarshalJSON refuses anything that is not concrete; only then is the
-// (slower) validation run, for its positioned messages.
-func export(t *Template, v cue.Value, path string, into any, size *int) error {
+// types Kubernetes can deep-copy, adds the JSON's size to out and returns
+// the JSON. MarshalJSON refuses anything that is not concrete; only then
+// is the (slower) validation run, for its positioned messages.
+func export(t *Template, v cue.Value, path string, into any, out *rendered) ([]byte, error) {
 	b, err := v.MarshalJSON()
-	*size += len(b)
+	out.size += len(b)
 	if err != nil {
 		if verr := v.Validate(cue.Concrete(true), cue.Final()); verr != nil {
 			err = verr
 		}
-		return fromCUE(t.root, t.Path, err, t.value)
+		return nil, fromCUE(t.root, t.Path, err, t.value)
 	}
 	// utiljson keeps whole numbers as int64, as Kubernetes' unstructured does.
 	if err := utiljson.Unmarshal(b, into); err != nil {
-		return &Error{Template: t.Path, Problems: []Problem{{Path: path, Msg: err.Error()}}}
+		return nil, &Error{Template: t.Path, Problems: []Problem{{Path: path, Msg: err.Error()}}}
 	}
-	return nil
+	return b, nil
 }
 
 // ValidateParent checks a parent object against the template's schema only,

@@ -274,14 +274,30 @@ func TestEvaluateRemembersRepeats(t *testing.T) {
 	}
 	first, err := tm.Evaluate(Input{Parent: p("1")})
 	require.NoError(t, err)
-	again, err := tm.Evaluate(Input{Parent: p("2")}) // a status write moved only the resource version
-	require.NoError(t, err)
-	assert.Same(t, first, again)
+	again, answered := evaluateRemembered(t, tm, Input{Parent: p("2")}) // a status write moved only the resource version
+	assert.True(t, answered)
+	assert.Equal(t, first, again)
 	// An observed field the template reads is a new input...
-	seen, err := tm.Evaluate(Input{Parent: p("2"), Observed: map[string]any{"config": map[string]any{"metadata": map[string]any{"resourceVersion": "9"}}}})
-	require.NoError(t, err)
-	assert.NotSame(t, first, seen)
+	seen, answered := evaluateRemembered(t, tm, Input{Parent: p("2"), Observed: map[string]any{"config": map[string]any{"metadata": map[string]any{"resourceVersion": "9"}}}})
+	assert.False(t, answered)
 	assert.Equal(t, "9", seen.Status["seen"])
+	// ...and a remembered Result is the caller's own: changing it changes
+	// no other.
+	again.Children[0].Object.SetName("changed")
+	third, answered := evaluateRemembered(t, tm, Input{Parent: p("3")})
+	assert.True(t, answered)
+	assert.Equal(t, first, third)
+}
+
+// evaluateRemembered evaluates in and reports whether the template's
+// memory answered; the Result returned has Remembered false, to compare.
+func evaluateRemembered(t *testing.T, tm *Template, in Input) (*Result, bool) {
+	t.Helper()
+	res, err := tm.Evaluate(in)
+	require.NoError(t, err)
+	remembered := res.Remembered
+	res.Remembered = false
+	return res, remembered
 }
 
 // TestPolicy: crossNamespace is true, false or a list of namespaces; any

@@ -249,12 +249,11 @@ type evaluationCounts struct {
 	total, remembered float64
 }
 
-// evaluationMetric is the engine's histogram of evaluation times. A
-// remembered result takes microseconds and an evaluation of the example
-// template over 100: its first bucket, 50 µs, counts the remembered ones.
+// The engine's evaluation histogram counts every evaluation; the counter,
+// those its memory answered.
 const (
 	evaluationMetric = "engine_template_evaluation_duration_seconds"
-	rememberedBucket = `le="5e-05"`
+	rememberedMetric = "engine_template_evaluations_remembered_total"
 )
 
 // scrapeEvaluations reads the engine's evaluation counts from its
@@ -279,8 +278,8 @@ func scrapeEvaluations(ctx context.Context, url string) (evaluationCounts, error
 	return parseEvaluations(raw)
 }
 
-// parseEvaluations sums the evaluation histogram's count and first bucket
-// over kinds, from the Prometheus text format.
+// parseEvaluations sums the evaluation histogram's count and the
+// remembered counter over kinds, from the Prometheus text format.
 func parseEvaluations(raw []byte) (evaluationCounts, error) {
 	var out evaluationCounts
 	seen := false
@@ -288,8 +287,8 @@ func parseEvaluations(raw []byte) (evaluationCounts, error) {
 		var sum *float64
 		switch {
 		case strings.HasPrefix(line, evaluationMetric+"_count"):
-			sum = &out.total
-		case strings.HasPrefix(line, evaluationMetric+"_bucket{") && strings.Contains(line, rememberedBucket):
+			sum, seen = &out.total, true
+		case strings.HasPrefix(line, rememberedMetric):
 			sum = &out.remembered
 		default:
 			continue
@@ -300,7 +299,6 @@ func parseEvaluations(raw []byte) (evaluationCounts, error) {
 			return out, fmt.Errorf("malformed metric line %q: %w", strings.TrimSpace(line), err)
 		}
 		*sum += v
-		seen = true
 	}
 	if !seen {
 		return out, fmt.Errorf("the engine's metrics have no %s", evaluationMetric)

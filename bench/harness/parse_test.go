@@ -27,16 +27,18 @@ func TestParseEvaluations(t *testing.T) {
 	raw := []byte(`# HELP engine_template_evaluation_duration_seconds Time to evaluate a template for one parent, by kind.
 # TYPE engine_template_evaluation_duration_seconds histogram
 engine_template_evaluation_duration_seconds_bucket{kind="MyKind.webapp.my.domain",le="5e-05"} 235
-engine_template_evaluation_duration_seconds_bucket{kind="MyKind.webapp.my.domain",le="0.0001"} 240
 engine_template_evaluation_duration_seconds_sum{kind="MyKind.webapp.my.domain"} 0.5
 engine_template_evaluation_duration_seconds_count{kind="MyKind.webapp.my.domain"} 3402
-engine_template_evaluation_duration_seconds_bucket{kind="Gcs.storage.cuengine.dev",le="5e-05"} 1
 engine_template_evaluation_duration_seconds_count{kind="Gcs.storage.cuengine.dev"} 4
+# HELP engine_template_evaluations_remembered_total Evaluations the template's memory answered.
+# TYPE engine_template_evaluations_remembered_total counter
+engine_template_evaluations_remembered_total{kind="MyKind.webapp.my.domain"} 965
+engine_template_evaluations_remembered_total{kind="Gcs.storage.cuengine.dev"} 1
 engine_rollouts_total{kind="MyKind.webapp.my.domain",phase="Complete"} 1
 `)
 	got, err := parseEvaluations(raw)
 	require.NoError(t, err)
-	assert.Equal(t, evaluationCounts{total: 3406, remembered: 236}, got)
+	assert.Equal(t, evaluationCounts{total: 3406, remembered: 966}, got)
 
 	_, err = parseEvaluations([]byte("engine_rollouts_total{kind=\"x\"} 1\n"))
 	assert.ErrorContains(t, err, "no engine_template_evaluation_duration_seconds")

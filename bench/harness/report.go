@@ -350,7 +350,7 @@ func (r *Report) notes(w io.Writer) {
 			fmt.Fprintf(w, "- %s round %d: phase (%s) n/a: %s.\n", res.controller, res.round, k, why)
 		}
 		if e := res.evaluations; e.total > 0 {
-			fmt.Fprintf(w, "- %s round %d: %.0f template evaluations to the end of (d) (%.2f per parent), %.0f of them answered from its memory (under 50 µs).\n",
+			fmt.Fprintf(w, "- %s round %d: %.0f template evaluations to the end of (d) (%.2f per parent), %.0f of them answered by the template's memory.\n",
 				res.controller, res.round, e.total, e.total/float64(r.cfg.N), e.remembered)
 		}
 		if len(res.skipped) == 0 && res.phases[phaseReload] > 0 {
