@@ -147,6 +147,7 @@ func (o *runOptions) run(cmd *cobra.Command, cfg *rest.Config) error {
 	}
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                        newScheme(),
+		MapperProvider:                engine.NewRESTMapper,
 		Cache:                         cacheOpts,
 		Metrics:                       metricsserver.Options{BindAddress: o.metricsAddr},
 		HealthProbeBindAddress:        "0", // served by probeServer, with reasons
