@@ -68,8 +68,9 @@ const (
 // Evaluate computes the desired state for one parent. It never panics: a
 // panic inside CUE is returned as an error. A parent that violates the
 // template's schema, or a template that cannot produce concrete output for
-// it, yields an *Error with CUE paths and positions. The Result may be
-// shared with other calls on the same inputs: callers must not modify it.
+// it, yields an *Error with CUE paths and positions. The Result is the
+// caller's own, except its Pruned slice, which Results of the same inputs
+// share: callers must not modify it.
 func (t *Template) Evaluate(in Input) (res *Result, err error) {
 	defer func() {
 		if r := recover(); r != nil {
