@@ -29,11 +29,9 @@ func (r *reconciler) applyChildren(ctx context.Context, parent *unstructured.Uns
 			return writes, err
 		}
 		hash := appliedHash(d)
-		obj := d.DeepCopy()
-		setAnnotation(obj, AnnotationAppliedHash, hash)
 		cur := live.get(d)
 		if cur == nil {
-			created, taken, err := r.createChild(ctx, obj)
+			created, taken, err := r.createChild(ctx, d, hash)
 			if err != nil {
 				if r.applyRefused(err, st) {
 					continue
@@ -65,7 +63,7 @@ func (r *reconciler) applyChildren(ctx context.Context, parent *unstructured.Uns
 		if cur.GetAnnotations()[AnnotationAppliedHash] == hash && contains(cur.Object, d.Object) {
 			continue // already as desired: no write
 		}
-		if err := r.writer.Apply(ctx, client.ApplyConfigurationFromUnstructured(obj), client.FieldOwner(FieldManager), client.ForceOwnership); err != nil {
+		if err := r.writer.Apply(ctx, client.ApplyConfigurationFromUnstructured(withAppliedHash(d, hash)), client.FieldOwner(FieldManager), client.ForceOwnership); err != nil {
 			err = fmt.Errorf("applying %s %s: %w", d.GetKind(), d.GetName(), err)
 			if r.applyRefused(err, st) {
 				continue
@@ -89,11 +87,11 @@ func (r *reconciler) applyChildren(ctx context.Context, parent *unstructured.Uns
 // ownership is the same as that of every later apply.
 const createOnlyVersion = "18446744073709551615" // max uint64
 
-// createChild applies obj only if no object has its name. It returns
-// created when it did, and otherwise the conflict that says the name is
-// taken; any other error is the apply's.
-func (r *reconciler) createChild(ctx context.Context, obj *unstructured.Unstructured) (created bool, taken, err error) {
-	create := obj.DeepCopy()
+// createChild applies the desired child obj, with its applied hash, only
+// if no object has its name. It returns created when it did, and otherwise
+// the conflict that says the name is taken; any other error is the apply's.
+func (r *reconciler) createChild(ctx context.Context, obj *unstructured.Unstructured, hash string) (created bool, taken, err error) {
+	create := withAppliedHash(obj, hash)
 	create.SetResourceVersion(createOnlyVersion)
 	err = r.writer.Apply(ctx, client.ApplyConfigurationFromUnstructured(create), client.FieldOwner(FieldManager), client.ForceOwnership)
 	switch {
@@ -147,6 +145,15 @@ func appliedHash(obj *unstructured.Unstructured) string {
 	b, _ := json.Marshal(obj.Object) // map keys are sorted: stable
 	sum := sha256.Sum256(b)
 	return hex.EncodeToString(sum[:8])
+}
+
+// withAppliedHash returns a copy of the desired child to send, annotated
+// with its applied hash. Only a write pays for the copy (the apply's reply
+// is decoded into it); a child already as desired costs none.
+func withAppliedHash(desired *unstructured.Unstructured, hash string) *unstructured.Unstructured {
+	obj := desired.DeepCopy()
+	setAnnotation(obj, AnnotationAppliedHash, hash)
+	return obj
 }
 
 func setAnnotation(obj *unstructured.Unstructured, key, value string) {

@@ -119,8 +119,7 @@ func (d *Differ) diffChild(ctx context.Context, parent, obj, live *unstructured.
 		}
 		live = cur
 	}
-	applied := obj.DeepCopy()
-	setAnnotation(applied, AnnotationAppliedHash, appliedHash(obj))
+	applied := withAppliedHash(obj, appliedHash(obj))
 	err := d.Client.Apply(ctx, client.ApplyConfigurationFromUnstructured(applied), client.FieldOwner(FieldManager), client.ForceOwnership, client.DryRunAll)
 	if err != nil {
 		sum.Failed++
