@@ -160,8 +160,9 @@ data: {owner: someone else}
 // The parents that hold the engine's finalizer (Storefronts and Gcs) go
 // first: a Storefront's deletion waits on its Deployment's foreground
 // deletion, which would otherwise queue in the garbage collector behind the
-// Deployments, ReplicaSets and Pods of the 800 MyKinds (minutes on a slow
-// machine). MyKinds hold no finalizer and go at once.
+// Deployments, ReplicaSets and Pods of the MyKinds (800 at full size:
+// about three minutes on two shared cores, near the wait's limit of
+// five). MyKinds hold no finalizer and go at once.
 func (w *faultWorld) teardown() {
 	start := time.Now()
 	w.deleteAll("the Storefronts and Gcs", storefronts, gcsKind)
