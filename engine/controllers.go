@@ -13,6 +13,7 @@ import (
 
 	"golang.org/x/time/rate"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -47,6 +48,7 @@ type kindController struct {
 	requeue chan event.TypedGenericEvent[*unstructured.Unstructured]
 
 	mu       sync.Mutex
+	ctx      context.Context // the kind's, from start until stop
 	ctrl     controller.TypedController[reconcile.Request]
 	cancel   context.CancelFunc
 	running  bool
@@ -59,7 +61,8 @@ func newKindController(e *Engine, t *templates.Template) *kindController {
 		requeue: make(chan event.TypedGenericEvent[*unstructured.Unstructured])}
 	kc.tpl.Store(t)
 	kc.busy = newWorkers(e.opts.MaxConcurrentReconciles, e.opts.StallAfter)
-	kc.ro = newRollout(kc, &revisionStore{c: e.writer, reader: e.apiReader, namespace: e.opts.RevisionNamespace, gvk: t.GVK})
+	kc.ro = newRollout(kc, t.GVK, &revisionStore{c: e.writer, reader: e.apiReader, namespace: e.opts.RevisionNamespace, gvk: t.GVK},
+		e.opts.RevisionHistoryLimit, holdCheck{scoper: e.scoper, limits: e.opts.Limits})
 	kc.rec = &reconciler{
 		gvk:            t.GVK,
 		kind:           kc,
@@ -85,11 +88,33 @@ func (kc *kindController) retired() bool { return kc.gone.Load() }
 
 func (kc *kindController) status() KindStatus {
 	kc.mu.Lock()
-	defer kc.mu.Unlock()
+	running, err := kc.running, kc.err
+	kc.mu.Unlock()
 	t := kc.template()
 	revision, held := kc.ro.status()
-	return KindStatus{Kind: kindString(kc.gvk), Template: t.Path, Revision: cmp.Or(revision, t.Hash), Running: kc.running, Retired: kc.retired(), Error: kc.err, Held: held, Stalled: kc.busy.stalled()}
+	return KindStatus{Kind: kindString(kc.gvk), Template: t.Path, Revision: cmp.Or(revision, t.Hash), Running: running, Retired: kc.retired(), Error: err, Held: held, Stalled: kc.busy.stalled()}
 }
+
+// fleet implements rolloutKind.
+func (kc *kindController) fleet(ctx context.Context) ([]unstructured.Unstructured, error) {
+	return kc.e.listFleet(ctx, kc.gvk)
+}
+
+// children implements rolloutKind.
+func (kc *kindController) children(ctx context.Context, parent *unstructured.Unstructured) ([]client.Object, error) {
+	return kc.listEvery(ctx, parent)
+}
+
+// event implements rolloutKind.
+func (kc *kindController) event(obj runtime.Object, eventtype, reason, note string, args ...any) {
+	kc.e.recorder.Eventf(obj, nil, eventtype, reason, "Rollout", note, args...)
+}
+
+// sharded implements rolloutKind.
+func (kc *kindController) sharded() bool { return kc.e.sharded() }
+
+// coordinates implements rolloutKind.
+func (kc *kindController) coordinates() bool { return kc.e.coordinates() }
 
 // templateFor implements kindTemplate: the parent's revision (rollout.go).
 func (kc *kindController) templateFor(parent *unstructured.Unstructured) (*templates.Template, *Revision, error) {
@@ -102,9 +127,7 @@ func (kc *kindController) templateFor(parent *unstructured.Unstructured) (*templ
 
 // enqueue queues a parent for a reconcile, without waiting for the queue.
 func (kc *kindController) enqueue(parent *unstructured.Unstructured) {
-	kc.mu.Lock()
-	ctx := kc.e.ctx
-	kc.mu.Unlock()
+	ctx := kc.context()
 	ev := event.TypedGenericEvent[*unstructured.Unstructured]{Object: parent}
 	go func() {
 		select {
@@ -134,7 +157,7 @@ func kindString(gvk schema.GroupVersionKind) string {
 func (kc *kindController) start(parent context.Context) {
 	ctx, cancel := context.WithCancel(parent)
 	kc.mu.Lock()
-	kc.cancel = cancel
+	kc.ctx, kc.cancel = ctx, cancel
 	kc.mu.Unlock()
 	logger := log.FromContext(parent).WithValues("kind", kindString(kc.gvk))
 	go func() {
@@ -157,6 +180,16 @@ func (kc *kindController) start(parent context.Context) {
 			}
 		}
 	}()
+}
+
+// context is the kind's context once started; a stopped kind's is done.
+func (kc *kindController) context() context.Context {
+	kc.mu.Lock()
+	defer kc.mu.Unlock()
+	if kc.ctx == nil {
+		return context.Background()
+	}
+	return kc.ctx
 }
 
 func (kc *kindController) isRunning() bool {
@@ -214,7 +247,15 @@ func (kc *kindController) run(ctx context.Context) error {
 	if err := kc.ro.init(ctx); err != nil {
 		return fmt.Errorf("loading the template revisions: %w", err)
 	}
-	go kc.ro.run(ctx)
+	// The coordinator owns the rollout's working state: it stops before
+	// a retry of run calls init again.
+	rolloutCtx, stopRollout := context.WithCancel(ctx)
+	rolloutDone := make(chan struct{})
+	go func() {
+		defer close(rolloutDone)
+		kc.ro.run(rolloutCtx)
+	}()
+	defer func() { stopRollout(); <-rolloutDone }()
 	kc.mu.Lock()
 	kc.running, kc.err = true, ""
 	kc.mu.Unlock()
@@ -363,9 +404,7 @@ func (kc *kindController) update(t *templates.Template) {
 	if old.Hash == t.Hash {
 		return
 	}
-	kc.mu.Lock()
-	ctx := kc.e.ctx
-	kc.mu.Unlock()
+	ctx := kc.context()
 	for _, gvk := range t.ChildKinds() {
 		if err := kc.watch(ctx, gvk); err != nil {
 			log.FromContext(ctx).Error(err, "cannot watch child kind", "kind", kindString(kc.gvk), "childKind", kindString(gvk))

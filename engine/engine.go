@@ -3,6 +3,8 @@ package engine
 import (
 	"context"
 	"fmt"
+	"maps"
+	"slices"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -244,6 +246,18 @@ func (e *Engine) Start(ctx context.Context) error {
 // parents, and a removed kind's controller stops, leaving its children as
 // they are. Before the engine starts, it only records the set.
 func (e *Engine) SetTemplates(set *templates.Set) {
+	// The changed kinds take their template once the lock is released:
+	// it may start watching a child kind, which waits for its cache.
+	type change struct {
+		kc *kindController
+		t  *templates.Template
+	}
+	var changed []change
+	defer func() {
+		for _, c := range changed {
+			c.kc.update(c.t)
+		}
+	}()
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	e.set = set
@@ -277,7 +291,7 @@ func (e *Engine) SetTemplates(set *templates.Set) {
 		initKindMetrics(kindString(gvk))
 		if kc, ok := e.kinds[gvk]; ok {
 			kc.gone.Store(false)
-			kc.update(t)
+			changed = append(changed, change{kc, t})
 			continue
 		}
 		kc := newKindController(e, t)
@@ -306,9 +320,10 @@ type KindStatus struct {
 // Status lists the state of every kind's controller, sorted by kind.
 func (e *Engine) Status() []KindStatus {
 	e.mu.Lock()
-	defer e.mu.Unlock()
+	kinds := slices.Collect(maps.Values(e.kinds))
+	e.mu.Unlock()
 	var out []KindStatus
-	for _, kc := range e.kinds {
+	for _, kc := range kinds {
 		out = append(out, kc.status())
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Kind < out[j].Kind })

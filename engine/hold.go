@@ -1,11 +1,11 @@
 package engine
 
 import (
-	"context"
 	"fmt"
 	"strings"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/cuengine/engine/templates"
 )
@@ -37,14 +37,17 @@ func (e *HoldError) Error() string {
 		strings.Join(e.Templates, ", "), e.Deletes, strings.Join(e.Examples, "; "), more)
 }
 
-// countDeletes evaluates t for a live parent and counts, into held, the
-// live children the result no longer produces. A parent t cannot evaluate
-// is left to the reconcile, which reports it and deletes nothing.
-func (e *Engine) countDeletes(ctx context.Context, kc *kindController, t *templates.Template, parent *unstructured.Unstructured, held *HoldError) error {
-	list, err := kc.listEvery(ctx, parent)
-	if err != nil {
-		return err
-	}
+// holdCheck is what the hold check renders a new revision with.
+type holdCheck struct {
+	scoper Scoper
+	limits Limits
+}
+
+// countDeletes evaluates t for a live parent, whose live children are list,
+// and counts, into held, the children the result no longer produces. A
+// parent t cannot evaluate is left to the reconcile, which reports it and
+// deletes nothing.
+func (h holdCheck) countDeletes(t *templates.Template, parent *unstructured.Unstructured, list []client.Object, held *HoldError) error {
 	owned := ownedOf(parent, list)
 	if len(owned) == 0 {
 		return nil
@@ -53,15 +56,13 @@ func (e *Engine) countDeletes(ctx context.Context, kc *kindController, t *templa
 	if err != nil {
 		return err
 	}
-	out, err := evaluateWithin(t, templates.Input{Parent: parent, Observed: live.observed(parent)}, e.opts.Limits.EvaluationTimeout)
+	out, err := Render(t, parent, live.observed(parent), RenderOptions{Limits: h.limits, Scoper: h.scoper})
 	if err != nil {
 		return nil
 	}
 	kept := map[childKey]bool{}
-	for _, c := range out.Children {
-		if obj, err := Desired(parent, t.Policy, e.scoper, c); err == nil {
-			kept[objectKeyOf(obj)] = true
-		}
+	for _, obj := range out.Children {
+		kept[objectKeyOf(obj)] = true
 	}
 	for _, c := range live.list {
 		if kept[objectKeyOf(c)] {

@@ -8,7 +8,7 @@ import (
 	"hash/fnv"
 	"slices"
 	"strings"
-	"sync"
+	"sync/atomic"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -16,8 +16,11 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/cuengine/engine/templates"
@@ -40,11 +43,23 @@ type loadedRevision struct {
 // the leader. The ControllerRevisions are the record (revisions.go); this
 // is the leader's working copy, rebuilt from them and from the parents'
 // status.templateRevision when a leader starts.
+//
+// The working copy belongs to the coordinator: init, then run, on one
+// goroutine at a time (kindController.run starts and stops them in turn),
+// with no lock, since every step lists, evaluates and writes. What the
+// rest of the engine reads (templateFor in every reconcile, status on every
+// /readyz) is a view the coordinator publishes after each change and
+// before anything it does makes a parent reconcile: reading it never waits
+// behind a step, and a step never waits for a reader.
 type rollout struct {
-	kc    *kindController
+	kind  rolloutKind
+	gvk   schema.GroupVersionKind
 	store *revisionStore
+	// historyLimit is how many revisions prune keeps besides those in use.
+	historyLimit int
+	// hold is what the hold check evaluates with (hold.go).
+	hold holdCheck
 
-	mu sync.Mutex
 	// revs are the stored revisions, by hash.
 	revs map[string]*loadedRevision
 	// target is the revision of the files; stable the newest complete one,
@@ -52,16 +67,70 @@ type rollout struct {
 	target, stable *loadedRevision
 	// moving holds the parents this leader sent to the target, with when.
 	moving map[types.UID]time.Time
-	// held describes a held target for readiness; empty otherwise.
-	held string
 	// followed is the target's phase when this replica last followed it.
 	followed Phase
 
+	// view is the published copy: never changed once stored.
+	view atomic.Pointer[rolloutView]
 	wake chan struct{}
 }
 
-func newRollout(kc *kindController, store *revisionStore) *rollout {
-	return &rollout{kc: kc, store: store, revs: map[string]*loadedRevision{}, moving: map[types.UID]time.Time{}, wake: make(chan struct{}, 1)}
+// rolloutKind is what a rollout needs of its kind's controller.
+type rolloutKind interface {
+	// template is the files' template of the kind.
+	template() *templates.Template
+	// fleet lists every parent of the kind (under sharding, every shard's).
+	fleet(ctx context.Context) ([]unstructured.Unstructured, error)
+	// children lists a parent's live children wherever they are cached.
+	children(ctx context.Context, parent *unstructured.Unstructured) ([]client.Object, error)
+	// enqueue queues a parent for a reconcile without waiting.
+	enqueue(parent *unstructured.Unstructured)
+	// requeueAll queues every parent of the kind, rate-limited.
+	requeueAll(ctx context.Context)
+	// event records an event on an object.
+	event(obj runtime.Object, eventtype, reason, note string, args ...any)
+	// sharded: parents are reconciled by several replicas.
+	sharded() bool
+	// coordinates: this replica coordinates the kind's rollouts.
+	coordinates() bool
+}
+
+// rolloutView is what reconciles and readiness read of a rollout.
+type rolloutView struct {
+	// byHash holds copies of the stored revisions; target and stable are
+	// among them.
+	byHash         map[string]*loadedRevision
+	target, stable *loadedRevision
+	moving         map[types.UID]bool
+	// held describes a held target for readiness; empty otherwise.
+	held string
+}
+
+func newRollout(kind rolloutKind, gvk schema.GroupVersionKind, store *revisionStore, historyLimit int, hold holdCheck) *rollout {
+	return &rollout{kind: kind, gvk: gvk, store: store, historyLimit: historyLimit, hold: hold,
+		revs: map[string]*loadedRevision{}, moving: map[types.UID]time.Time{}, wake: make(chan struct{}, 1)}
+}
+
+// publish stores a copy of the working state as the view.
+func (ro *rollout) publish() {
+	v := &rolloutView{byHash: make(map[string]*loadedRevision, len(ro.revs)), moving: make(map[types.UID]bool, len(ro.moving))}
+	for hash, r := range ro.revs {
+		c := *r
+		v.byHash[hash] = &c
+		if r == ro.target {
+			v.target = &c
+		}
+		if r == ro.stable {
+			v.stable = &c
+		}
+	}
+	for uid := range ro.moving {
+		v.moving[uid] = true
+	}
+	if t := ro.target; t != nil && t.Phase == PhaseHeld && ro.kind.coordinates() {
+		v.held = fmt.Sprintf("revision %d held: %s", t.Number, t.Message)
+	}
+	ro.view.Store(v)
 }
 
 // poke makes the coordinator look at the kind at once.
@@ -81,32 +150,34 @@ func (ro *rollout) templateFor(parent *unstructured.Unstructured) (*loadedRevisi
 	if err != nil {
 		return nil, terminalError(ReasonRevisionNotFound, err)
 	}
-	ro.mu.Lock()
-	defer ro.mu.Unlock()
+	v := ro.view.Load()
+	if v == nil {
+		return nil, fmt.Errorf("the revisions of %s are not loaded yet", kindString(ro.gvk))
+	}
 	if pin > 0 {
-		for _, r := range ro.revs {
+		for _, r := range v.byHash {
 			if r.Number == pin {
 				return r, nil
 			}
 		}
 		return nil, terminalError(ReasonRevisionNotFound, fmt.Errorf(
-			"the object is pinned (%s) to revision %d, which is not stored; `engine rollout history %s` lists the revisions", AnnotationTemplateRevision, pin, ro.kc.gvk.Kind))
+			"the object is pinned (%s) to revision %d, which is not stored; `engine rollout history %s` lists the revisions", AnnotationTemplateRevision, pin, ro.gvk.Kind))
 	}
 	_, hash := ParentRevision(parent)
-	cur := ro.revs[hash]
-	switch ro.target.Phase {
+	cur := v.byHash[hash]
+	switch v.target.Phase {
 	case PhaseComplete:
-		return ro.target, nil
+		return v.target, nil
 	case PhaseProgressing:
-		if _, moved := ro.moving[parent.GetUID()]; moved || cur == ro.target || movedTo(parent) == ro.target.Hash {
-			return ro.target, nil
+		if v.moving[parent.GetUID()] || cur == v.target || movedTo(parent) == v.target.Hash {
+			return v.target, nil
 		}
-		if cur == nil && ro.target.Wave > 0 {
-			return ro.target, nil // a new parent, once the canaries passed
+		if cur == nil && v.target.Wave > 0 {
+			return v.target, nil // a new parent, once the canaries passed
 		}
 	}
 	if cur == nil || cur.Phase == PhaseRolledBack {
-		return ro.stable, nil
+		return v.stable, nil
 	}
 	return cur, nil // where it is, until the rollout reaches it
 }
@@ -115,11 +186,11 @@ func (ro *rollout) templateFor(parent *unstructured.Unstructured) (*loadedRevisi
 // as the target. It runs before the kind's controller starts, so that no
 // parent is reconciled with a revision it is not on.
 func (ro *rollout) init(ctx context.Context) error {
-	if !ro.kc.e.coordinates() {
+	if !ro.kind.coordinates() {
 		// Under sharding, on a replica that is not the sharder: the
 		// revisions are those the sharder stored; wait for the first.
 		return wait.PollUntilContextCancel(ctx, rolloutTickActive, true, func(ctx context.Context) (bool, error) {
-			if ro.kc.e.coordinates() {
+			if ro.kind.coordinates() {
 				return true, ro.init(ctx)
 			}
 			_, err := ro.follow(ctx)
@@ -133,8 +204,7 @@ func (ro *rollout) init(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	ro.mu.Lock()
-	defer ro.mu.Unlock()
+	defer ro.publish()
 	for i := range crs {
 		rev := RevisionOf(&crs[i])
 		if _, ok := ro.revs[rev.Hash]; ok {
@@ -144,17 +214,17 @@ func (ro *rollout) init(ctx context.Context) error {
 		if err != nil {
 			// An old revision this engine cannot compile (written by a
 			// newer engine, say): parents on it move to the stable one.
-			log.FromContext(ctx).Error(err, "cannot load a stored revision; its parents move to the stable revision", "kind", kindString(ro.kc.gvk))
+			log.FromContext(ctx).Error(err, "cannot load a stored revision; its parents move to the stable revision", "kind", kindString(ro.gvk))
 			continue
 		}
 		ro.revs[rev.Hash] = &loadedRevision{Revision: rev, tpl: t}
 	}
-	return ro.retarget(ctx, ro.kc.template())
+	return ro.retarget(ctx, ro.kind.template())
 }
 
 // retarget makes the files' template the target, recording it as a new
 // revision if it is new. The previous target, if it was still rolling out,
-// is superseded. Called with mu held.
+// is superseded.
 func (ro *rollout) retarget(ctx context.Context, t *templates.Template) error {
 	if ro.target != nil && ro.target.Hash == t.Hash {
 		return nil
@@ -188,10 +258,10 @@ func (ro *rollout) retarget(ctx context.Context, t *templates.Template) error {
 			return err
 		}
 	}
-	ro.target, ro.held = lr, ""
+	ro.target = lr
 	clear(ro.moving)
 	ro.restable()
-	log.FromContext(ctx).Info("template revision", "kind", kindString(ro.kc.gvk), "revision", lr.Number, "hash", lr.Hash, "phase", lr.Phase)
+	log.FromContext(ctx).Info("template revision", "kind", kindString(ro.gvk), "revision", lr.Number, "hash", lr.Hash, "phase", lr.Phase)
 	ro.prune(ctx)
 	return nil
 }
@@ -210,9 +280,9 @@ func (ro *rollout) restable() {
 }
 
 // prune deletes revisions beyond the history limit that no parent runs or
-// is pinned to. Called with mu held.
+// is pinned to.
 func (ro *rollout) prune(ctx context.Context) {
-	parents, err := ro.kc.e.listFleet(ctx, ro.kc.gvk)
+	parents, err := ro.kind.fleet(ctx)
 	if err != nil {
 		log.FromContext(ctx).Error(err, "not pruning old revisions")
 		return
@@ -226,7 +296,7 @@ func (ro *rollout) prune(ctx context.Context) {
 			pinned[n] = true
 		}
 	}
-	err = ro.store.prune(ctx, ro.kc.e.opts.RevisionHistoryLimit, func(r Revision) bool { return used[r.Hash] || pinned[r.Number] })
+	err = ro.store.prune(ctx, ro.historyLimit, func(r Revision) bool { return used[r.Hash] || pinned[r.Number] })
 	if err != nil {
 		log.FromContext(ctx).Error(err, "pruning old revisions")
 	}
@@ -238,12 +308,12 @@ func (ro *rollout) prune(ctx context.Context) {
 func (ro *rollout) run(ctx context.Context) {
 	for {
 		step := ro.step
-		if !ro.kc.e.coordinates() {
+		if !ro.kind.coordinates() {
 			step = ro.follow
 		}
 		next, err := step(ctx)
 		if err != nil && ctx.Err() == nil {
-			log.FromContext(ctx).Error(err, "rollout step failed; retrying", "kind", kindString(ro.kc.gvk))
+			log.FromContext(ctx).Error(err, "rollout step failed; retrying", "kind", kindString(ro.gvk))
 			next = rolloutTickIdle
 		}
 		select {
@@ -257,9 +327,8 @@ func (ro *rollout) run(ctx context.Context) {
 
 // step looks at the kind once and returns when to look again.
 func (ro *rollout) step(ctx context.Context) (time.Duration, error) {
-	ro.mu.Lock()
-	defer ro.mu.Unlock()
-	if err := ro.retarget(ctx, ro.kc.template()); err != nil {
+	defer ro.publish()
+	if err := ro.retarget(ctx, ro.kind.template()); err != nil {
 		return 0, err
 	}
 	if err := ro.refresh(ctx); err != nil {
@@ -270,7 +339,7 @@ func (ro *rollout) step(ctx context.Context) (time.Duration, error) {
 		// of every parent from the apiserver, every rolloutTickIdle.
 		return rolloutTickIdle, nil
 	}
-	parents, err := ro.kc.e.listFleet(ctx, ro.kc.gvk)
+	parents, err := ro.kind.fleet(ctx)
 	if err != nil {
 		return 0, err
 	}
@@ -315,7 +384,7 @@ func (ro *rollout) refresh(ctx context.Context) error {
 	cr := &appsv1.ControllerRevision{}
 	key := types.NamespacedName{Namespace: ro.store.namespace, Name: ro.target.Name}
 	if err := ro.store.reader.Get(ctx, key, cr); err != nil {
-		return fmt.Errorf("reading revision %d of %s: %w", ro.target.Number, kindString(ro.kc.gvk), err)
+		return fmt.Errorf("reading revision %d of %s: %w", ro.target.Number, kindString(ro.gvk), err)
 	}
 	stored := RevisionOf(cr)
 	ro.target.Paused, ro.target.Approved, ro.target.Undo = stored.Paused, stored.Approved, stored.Undo
@@ -337,9 +406,8 @@ func (ro *rollout) start(ctx context.Context, parents []unstructured.Unstructure
 			ro.target.Phase = PhaseHeld
 			ro.target.Message = held.Error()
 			ro.target.HeldDeletes = held.Deletes
-			ro.held = fmt.Sprintf("revision %d held: %s", ro.target.Number, held.Error())
 			ro.event(corev1.EventTypeWarning, "RevisionHeld", "%s", ro.target.Message)
-			metricRollouts.WithLabelValues(kindString(ro.kc.gvk), string(PhaseHeld)).Inc()
+			metricRollouts.WithLabelValues(kindString(ro.gvk), string(PhaseHeld)).Inc()
 			return ro.store.record(ctx, ro.target.Revision)
 		}
 	}
@@ -348,7 +416,6 @@ func (ro *rollout) start(ctx context.Context, parents []unstructured.Unstructure
 
 // begin starts moving parents: all at once (Immediate), or the first wave.
 func (ro *rollout) begin(ctx context.Context, parents []unstructured.Unstructured, done ...string) error {
-	ro.held = ""
 	if ro.target.tpl.Rollout.Strategy == templates.RolloutImmediate {
 		return ro.complete(ctx, "rolled out to every object at once (strategy Immediate)", done...)
 	}
@@ -357,7 +424,7 @@ func (ro *rollout) begin(ctx context.Context, parents []unstructured.Unstructure
 	if err := ro.store.record(ctx, ro.target.Revision, done...); err != nil {
 		return err
 	}
-	metricRollouts.WithLabelValues(kindString(ro.kc.gvk), string(PhaseProgressing)).Inc()
+	metricRollouts.WithLabelValues(kindString(ro.gvk), string(PhaseProgressing)).Inc()
 	return ro.progress(ctx, parents)
 }
 
@@ -414,18 +481,26 @@ func (ro *rollout) progress(ctx context.Context, parents []unstructured.Unstruct
 	}
 	want := policy.Waves[ro.target.Wave].Of(len(fleet))
 	if len(moved) < want {
+		var wave []*unstructured.Unstructured
 		for _, p := range fleet {
-			if len(moved) >= want {
+			if len(moved)+len(wave) >= want {
 				break
 			}
-			if _, sent := ro.moving[p.GetUID()]; sent {
-				continue
+			if _, sent := ro.moving[p.GetUID()]; !sent {
+				wave = append(wave, p)
+				ro.moving[p.GetUID()] = now
 			}
+		}
+		// Their reconciles read the view: it says they moved before
+		// they are sent.
+		ro.publish()
+		for i, p := range wave {
 			if err := ro.send(ctx, p); err != nil {
+				for _, q := range wave[i:] {
+					delete(ro.moving, q.GetUID()) // not sent: not moving
+				}
 				return err
 			}
-			ro.moving[p.GetUID()] = now
-			moved = append(moved, p)
 		}
 		return nil
 	}
@@ -454,8 +529,9 @@ func (ro *rollout) complete(ctx context.Context, msg string, done ...string) err
 	}
 	ro.restable()
 	clear(ro.moving)
-	metricRollouts.WithLabelValues(kindString(ro.kc.gvk), string(PhaseComplete)).Inc()
-	go ro.kc.requeueAll(ctx)
+	metricRollouts.WithLabelValues(kindString(ro.gvk), string(PhaseComplete)).Inc()
+	ro.publish()
+	go ro.kind.requeueAll(ctx)
 	return nil
 }
 
@@ -481,21 +557,27 @@ func (ro *rollout) rollBack(ctx context.Context, parents []unstructured.Unstruct
 		}
 	}
 	ro.event(corev1.EventTypeWarning, "RevisionRolledBack", "revision %d rolled back to revision %d: %s", ro.target.Number, ro.stable.Number, why)
-	metricRollouts.WithLabelValues(kindString(ro.kc.gvk), string(PhaseRolledBack)).Inc()
-	if ro.kc.e.sharded() {
+	metricRollouts.WithLabelValues(kindString(ro.gvk), string(PhaseRolledBack)).Inc()
+	if ro.kind.sharded() {
 		// The shards see the phase and requeue their parents (follow).
 		clear(ro.moving)
-		go ro.kc.requeueAll(ctx)
+		ro.publish()
+		go ro.kind.requeueAll(ctx)
 		return nil
 	}
+	var back []*unstructured.Unstructured
 	for i := range parents {
 		p := &parents[i]
 		_, hash := ParentRevision(p)
 		if _, sent := ro.moving[p.GetUID()]; sent || hash == ro.target.Hash {
-			ro.kc.enqueue(p)
+			back = append(back, p)
 		}
 	}
 	clear(ro.moving)
+	ro.publish()
+	for _, p := range back {
+		ro.kind.enqueue(p)
+	}
 	return nil
 }
 
@@ -503,17 +585,16 @@ func (ro *rollout) rollBack(ctx context.Context, parents []unstructured.Unstruct
 func (ro *rollout) event(kind, reason, format string, args ...any) {
 	cr := &appsv1.ControllerRevision{ObjectMeta: metav1.ObjectMeta{Name: ro.target.Name, Namespace: ro.store.namespace}}
 	cr.SetGroupVersionKind(appsv1.SchemeGroupVersion.WithKind("ControllerRevision"))
-	ro.kc.e.recorder.Eventf(cr, nil, kind, reason, "Rollout", format, args...)
+	ro.kind.event(cr, kind, reason, format, args...)
 }
 
 // status describes the kind's revisions for KindStatus.
 func (ro *rollout) status() (revision string, held string) {
-	ro.mu.Lock()
-	defer ro.mu.Unlock()
-	if ro.target == nil {
+	v := ro.view.Load()
+	if v == nil || v.target == nil {
 		return "", ""
 	}
-	return fmt.Sprintf("%d (%s, %s)", ro.target.Number, ro.target.Hash, ro.target.Phase), ro.held
+	return fmt.Sprintf("%d (%s, %s)", v.target.Number, v.target.Hash, v.target.Phase), v.held
 }
 
 // wouldDelete evaluates the target for every parent that would move and counts the live
@@ -527,7 +608,11 @@ func (ro *rollout) wouldDelete(ctx context.Context, parents []unstructured.Unstr
 		return cmp.Or(strings.Compare(a.GetNamespace(), b.GetNamespace()), strings.Compare(a.GetName(), b.GetName()))
 	})
 	for _, p := range fleet {
-		if err := ro.kc.e.countDeletes(ctx, ro.kc, ro.target.tpl, p, held); err != nil {
+		children, err := ro.kind.children(ctx, p)
+		if err != nil {
+			return nil, err
+		}
+		if err := ro.hold.countDeletes(ro.target.tpl, p, children, held); err != nil {
 			return nil, err
 		}
 	}

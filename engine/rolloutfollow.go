@@ -25,15 +25,15 @@ import (
 // is annotated with the target, which it reads, and whose event brings the
 // reconcile.
 func (ro *rollout) send(ctx context.Context, p *unstructured.Unstructured) error {
-	if !ro.kc.e.sharded() {
-		ro.kc.enqueue(p)
+	if !ro.kind.sharded() {
+		ro.kind.enqueue(p)
 		return nil
 	}
 	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]any{AnnotationRolloutTo: ro.target.Hash}}})
 	if err != nil {
 		return err
 	}
-	if err := ro.kc.e.writer.Patch(ctx, p, client.RawPatch(types.MergePatchType, patch)); err != nil && !apierrors.IsNotFound(err) {
+	if err := ro.store.c.Patch(ctx, p, client.RawPatch(types.MergePatchType, patch)); err != nil && !apierrors.IsNotFound(err) {
 		return fmt.Errorf("moving %s/%s to revision %d: %w", p.GetNamespace(), p.GetName(), ro.target.Number, err)
 	}
 	return nil
@@ -57,8 +57,7 @@ func (ro *rollout) follow(ctx context.Context) (time.Duration, error) {
 	if err != nil {
 		return 0, err
 	}
-	ro.mu.Lock()
-	defer ro.mu.Unlock()
+	defer ro.publish()
 	stored := map[string]bool{}
 	var newest *loadedRevision
 	for i := range crs {
@@ -67,7 +66,7 @@ func (ro *rollout) follow(ctx context.Context) (time.Duration, error) {
 		if lr == nil {
 			t, err := ro.store.load(&crs[i])
 			if err != nil {
-				log.FromContext(ctx).Error(err, "cannot load a stored revision; its parents move to the stable revision", "kind", kindString(ro.kc.gvk))
+				log.FromContext(ctx).Error(err, "cannot load a stored revision; its parents move to the stable revision", "kind", kindString(ro.gvk))
 				continue
 			}
 			lr = &loadedRevision{tpl: t}
@@ -88,12 +87,13 @@ func (ro *rollout) follow(ctx context.Context) (time.Duration, error) {
 		}
 	}
 	changed := ro.target != nil && (ro.target != newest || ro.followed != newest.Phase)
-	ro.target, ro.followed, ro.held = newest, newest.Phase, ""
+	ro.target, ro.followed = newest, newest.Phase
 	clear(ro.moving)
 	ro.restable()
 	if changed {
-		log.FromContext(ctx).Info("template revision", "kind", kindString(ro.kc.gvk), "revision", newest.Number, "hash", newest.Hash, "phase", newest.Phase)
-		go ro.kc.requeueAll(ctx)
+		log.FromContext(ctx).Info("template revision", "kind", kindString(ro.gvk), "revision", newest.Number, "hash", newest.Hash, "phase", newest.Phase)
+		ro.publish()
+		go ro.kind.requeueAll(ctx)
 	}
 	return rolloutTickActive, nil
 }

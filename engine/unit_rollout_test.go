@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/cuengine/engine/templates"
@@ -37,10 +38,11 @@ func rolloutParent(name, hash string, synced, ready metav1.ConditionStatus) *uns
 func testRollout(phase Phase, wave int) *rollout {
 	one := &loadedRevision{Revision: Revision{Number: 1, Hash: "h1", Phase: PhaseComplete}, tpl: &templates.Template{Path: "v1"}}
 	two := &loadedRevision{Revision: Revision{Number: 2, Hash: "h2", Phase: phase, Wave: wave}, tpl: &templates.Template{Path: "v2"}}
-	ro := newRollout(&kindController{}, nil)
+	ro := newRollout(&fakeKind{}, schema.GroupVersionKind{Kind: "Test"}, nil, 10, holdCheck{})
 	ro.revs = map[string]*loadedRevision{"h1": one, "h2": two}
 	ro.target = two
 	ro.restable()
+	ro.publish()
 	return ro
 }
 
@@ -76,6 +78,7 @@ func TestUnitTemplateFor(t *testing.T) {
 			ro := testRollout(tt.phase, tt.wave)
 			if tt.moved {
 				ro.moving[tt.parent.GetUID()] = time.Now()
+				ro.publish()
 			}
 			got, err := ro.templateFor(tt.parent)
 			require.NoError(t, err)
