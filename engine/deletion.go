@@ -173,11 +173,11 @@ func deletionWaits(order *dependencyOrder) []deletionWait {
 // the records alone.
 func (r *reconciler) currentSpecs(t *templates.Template, parent *unstructured.Unstructured) map[string]map[string]any {
 	out := map[string]map[string]any{}
-	res, err := r.boundedEvaluate(t, parent, observedResources(storedResources(parent)))
+	res, err := r.boundedRender(t, parent, observedResources(storedResources(parent)))
 	if err != nil {
 		return out
 	}
-	for _, r := range res.Resources {
+	for _, r := range res.Result.Resources {
 		out[r.Name] = r.Spec
 	}
 	return out

@@ -39,6 +39,9 @@ type Differ struct {
 	Client client.Client
 	Mapper meta.RESTMapper
 	Out    io.Writer
+	// Limits bound each rendering, as in the engine; zero fields take
+	// DefaultLimits.
+	Limits Limits
 }
 
 // DiffKind diffs every live parent of the template's kind (or only the given
@@ -71,24 +74,18 @@ func (d *Differ) diffParent(ctx context.Context, t *templates.Template, parent *
 		return err
 	}
 	live := newLiveChildren(existing)
-	out, err := t.Evaluate(templates.Input{Parent: parent, Observed: live.observed(parent)})
+	out, err := Render(t, parent, live.observed(parent), d.renderOptions())
 	if err != nil {
 		sum.Failed++
 		fmt.Fprintf(d.Out, "# %s %s/%s: the new template fails: %s\n", parent.GetKind(), parent.GetNamespace(), parent.GetName(), templates.Summary(err, 3))
 		return nil
 	}
-	var desired []*unstructured.Unstructured
-	for _, c := range out.Children {
-		obj, err := Desired(parent, t.Policy, MapperScoper{Mapper: d.Mapper}, c)
-		if err != nil {
-			sum.Failed++
-			fmt.Fprintf(d.Out, "# %s %s/%s: %v\n", parent.GetKind(), parent.GetNamespace(), parent.GetName(), err)
-			continue
-		}
-		desired = append(desired, obj)
+	for _, err := range out.Refused {
+		sum.Failed++
+		fmt.Fprintf(d.Out, "# %s %s/%s: %v\n", parent.GetKind(), parent.GetNamespace(), parent.GetName(), err)
 	}
-	kept := make(map[childKey]bool, len(desired))
-	for _, obj := range desired {
+	kept := make(map[childKey]bool, len(out.Children))
+	for _, obj := range out.Children {
 		kept[objectKeyOf(obj)] = true
 		if err := d.diffChild(ctx, parent, obj, live.get(obj), sum); err != nil {
 			return err
@@ -101,6 +98,10 @@ func (d *Differ) diffParent(ctx context.Context, t *templates.Template, parent *
 		}
 	}
 	return nil
+}
+
+func (d *Differ) renderOptions() RenderOptions {
+	return RenderOptions{Limits: d.Limits, Scoper: MapperScoper{Mapper: d.Mapper}}
 }
 
 // diffChild dry-runs the apply of one desired child and diffs the result

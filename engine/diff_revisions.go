@@ -102,19 +102,14 @@ func (d *Differ) render(parent *unstructured.Unstructured, r Rendering, observed
 	fail := func(err error) error {
 		return &RenderError{Rendering: r.Name, Parent: fmt.Sprintf("%s %s/%s", parent.GetKind(), parent.GetNamespace(), parent.GetName()), Err: err}
 	}
-	out, err := r.Template.Evaluate(templates.Input{Parent: parent, Observed: observed})
+	out, err := Render(r.Template, parent, observed, d.renderOptions())
 	if err != nil {
 		return nil, fail(fmt.Errorf("%s", templates.Summary(err, 3)))
 	}
-	res := &rendering{resources: out.Resources, status: out.Status, ready: out.Ready}
-	for _, c := range out.Children {
-		obj, err := Desired(parent, r.Template.Policy, MapperScoper{Mapper: d.Mapper}, c)
-		if err != nil {
-			return nil, fail(err)
-		}
-		res.children = append(res.children, obj)
+	if len(out.Refused) > 0 {
+		return nil, fail(out.Refused[0])
 	}
-	return res, nil
+	return &rendering{children: out.Children, resources: out.Result.Resources, status: out.Result.Status, ready: out.Result.Ready}, nil
 }
 
 // liveChildren lists the parent's existing children of every kind either

@@ -2,7 +2,6 @@ package engine
 
 import (
 	"maps"
-	"slices"
 
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -26,12 +25,16 @@ type evaluation struct {
 // (limits.go). An evaluation error, or a limit exceeded, is a terminal
 // problem: nothing changes until the parent or the template does.
 func (r *reconciler) evaluate(t *templates.Template, parent *unstructured.Unstructured, observed map[string]any, st *status) (*evaluation, error) {
-	out, err := r.boundedEvaluate(t, parent, observed)
+	out, err := r.boundedRender(t, parent, observed)
 	if err != nil {
 		return nil, st.templateFailed(err)
 	}
-	st.template.record(out.Status)
-	return &evaluation{result: out, children: r.desiredChildren(t, parent, out, st), observed: observed, graph: t.Graph()}, nil
+	st.template.record(out.Result.Status)
+	// A refused child is a terminal problem of its own; the others go on.
+	for _, err := range out.Refused {
+		st.fail(ReasonChildRefused, err)
+	}
+	return &evaluation{result: out.Result, children: out.Children, observed: observed, graph: t.Graph()}, nil
 }
 
 // reevaluate runs the template again when the resources step saw a
@@ -63,33 +66,4 @@ func cloneOnce(clone, of map[string]any) map[string]any {
 		return clone
 	}
 	return maps.Clone(of)
-}
-
-// desiredChildren turns the template's children into the objects to apply,
-// enforcing the template's policy; a refused child is a terminal problem of
-// its own and the others go on.
-func (r *reconciler) desiredChildren(t *templates.Template, parent *unstructured.Unstructured, out *templates.Result, st *status) []*unstructured.Unstructured {
-	desired := make([]*unstructured.Unstructured, 0, len(out.Children))
-	for _, c := range out.Children {
-		obj, err := Desired(parent, t.Policy, r.scoper, c)
-		if err != nil {
-			st.fail(ReasonChildRefused, terminalError(ReasonChildRefused, err))
-			continue
-		}
-		desired = append(desired, obj)
-	}
-	// Namespaces first, then the rest in the template's order, as kubectl
-	// and Helm do: a child in a namespace the template also creates can be
-	// applied in the same reconcile.
-	slices.SortStableFunc(desired, func(a, b *unstructured.Unstructured) int {
-		return namespaceFirst(a) - namespaceFirst(b)
-	})
-	return desired
-}
-
-func namespaceFirst(obj *unstructured.Unstructured) int {
-	if obj.GetKind() == "Namespace" {
-		return 0
-	}
-	return 1
 }

@@ -86,21 +86,18 @@ func keyOfParent(parent *unstructured.Unstructured) types.NamespacedName {
 	return types.NamespacedName{Namespace: parent.GetNamespace(), Name: parent.GetName()}
 }
 
-// boundedEvaluate evaluates the template for the parent within the limits.
-// Inputs that went over a limit before are refused at once with the same
-// error, without evaluating.
-func (r *reconciler) boundedEvaluate(t *templates.Template, parent *unstructured.Unstructured, observed map[string]any) (*templates.Result, error) {
+// boundedRender renders the template for the parent (Render, within the
+// limits). Inputs that went over a limit before are refused at once with
+// the same error, without evaluating.
+func (r *reconciler) boundedRender(t *templates.Template, parent *unstructured.Unstructured, observed map[string]any) (*Rendered, error) {
 	if err := r.overLimit.check(t, parent); err != nil {
 		return nil, err
 	}
 	start := time.Now()
-	out, err := evaluateWithin(t, templates.Input{Parent: parent, Observed: observed}, r.limits.EvaluationTimeout)
+	out, err := Render(t, parent, observed, RenderOptions{Limits: r.limits, Scoper: r.scoper})
 	metricEvaluateSeconds.WithLabelValues(kindString(t.GVK)).Observe(time.Since(start).Seconds())
-	if err == nil {
-		if out.Remembered {
-			metricEvaluationsRemembered.WithLabelValues(kindString(t.GVK)).Inc()
-		}
-		err = r.limits.checkResult(out)
+	if err == nil && out.Result.Remembered {
+		metricEvaluationsRemembered.WithLabelValues(kindString(t.GVK)).Inc()
 	}
 	if err != nil {
 		if se := (*stepError)(nil); errors.As(err, &se) {

@@ -17,6 +17,7 @@ type diffOptions struct {
 	file       string
 	kubeconfig string
 	revisions  revisionDiffOptions
+	limits     engine.Limits
 }
 
 func newDiffCommand() *cobra.Command {
@@ -48,7 +49,7 @@ same), 1 when something would (or they differ), 2 on error.`,
 				return &exitError{code: 2, msg: err.Error()}
 			}
 			if o.revisions.revision != "" {
-				return o.revisions.run(cmd, o.kubeconfig)
+				return o.revisions.run(cmd, o.kubeconfig, o.limits)
 			}
 			return o.run(cmd)
 		},
@@ -56,6 +57,7 @@ same), 1 when something would (or they differ), 2 on error.`,
 	cmd.Flags().StringVar(&o.templates, "templates", "templates", "templates directory (the version to compare with the cluster)")
 	cmd.Flags().StringVarP(&o.file, "filename", "f", "", "diff only the parents in this file")
 	cmd.Flags().StringVar(&o.kubeconfig, "kubeconfig", "", "kubeconfig file (default: $KUBECONFIG, ~/.kube/config, or in-cluster)")
+	addLimitFlags(cmd.Flags(), &o.limits)
 	o.revisions.flags(cmd)
 	return cmd
 }
@@ -91,7 +93,7 @@ func (o *diffOptions) run(cmd *cobra.Command) error {
 			only[obj.GroupVersionKind()] = append(only[obj.GroupVersionKind()], obj)
 		}
 	}
-	d := &engine.Differ{Client: c, Mapper: c.RESTMapper(), Out: cmd.OutOrStdout()}
+	d := &engine.Differ{Client: c, Mapper: c.RESTMapper(), Out: cmd.OutOrStdout(), Limits: o.limits}
 	var sums []engine.DiffSummary
 	changes := 0
 	for _, t := range set.Templates() {

@@ -103,7 +103,7 @@ func parseRevisionNumber(flag, v string) (int64, error) {
 }
 
 // run renders the object with revisions B and A and prints the diff.
-func (o *revisionDiffOptions) run(cmd *cobra.Command, kubeconfig string) error {
+func (o *revisionDiffOptions) run(cmd *cobra.Command, kubeconfig string, limits engine.Limits) error {
 	ctx := cmd.Context()
 	fail := func(err error) error { return &exitError{code: 2, msg: err.Error()} }
 	cfg, err := (&runOptions{kubeconfig: kubeconfig}).restConfig()
@@ -160,7 +160,7 @@ func (o *revisionDiffOptions) run(cmd *cobra.Command, kubeconfig string) error {
 		}
 		renderings[i] = engine.Rendering{Name: fmt.Sprintf("revision %d", rev.Number), Template: t}
 	}
-	d := &engine.Differ{Client: c, Mapper: c.RESTMapper(), Out: cmd.OutOrStdout()}
+	d := &engine.Differ{Client: c, Mapper: c.RESTMapper(), Out: cmd.OutOrStdout(), Limits: limits}
 	sum, err := d.DiffRenderings(ctx, parent, renderings[0], renderings[1])
 	if err != nil {
 		return fail(err)

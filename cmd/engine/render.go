@@ -24,6 +24,7 @@ type renderOptions struct {
 	templates string
 	file      string
 	observed  string
+	limits    engine.Limits
 }
 
 func newRenderCommand() *cobra.Command {
@@ -48,6 +49,7 @@ observation of an external resource (such as "assets: {name: shop-assets-1a2b3c4
 	cmd.Flags().StringVar(&o.templates, "templates", "templates", "templates directory")
 	cmd.Flags().StringVarP(&o.file, "filename", "f", "", `custom resource YAML file ("-" for stdin)`)
 	cmd.Flags().StringVar(&o.observed, "observed", "", "YAML file with the live state of children and resources")
+	addLimitFlags(cmd.Flags(), &o.limits)
 	_ = cmd.MarkFlagRequired("filename")
 	return cmd
 }
@@ -72,7 +74,7 @@ func (o *renderOptions) run(stdin io.Reader, stdout, stderr io.Writer) error {
 		if i > 0 {
 			fmt.Fprintln(stdout, "---")
 		}
-		if err := renderOne(set, parent, obs, stdout, stderr); err != nil {
+		if err := renderOne(set, parent, obs, o.limits, stdout, stderr); err != nil {
 			failed = true
 			fmt.Fprintf(stderr, "%s %s: %v\n", parent.GetKind(), parent.GetName(), err)
 		}
@@ -83,8 +85,8 @@ func (o *renderOptions) run(stdin io.Reader, stdout, stderr io.Writer) error {
 	return nil
 }
 
-func renderOne(set *templates.Set, parent *unstructured.Unstructured, obs observedState, stdout, stderr io.Writer) error {
-	r, err := render(set, parent, obs)
+func renderOne(set *templates.Set, parent *unstructured.Unstructured, obs observedState, limits engine.Limits, stdout, stderr io.Writer) error {
+	r, err := render(set, parent, obs, limits)
 	if err != nil {
 		return err
 	}
@@ -110,10 +112,11 @@ type rendering struct {
 	children []*unstructured.Unstructured // as applied: with the engine's namespace, owner and labels
 }
 
-// render evaluates the template of parent with the observed state: the
-// observations by name first, then again with the live children the first
-// evaluation names, so a child that depends on a resource is matched too.
-func render(set *templates.Set, parent *unstructured.Unstructured, obs observedState) (*rendering, error) {
+// render renders the template of parent (engine.Render, within limits)
+// with the observed state: the observations by name first, then again with
+// the live children the first rendering names, so a child that depends on
+// a resource is matched too.
+func render(set *templates.Set, parent *unstructured.Unstructured, obs observedState, limits engine.Limits) (*rendering, error) {
 	t, ok := set.Lookup(parent.GroupVersionKind())
 	if !ok {
 		var known []string
@@ -125,27 +128,32 @@ func render(set *templates.Set, parent *unstructured.Unstructured, obs observedS
 	if parent.GetNamespace() == "" && t.CRD().Spec.Scope != "Cluster" {
 		parent.SetNamespace("default")
 	}
+	opts := engine.RenderOptions{Limits: limits, Scoper: engine.OfflineScoper{}}
 	observed := maps.Clone(obs.byName)
-	res, err := t.Evaluate(templates.Input{Parent: parent, Observed: observed})
+	out, err := engine.Render(t, parent, observed, opts)
 	if err != nil {
 		return nil, err
 	}
-	if live := matchObserved(res, obs.live); len(live) > 0 {
+	if live := matchObserved(out.Result, obs.live); len(live) > 0 {
 		if observed == nil {
 			observed = map[string]any{}
 		}
 		maps.Copy(observed, live)
-		if res, err = t.Evaluate(templates.Input{Parent: parent, Observed: observed}); err != nil {
+		if out, err = engine.Render(t, parent, observed, opts); err != nil {
 			return nil, err
 		}
 	}
-	r := &rendering{template: t, parent: parent, result: res}
-	for _, c := range res.Children {
-		obj, err := engine.Desired(parent, t.Policy, engine.OfflineScoper{}, c)
-		if err != nil {
-			return nil, err
-		}
-		r.children = append(r.children, obj)
+	if len(out.Refused) > 0 {
+		return nil, out.Refused[0]
+	}
+	// In the template's order, as the children are printed.
+	byName := make(map[string]*unstructured.Unstructured, len(out.Children))
+	for _, obj := range out.Children {
+		byName[obj.GetLabels()[engine.LabelChild]] = obj
+	}
+	r := &rendering{template: t, parent: parent, result: out.Result}
+	for _, c := range out.Result.Children {
+		r.children = append(r.children, byName[c.Name])
 	}
 	return r, nil
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/cuengine/engine/engine"
 	"github.com/cuengine/engine/templates"
 )
 
@@ -21,6 +22,7 @@ type testOptions struct {
 	verbose   bool
 	junit     string
 	update    bool
+	limits    engine.Limits
 }
 
 func newTestCommand() *cobra.Command {
@@ -68,6 +70,7 @@ Exit status: 0 when every case passes, 1 otherwise.`,
 	cmd.Flags().StringVar(&o.run, "run", "", "run only the cases whose name (template/case) matches this regular expression")
 	cmd.Flags().BoolVarP(&o.verbose, "verbose", "v", false, "print every case as it starts, and the warnings of passing cases")
 	cmd.Flags().StringVar(&o.junit, "junit", "", "also write a JUnit XML report to this file")
+	addLimitFlags(cmd.Flags(), &o.limits)
 	cmd.Flags().BoolVar(&o.update, "update", false, "rewrite the want.yaml of every case run (and write one for a case with no expectation)")
 	return cmd
 }

@@ -1,0 +1,88 @@
+package engine
+
+import (
+	"slices"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/cuengine/engine/templates"
+)
+
+// RenderOptions are what a rendering is bound by and resolves scopes with.
+type RenderOptions struct {
+	// Limits bound the evaluation; zero fields take DefaultLimits.
+	Limits Limits
+	// Scoper tells namespaced kinds from cluster-scoped ones; nil is
+	// OfflineScoper.
+	Scoper Scoper
+}
+
+// Rendered is what a template makes of one parent, as the engine applies it.
+type Rendered struct {
+	// Result is the template's output: children, resources, status.
+	Result *templates.Result
+	// Children are the objects to apply: the template's children with the
+	// engine's labels and owner reference, the policy enforced, namespaces
+	// first.
+	Children []*unstructured.Unstructured
+	// Refused are the children the policy refused, each a terminal
+	// ChildRefused error; the others are in Children.
+	Refused []error
+}
+
+// Render is the one door from a template and a parent to the desired
+// children: the reconcile, the rollout's hold check, `engine diff`, `diff
+// --revision`, `render` and `test` all come through it, so each is bound
+// by the same limits and refuses the same children. An evaluation error or
+// a limit exceeded is an error; a refused child is not (Rendered.Refused).
+func Render(t *templates.Template, parent *unstructured.Unstructured, observed map[string]any, opts RenderOptions) (*Rendered, error) {
+	limits := opts.Limits.withDefaults()
+	out, err := evaluateWithin(t, templates.Input{Parent: parent, Observed: observed}, limits.EvaluationTimeout)
+	if err != nil {
+		return nil, err
+	}
+	if err := limits.checkResult(out); err != nil {
+		return nil, err
+	}
+	scoper := opts.Scoper
+	if scoper == nil {
+		scoper = OfflineScoper{}
+	}
+	r := &Rendered{Result: out, Children: make([]*unstructured.Unstructured, 0, len(out.Children))}
+	for _, c := range out.Children {
+		obj, err := Desired(parent, t.Policy, scoper, c)
+		if err != nil {
+			r.Refused = append(r.Refused, terminalError(ReasonChildRefused, err))
+			continue
+		}
+		r.Children = append(r.Children, obj)
+	}
+	// Namespaces first, then the rest in the template's order, as kubectl
+	// and Helm do: a child in a namespace the template also creates can be
+	// applied in the same reconcile.
+	slices.SortStableFunc(r.Children, func(a, b *unstructured.Unstructured) int {
+		return namespaceFirst(a) - namespaceFirst(b)
+	})
+	return r, nil
+}
+
+func namespaceFirst(obj *unstructured.Unstructured) int {
+	if obj.GetKind() == "Namespace" {
+		return 0
+	}
+	return 1
+}
+
+// withDefaults fills the zero fields from DefaultLimits.
+func (l Limits) withDefaults() Limits {
+	if l.EvaluationTimeout == 0 {
+		l.EvaluationTimeout = DefaultLimits.EvaluationTimeout
+	}
+	if l.MaxChildren == 0 {
+		l.MaxChildren = DefaultLimits.MaxChildren
+	}
+	if l.MaxRenderedBytes == 0 {
+		l.MaxRenderedBytes = DefaultLimits.MaxRenderedBytes
+	}
+	return l
+}
