@@ -7,6 +7,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
+	"github.com/cuengine/engine/contract"
 	"github.com/cuengine/engine/templates"
 )
 
@@ -73,7 +74,7 @@ func (r *reconciler) desiredChildren(t *templates.Template, parent *unstructured
 	for _, c := range out.Children {
 		obj, err := Desired(parent, t.Policy, r.scoper, c)
 		if err != nil {
-			st.fail(ReasonChildRefused, terminalError(ReasonChildRefused, err))
+			st.fail(contract.ReasonChildRefused, terminalError(contract.ReasonChildRefused, err))
 			continue
 		}
 		desired = append(desired, obj)
