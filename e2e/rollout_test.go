@@ -16,6 +16,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
+	"github.com/cuengine/engine/contract"
 	"github.com/cuengine/engine/engine"
 )
 
@@ -76,7 +77,7 @@ func TestProgressiveRollout(t *testing.T) {
 		fmt.Fprintf(&manifest, "---\napiVersion: webapp.my.domain/v1\nkind: MyKind\nmetadata: {name: mk-%02d}\nspec: {deploymentName: web-%02d}\n", i, i)
 	}
 	kubectlApply(t, ns, manifest.String())
-	kubectl(t, "-n", ns, "annotate", "mykind", pinned, engine.AnnotationTemplateRevision+"=1")
+	kubectl(t, "-n", ns, "annotate", "mykind", pinned, contract.AnnotationTemplateRevision+"=1")
 
 	w := &rolloutWorld{ns: ns, revNS: revNS, total: 21, skip: pinned}
 	fleet, revision, phaseIs, allOn := w.fleet, w.revision, w.phaseIs, w.allOn
@@ -137,7 +138,7 @@ func TestProgressiveRollout(t *testing.T) {
 		changed := 0
 		for name, d := range after.deploy {
 			was := before.deploy[name]
-			if d.Generation != was.Generation || d.Annotations[engine.AnnotationAppliedHash] != was.Annotations[engine.AnnotationAppliedHash] {
+			if d.Generation != was.Generation || d.Annotations[contract.AnnotationAppliedHash] != was.Annotations[contract.AnnotationAppliedHash] {
 				changed++
 				assert.Equal(t, was.Generation+2, d.Generation, "%s: the canary, moved once and back once", name)
 			}
@@ -181,7 +182,7 @@ func TestProgressiveRollout(t *testing.T) {
 			_, err := revision(ctx, rev)
 			return err == nil, nil
 		})
-		annotateRevision(t, rev, engine.AnnotationRolloutPaused+"=true")
+		annotateRevision(t, rev, contract.AnnotationRolloutPaused+"=true")
 		var paused engine.Revision
 		eventually(t, "the rollout paused with its wave Ready", 2*time.Minute, func(ctx context.Context) (bool, error) {
 			r, err := revision(ctx, rev)
@@ -195,11 +196,11 @@ func TestProgressiveRollout(t *testing.T) {
 		assert.Equal(t, []int{1, 5, 20}[paused.Wave], f.onRevision(rev, pinned), "paused: no more than the wave (%s)", paused.Message)
 		assert.Less(t, paused.Wave, 2, "paused before the last wave")
 
-		kubectl(t, "-n", revNS, "annotate", "controllerrevision", paused.Name, engine.AnnotationRolloutPaused+"-")
+		kubectl(t, "-n", revNS, "annotate", "controllerrevision", paused.Name, contract.AnnotationRolloutPaused+"-")
 		eventually(t, "revision 6 complete after resume", 3*time.Minute, phaseIs(rev, engine.PhaseComplete))
 		eventually(t, "every MyKind on nginx:1.29", 2*time.Minute, allOn(rev, "nginx:1.29"))
 
-		annotateRevision(t, rev, engine.AnnotationRolloutUndo+"=true")
+		annotateRevision(t, rev, contract.AnnotationRolloutUndo+"=true")
 		eventually(t, "revision 6 rolled back", time.Minute, phaseIs(rev, engine.PhaseRolledBack))
 		eventually(t, "every MyKind back on revision 5 (nginx:1.27)", 2*time.Minute, allOn(5, "nginx:1.27"))
 	})
@@ -234,7 +235,7 @@ func TestProgressiveRollout(t *testing.T) {
 		assert.EqualValues(t, 1, f.deploy[pinned].Generation, "never changed")
 
 		// Unpinned, it follows the fleet.
-		kubectl(t, "-n", ns, "annotate", "mykind", pinned, engine.AnnotationTemplateRevision+"-")
+		kubectl(t, "-n", ns, "annotate", "mykind", pinned, contract.AnnotationTemplateRevision+"-")
 		eventually(t, "the unpinned MyKind on revision 7", 2*time.Minute, func(ctx context.Context) (bool, error) {
 			f, err := fleet(ctx)
 			return err == nil && f.revision[pinned] == 7 && f.image[pinned] == "nginx:1.30", err
@@ -265,7 +266,7 @@ func (w *rolloutWorld) fleet(ctx context.Context) (fleetView, error) {
 	}
 	for i := range list.Items {
 		mk := &list.Items[i]
-		f.revision[mk.GetName()], _ = engine.ParentRevision(mk)
+		f.revision[mk.GetName()], _ = contract.ParentRevision(mk)
 		f.ready[mk.GetName()] = isReady(mk)
 		d := byName[strings.Replace(mk.GetName(), "mk-", "web-", 1)]
 		f.deploy[mk.GetName()] = d

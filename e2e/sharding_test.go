@@ -21,6 +21,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/cuengine/engine/contract"
 	"github.com/cuengine/engine/engine"
 )
 
@@ -79,14 +80,14 @@ func TestSharding(t *testing.T) {
 			}
 			depShard := map[string]string{}
 			for _, d := range deps.Items {
-				depShard[d.Name] = d.Labels[engine.LabelShard]
+				depShard[d.Name] = d.Labels[contract.LabelShard]
 			}
 			shards = map[string]string{}
 			for _, p := range list.Items {
-				shard := p.GetLabels()[engine.LabelShard]
+				shard := p.GetLabels()[contract.LabelShard]
 				gen, _, _ := unstructured.NestedInt64(p.Object, "status", "observedGeneration")
 				dep, _, _ := unstructured.NestedString(p.Object, "spec", "deploymentName")
-				if !slices.Contains(live, shard) || p.GetLabels()[engine.LabelDrain] != "" || gen != p.GetGeneration() || depShard[dep] != shard {
+				if !slices.Contains(live, shard) || p.GetLabels()[contract.LabelDrain] != "" || gen != p.GetGeneration() || depShard[dep] != shard {
 					return false, nil
 				}
 				shards[p.GetName()] = shard
@@ -141,7 +142,7 @@ func TestSharding(t *testing.T) {
 			if err != nil {
 				return false, err
 			}
-			if s := p.GetLabels()[engine.LabelShard]; s == victim.id || s == "" {
+			if s := p.GetLabels()[contract.LabelShard]; s == victim.id || s == "" {
 				return false, nil
 			}
 		}
@@ -322,7 +323,7 @@ func TestShardedRollout(t *testing.T) {
 		}
 		held := map[string]bool{}
 		for _, p := range list.Items {
-			held[p.GetLabels()[engine.LabelShard]] = true
+			held[p.GetLabels()[contract.LabelShard]] = true
 		}
 		return held["s1"] && held["s2"] && held["s3"], nil
 	})

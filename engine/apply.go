@@ -12,6 +12,8 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
+
+	"github.com/cuengine/engine/contract"
 )
 
 // applyChildren server-side applies every desired child that is missing or
@@ -41,7 +43,7 @@ func (r *reconciler) applyChildren(ctx context.Context, parent *unstructured.Uns
 			if created {
 				writes++
 				r.normal(parent, "Created", "Create", "Created %s %s", d.GetKind(), d.GetName())
-				log.FromContext(ctx).V(1).Info("created child", "child", d.GetLabels()[LabelChild], "object", d.GetNamespace()+"/"+d.GetName())
+				log.FromContext(ctx).V(1).Info("created child", "child", d.GetLabels()[contract.LabelChild], "object", d.GetNamespace()+"/"+d.GetName())
 				continue
 			}
 			// The name is taken: the object is this parent's (the cache
@@ -51,7 +53,7 @@ func (r *reconciler) applyChildren(ctx context.Context, parent *unstructured.Uns
 				return writes, err
 			}
 			if owner != "" {
-				st.fail(ReasonChildConflict, terminalError(ReasonChildConflict, fmt.Errorf("%s %s/%s exists and is not controlled by this %s (%s); it is left untouched",
+				st.fail(contract.ReasonChildConflict, terminalError(contract.ReasonChildConflict, fmt.Errorf("%s %s/%s exists and is not controlled by this %s (%s); it is left untouched",
 					d.GetKind(), d.GetNamespace(), d.GetName(), parent.GetKind(), owner)))
 				continue
 			}
@@ -60,10 +62,10 @@ func (r *reconciler) applyChildren(ctx context.Context, parent *unstructured.Uns
 			}
 			cur = owned
 		}
-		if cur.GetAnnotations()[AnnotationAppliedHash] == hash && contains(cur.Object, d.Object) {
+		if cur.GetAnnotations()[contract.AnnotationAppliedHash] == hash && contains(cur.Object, d.Object) {
 			continue // already as desired: no write
 		}
-		if err := r.writer.Apply(ctx, client.ApplyConfigurationFromUnstructured(withAppliedHash(d, hash)), client.FieldOwner(FieldManager), client.ForceOwnership); err != nil {
+		if err := r.writer.Apply(ctx, client.ApplyConfigurationFromUnstructured(withAppliedHash(d, hash)), client.FieldOwner(contract.FieldManager), client.ForceOwnership); err != nil {
 			err = fmt.Errorf("applying %s %s: %w", d.GetKind(), d.GetName(), err)
 			if r.applyRefused(err, st) {
 				continue
@@ -72,7 +74,7 @@ func (r *reconciler) applyChildren(ctx context.Context, parent *unstructured.Uns
 		}
 		writes++
 		r.normal(parent, "Updated", "Update", "Updated %s %s", d.GetKind(), d.GetName())
-		log.FromContext(ctx).V(1).Info("applied child", "child", d.GetLabels()[LabelChild], "object", d.GetNamespace()+"/"+d.GetName())
+		log.FromContext(ctx).V(1).Info("applied child", "child", d.GetLabels()[contract.LabelChild], "object", d.GetNamespace()+"/"+d.GetName())
 	}
 	return writes, nil
 }
@@ -93,7 +95,7 @@ const createOnlyVersion = "18446744073709551615" // max uint64
 func (r *reconciler) createChild(ctx context.Context, obj *unstructured.Unstructured, hash string) (created bool, taken, err error) {
 	create := withAppliedHash(obj, hash)
 	create.SetResourceVersion(createOnlyVersion)
-	err = r.writer.Apply(ctx, client.ApplyConfigurationFromUnstructured(create), client.FieldOwner(FieldManager), client.ForceOwnership)
+	err = r.writer.Apply(ctx, client.ApplyConfigurationFromUnstructured(create), client.FieldOwner(contract.FieldManager), client.ForceOwnership)
 	switch {
 	case err == nil:
 		return true, nil, nil
@@ -111,7 +113,7 @@ func (r *reconciler) applyRefused(err error, st *status) bool {
 	if class, _, _ := classify(err, 0); class != terminal {
 		return false
 	}
-	st.fail(ReasonApplyFailed, terminalError(ReasonApplyFailed, err))
+	st.fail(contract.ReasonApplyFailed, terminalError(contract.ReasonApplyFailed, err))
 	return true
 }
 
@@ -152,7 +154,7 @@ func appliedHash(obj *unstructured.Unstructured) string {
 // is decoded into it); a child already as desired costs none.
 func withAppliedHash(desired *unstructured.Unstructured, hash string) *unstructured.Unstructured {
 	obj := desired.DeepCopy()
-	setAnnotation(obj, AnnotationAppliedHash, hash)
+	setAnnotation(obj, contract.AnnotationAppliedHash, hash)
 	return obj
 }
 

@@ -9,43 +9,8 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-)
 
-// Condition types the engine sets on every parent.
-const (
-	// ConditionReady: the children and resources exist and are ready.
-	ConditionReady = "Ready"
-	// ConditionSynced: the last render and apply succeeded.
-	ConditionSynced = "Synced"
-)
-
-// Condition reasons. Providers add their own (providers.Reason*), which
-// appear as Synced's reason when a resource fails.
-const (
-	ReasonSynced           = "Synced"
-	ReasonReady            = "Ready"
-	ReasonWaiting          = "Waiting"
-	ReasonNotSynced        = "NotSynced"
-	ReasonTemplateError    = "TemplateError"
-	ReasonInvalidSpec      = "InvalidSpec"
-	ReasonChildConflict    = "ChildConflict"
-	ReasonChildRefused     = "ChildRefused"
-	ReasonApplyFailed      = "ApplyFailed"
-	ReasonTemplateNotReady = "TemplateNotReady"
-	// ReasonUnknownProvider: a template names a provider the engine lacks.
-	ReasonUnknownProvider = "UnknownProvider"
-	// ReasonDeleting: Ready while a deletion waits for dependents to go
-	// first (the parent's own, or one a spec change prunes).
-	ReasonDeleting = "Deleting"
-	// ReasonDeletionBlocked: Synced while a dependent that must go first
-	// is held by a finalizer that is not the garbage collector's.
-	ReasonDeletionBlocked = "DeletionBlocked"
-	// ReasonStatusTooLarge: the status the template renders is over the
-	// apiserver's size limit.
-	ReasonStatusTooLarge = "StatusTooLarge"
-	// ReasonRevisionNotFound: the object is pinned to a template revision
-	// that is not stored.
-	ReasonRevisionNotFound = "RevisionNotFound"
+	"github.com/cuengine/engine/contract"
 )
 
 // maxMessage bounds a condition message.
@@ -68,30 +33,12 @@ func (c condition) as(condType string, generation int64) metav1.Condition {
 	return metav1.Condition{Type: condType, Status: c.status, Reason: c.reason, Message: c.message, ObservedGeneration: generation}
 }
 
-// conditionsOf reads status.conditions; entries that are not conditions are
-// dropped.
-func conditionsOf(status map[string]any) []metav1.Condition {
-	raw, _ := status["conditions"].([]any)
-	var out []metav1.Condition
-	for _, item := range raw {
-		m, ok := item.(map[string]any)
-		if !ok {
-			continue
-		}
-		var c metav1.Condition
-		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(m, &c); err == nil {
-			out = append(out, c)
-		}
-	}
-	return out
-}
-
 // setConditions returns the stored conditions with Synced and Ready set
 // (their transition times move only when their status does), sorted by
 // type, as JSON values.
 func setConditions(stored []metav1.Condition, generation int64, synced, ready condition) []any {
-	meta.SetStatusCondition(&stored, synced.as(ConditionSynced, generation))
-	meta.SetStatusCondition(&stored, ready.as(ConditionReady, generation))
+	meta.SetStatusCondition(&stored, synced.as(contract.ConditionSynced, generation))
+	meta.SetStatusCondition(&stored, ready.as(contract.ConditionReady, generation))
 	slices.SortStableFunc(stored, func(a, b metav1.Condition) int { return strings.Compare(a.Type, b.Type) })
 	out := make([]any, 0, len(stored))
 	for _, c := range stored {

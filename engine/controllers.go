@@ -27,6 +27,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
+	"github.com/cuengine/engine/contract"
 	"github.com/cuengine/engine/templates"
 )
 
@@ -92,7 +93,7 @@ func (kc *kindController) status() KindStatus {
 	kc.mu.Unlock()
 	t := kc.template()
 	revision, held := kc.ro.status()
-	return KindStatus{Kind: kindString(kc.gvk), Template: t.Path, Revision: cmp.Or(revision, t.Hash), Running: running, Retired: kc.retired(), Error: err, Held: held, Stalled: kc.busy.stalled()}
+	return KindStatus{Kind: contract.KindString(kc.gvk), Template: t.Path, Revision: cmp.Or(revision, t.Hash), Running: running, Retired: kc.retired(), Error: err, Held: held, Stalled: kc.busy.stalled()}
 }
 
 // fleet implements rolloutKind.
@@ -147,10 +148,6 @@ func (kc *kindController) requeueAfterConflict(key types.NamespacedName) {
 	time.AfterFunc(conflictDelay, func() { kc.enqueue(parent) })
 }
 
-func kindString(gvk schema.GroupVersionKind) string {
-	return gvk.Kind + "." + gvk.GroupVersion().String()
-}
-
 // start runs the controller in the background. Until the parent kind is
 // served by the apiserver (its CRD installed), it retries with backoff and
 // reports the error in Status, without affecting other kinds.
@@ -159,7 +156,7 @@ func (kc *kindController) start(parent context.Context) {
 	kc.mu.Lock()
 	kc.ctx, kc.cancel = ctx, cancel
 	kc.mu.Unlock()
-	logger := log.FromContext(parent).WithValues("kind", kindString(kc.gvk))
+	logger := log.FromContext(parent).WithValues("kind", contract.KindString(kc.gvk))
 	go func() {
 		backoff := wait.Backoff{Duration: time.Second, Factor: 2, Steps: 1 << 30, Cap: 30 * time.Second}
 		for attempt := 0; ; attempt++ {
@@ -211,10 +208,10 @@ func (kc *kindController) setErr(err error) {
 // run builds and runs the controller until ctx ends or it fails to start.
 func (kc *kindController) run(ctx context.Context) error {
 	if _, err := kc.e.mgr.GetRESTMapper().RESTMapping(kc.gvk.GroupKind(), kc.gvk.Version); err != nil {
-		return fmt.Errorf("kind %s is not served by the cluster (is its CRD installed? `engine crds` prints it): %w", kindString(kc.gvk), err)
+		return fmt.Errorf("kind %s is not served by the cluster (is its CRD installed? `engine crds` prints it): %w", contract.KindString(kc.gvk), err)
 	}
 	skip := true
-	ctrl, err := controller.NewTypedUnmanaged("engine-"+strings.ToLower(kindString(kc.gvk)), controller.TypedOptions[reconcile.Request]{
+	ctrl, err := controller.NewTypedUnmanaged("engine-"+strings.ToLower(contract.KindString(kc.gvk)), controller.TypedOptions[reconcile.Request]{
 		Reconciler:              kc.busy.wrap(kc.e.gate(kc.gvk, kc.rec)),
 		MaxConcurrentReconciles: kc.e.opts.MaxConcurrentReconciles,
 		SkipNameValidation:      &skip,
@@ -239,7 +236,7 @@ func (kc *kindController) run(ctx context.Context) error {
 	kc.mu.Unlock()
 	for _, gvk := range kc.template().ChildKinds() {
 		if err := kc.watch(ctx, gvk); err != nil {
-			log.FromContext(ctx).Error(err, "cannot watch child kind", "kind", kindString(kc.gvk), "childKind", kindString(gvk))
+			log.FromContext(ctx).Error(err, "cannot watch child kind", "kind", contract.KindString(kc.gvk), "childKind", contract.KindString(gvk))
 		}
 	}
 	// The revisions are loaded before any parent is reconciled, so that
@@ -323,7 +320,7 @@ func (kc *kindController) listEvery(ctx context.Context, parent *unstructured.Un
 		return kc.list(ctx, parent)
 	}
 	return kc.listWatched(func(list client.ObjectList) error {
-		return kc.e.apiReader.List(ctx, list, client.MatchingLabels{LabelParentUID: string(parent.GetUID())})
+		return kc.e.apiReader.List(ctx, list, client.MatchingLabels{contract.LabelParentUID: string(parent.GetUID())})
 	})
 }
 
@@ -373,7 +370,7 @@ func retryLimiter[T comparable]() workqueue.TypedRateLimiter[T] {
 // parentOf maps a child to its parent through the parent annotation, which
 // (unlike an owner reference) also works across namespaces.
 func (kc *kindController) parentOf(_ context.Context, child client.Object) []reconcile.Request {
-	ref := child.GetAnnotations()[AnnotationParent]
+	ref := child.GetAnnotations()[contract.AnnotationParent]
 	parts := strings.Split(ref, "/")
 	if len(parts) != 3 || parts[0] != kc.gvk.GroupKind().String() {
 		return nil
@@ -407,7 +404,7 @@ func (kc *kindController) update(t *templates.Template) {
 	ctx := kc.context()
 	for _, gvk := range t.ChildKinds() {
 		if err := kc.watch(ctx, gvk); err != nil {
-			log.FromContext(ctx).Error(err, "cannot watch child kind", "kind", kindString(kc.gvk), "childKind", kindString(gvk))
+			log.FromContext(ctx).Error(err, "cannot watch child kind", "kind", contract.KindString(kc.gvk), "childKind", contract.KindString(gvk))
 		}
 	}
 	kc.ro.poke()
@@ -417,7 +414,7 @@ func (kc *kindController) update(t *templates.Template) {
 func (kc *kindController) requeueAll(ctx context.Context) {
 	parents, err := kc.e.listParents(ctx, kc.gvk)
 	if err != nil {
-		log.FromContext(ctx).Error(err, "cannot list parents to requeue", "kind", kindString(kc.gvk))
+		log.FromContext(ctx).Error(err, "cannot list parents to requeue", "kind", contract.KindString(kc.gvk))
 		return
 	}
 	limiter := rate.NewLimiter(rate.Limit(kc.e.opts.RequeueQPS), 1)

@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/cuengine/engine/contract"
 	"github.com/cuengine/engine/templates"
 )
 
@@ -63,7 +64,7 @@ func installCRD(ctx context.Context, c client.Client, crd *apiextensionsv1.Custo
 	delete(content, "status")
 	u := &unstructured.Unstructured{Object: content}
 	unstructured.RemoveNestedField(u.Object, "metadata", "creationTimestamp")
-	if err := c.Apply(ctx, client.ApplyConfigurationFromUnstructured(u), client.FieldOwner(FieldManager), client.ForceOwnership); err != nil {
+	if err := c.Apply(ctx, client.ApplyConfigurationFromUnstructured(u), client.FieldOwner(contract.FieldManager), client.ForceOwnership); err != nil {
 		return fmt.Errorf("applying CRD %s: %w", crd.Name, err)
 	}
 	waitCtx, cancel := context.WithTimeout(ctx, 30*time.Second)

@@ -16,13 +16,10 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
+	"github.com/cuengine/engine/contract"
 	"github.com/cuengine/engine/providers"
 	"github.com/cuengine/engine/templates"
 )
-
-// AnnotationDeletionPolicy on a parent overrides the template's
-// deletionPolicy for all its resources; "Orphan" keeps them.
-const AnnotationDeletionPolicy = "engine.cuengine.dev/deletion-policy"
 
 // reconcileDelete runs when the parent is being deleted. Dependents go
 // first, and each thing waits until everything that depends on it is gone
@@ -40,7 +37,7 @@ const AnnotationDeletionPolicy = "engine.cuengine.dev/deletion-policy"
 // blocking deletion.
 func (r *reconciler) reconcileDelete(ctx context.Context, t *templates.Template, parent *unstructured.Unstructured, st *status) (ctrl.Result, error) {
 	r.settled.Delete(types.NamespacedName{Namespace: parent.GetNamespace(), Name: parent.GetName()})
-	if !controllerutil.ContainsFinalizer(parent, Finalizer) {
+	if !controllerutil.ContainsFinalizer(parent, contract.Finalizer) {
 		st.skip = true
 		return ctrl.Result{}, nil
 	}
@@ -65,11 +62,11 @@ func (r *reconciler) reconcileDelete(ctx context.Context, t *templates.Template,
 	}
 	if waits := deletionWaits(order); len(waits) > 0 {
 		st.recordWaits(waits)
-		st.ready = condition{status: metav1.ConditionFalse, reason: ReasonDeleting, message: safeMessage("deleting: " + strings.Join(st.waits, "; "))}
+		st.ready = condition{status: metav1.ConditionFalse, reason: contract.ReasonDeleting, message: safeMessage("deleting: " + strings.Join(st.waits, "; "))}
 		return ctrl.Result{RequeueAfter: deletionRecheck}, nil
 	}
 	patch := client.MergeFromWithOptions(parent.DeepCopy(), client.MergeFromWithOptimisticLock{})
-	controllerutil.RemoveFinalizer(parent, Finalizer)
+	controllerutil.RemoveFinalizer(parent, contract.Finalizer)
 	st.skip = true // the parent goes away with its finalizer
 	if err := r.writer.Patch(ctx, parent, patch); err != nil && !apierrors.IsNotFound(err) {
 		return ctrl.Result{}, fmt.Errorf("removing finalizer: %w", err)
@@ -93,7 +90,7 @@ func deletedWithParent(parent *unstructured.Unstructured, children []*unstructur
 // another. It reports false when a provider failed, recorded on st: the
 // finalizer stays, and the reconcile ends.
 func (r *reconciler) deleteResources(ctx context.Context, t *templates.Template, parent *unstructured.Unstructured, order *dependencyOrder, st *status) bool {
-	orphanAll := parent.GetAnnotations()[AnnotationDeletionPolicy] == templates.DeletionPolicyOrphan
+	orphanAll := parent.GetAnnotations()[contract.AnnotationDeletionPolicy] == templates.DeletionPolicyOrphan
 	var specs map[string]map[string]any
 	for progress := true; progress; {
 		progress = false
@@ -110,7 +107,7 @@ func (r *reconciler) deleteResources(ctx context.Context, t *templates.Template,
 			}
 			p, ok := r.provider(rec.Provider)
 			if !ok {
-				st.fail(ReasonUnknownProvider, terminalError(ReasonUnknownProvider, fmt.Errorf("resource %s: provider %q is not available in this engine; to delete the parent anyway, annotate it %s=Orphan", rec.Name, rec.Provider, AnnotationDeletionPolicy)))
+				st.fail(contract.ReasonUnknownProvider, terminalError(contract.ReasonUnknownProvider, fmt.Errorf("resource %s: provider %q is not available in this engine; to delete the parent anyway, annotate it %s=Orphan", rec.Name, rec.Provider, contract.AnnotationDeletionPolicy)))
 				return false
 			}
 			if specs == nil {
@@ -121,7 +118,7 @@ func (r *reconciler) deleteResources(ctx context.Context, t *templates.Template,
 			err := p.Delete(callCtx, req)
 			cancel()
 			if err != nil {
-				st.fail("", fmt.Errorf("deleting resource %s (%s): %w; the finalizer is kept. To delete the parent and keep the resource, annotate it %s=Orphan", rec.Name, rec.ExternalName, err, AnnotationDeletionPolicy))
+				st.fail("", fmt.Errorf("deleting resource %s (%s): %w; the finalizer is kept. To delete the parent and keep the resource, annotate it %s=Orphan", rec.Name, rec.ExternalName, err, contract.AnnotationDeletionPolicy))
 				return false
 			}
 			r.normal(parent, "Deleted", "Delete", "Deleted %s resource %s", rec.Provider, rec.ExternalName)

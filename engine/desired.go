@@ -8,6 +8,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/util/validation"
 
+	"github.com/cuengine/engine/contract"
 	"github.com/cuengine/engine/templates"
 )
 
@@ -60,24 +61,24 @@ func Desired(parent *unstructured.Unstructured, policy templates.Policy, scoper 
 	if labels == nil {
 		labels = map[string]string{}
 	}
-	labels[LabelManagedBy] = ManagedByValue
+	labels[contract.LabelManagedBy] = contract.ManagedByValue
 	if uid := parent.GetUID(); uid != "" { // empty in offline render
-		labels[LabelParentUID] = string(uid)
+		labels[contract.LabelParentUID] = string(uid)
 	}
-	labels[LabelChild] = c.Name
-	if shard := parent.GetLabels()[LabelShard]; shard != "" {
+	labels[contract.LabelChild] = c.Name
+	if shard := parent.GetLabels()[contract.LabelShard]; shard != "" {
 		// The shard's child cache selects it; a parent that moved takes
 		// its children along with its next apply.
-		labels[LabelShard] = shard
+		labels[contract.LabelShard] = shard
 	}
 	obj.SetLabels(labels)
 	annotations := obj.GetAnnotations()
 	if annotations == nil {
 		annotations = map[string]string{}
 	}
-	annotations[AnnotationParent] = ParentRef(parent)
+	annotations[contract.AnnotationParent] = contract.ParentRef(parent)
 	if len(c.DependsOn) > 0 {
-		annotations[AnnotationDependsOn] = strings.Join(c.DependsOn, ",")
+		annotations[contract.AnnotationDependsOn] = strings.Join(c.DependsOn, ",")
 	}
 	obj.SetAnnotations(annotations)
 	if owned && parent.GetUID() != "" {

@@ -13,6 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
+	"github.com/cuengine/engine/contract"
 	"github.com/cuengine/engine/templates"
 )
 
@@ -47,7 +48,7 @@ type Differ struct {
 // DiffKind diffs every live parent of the template's kind (or only the given
 // parents, when any) and writes a unified diff per object to Out.
 func (d *Differ) DiffKind(ctx context.Context, t *templates.Template, only []*unstructured.Unstructured) (DiffSummary, error) {
-	sum := DiffSummary{Kind: kindString(t.GVK)}
+	sum := DiffSummary{Kind: contract.KindString(t.GVK)}
 	parents := only
 	if len(parents) == 0 {
 		list := &unstructured.UnstructuredList{}
@@ -121,7 +122,7 @@ func (d *Differ) diffChild(ctx context.Context, parent, obj, live *unstructured.
 		live = cur
 	}
 	applied := withAppliedHash(obj, appliedHash(obj))
-	err := d.Client.Apply(ctx, client.ApplyConfigurationFromUnstructured(applied), client.FieldOwner(FieldManager), client.ForceOwnership, client.DryRunAll)
+	err := d.Client.Apply(ctx, client.ApplyConfigurationFromUnstructured(applied), client.FieldOwner(contract.FieldManager), client.ForceOwnership, client.DryRunAll)
 	if err != nil {
 		sum.Failed++
 		fmt.Fprintf(d.Out, "# %s %s/%s: the apiserver would refuse %s %s: %v\n", parent.GetKind(), parent.GetNamespace(), parent.GetName(), obj.GetKind(), obj.GetName(), err)
@@ -151,7 +152,7 @@ func (d *Differ) children(ctx context.Context, t *templates.Template, parent *un
 	for _, gvk := range t.ChildKinds() {
 		list := &unstructured.UnstructuredList{}
 		list.SetGroupVersionKind(gvk.GroupVersion().WithKind(gvk.Kind + "List"))
-		if err := d.Client.List(ctx, list, client.MatchingLabels{LabelParentUID: string(parent.GetUID())}); err != nil {
+		if err := d.Client.List(ctx, list, client.MatchingLabels{contract.LabelParentUID: string(parent.GetUID())}); err != nil {
 			if meta.IsNoMatchError(err) {
 				continue
 			}
@@ -175,7 +176,7 @@ func clean(obj *unstructured.Unstructured) string {
 	c := obj.DeepCopy()
 	for _, f := range [][]string{
 		{"metadata", "managedFields"}, {"metadata", "resourceVersion"}, {"metadata", "generation"},
-		{"metadata", "creationTimestamp"}, {"metadata", "uid"}, {"metadata", "annotations", AnnotationAppliedHash},
+		{"metadata", "creationTimestamp"}, {"metadata", "uid"}, {"metadata", "annotations", contract.AnnotationAppliedHash},
 		{"metadata", "annotations", "deployment.kubernetes.io/revision"}, {"status"},
 	} {
 		unstructured.RemoveNestedField(c.Object, f...)

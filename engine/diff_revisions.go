@@ -7,6 +7,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/yaml"
 
+	"github.com/cuengine/engine/contract"
 	"github.com/cuengine/engine/templates"
 )
 
@@ -38,7 +39,7 @@ func (e *RenderError) Unwrap() error { return e.Err }
 // DiffKind it runs no dry run: both sides are what the engine would apply,
 // so the difference is the templates' alone. It only reads the cluster.
 func (d *Differ) DiffRenderings(ctx context.Context, parent *unstructured.Unstructured, from, to Rendering) (DiffSummary, error) {
-	sum := DiffSummary{Kind: kindString(parent.GroupVersionKind()), Parents: 1}
+	sum := DiffSummary{Kind: contract.KindString(parent.GroupVersionKind()), Parents: 1}
 	live, err := d.liveChildren(ctx, parent, from.Template, to.Template)
 	if err != nil {
 		return sum, err

@@ -55,9 +55,10 @@
 //     only if it changed, the latest status of a parent replacing one not
 //     written yet. This is the only status write, deletion included.
 //
-// The status under construction is typed: conditions.go (Synced, Ready and
-// their reasons), resourcestatus.go (status.resources), templatestatus.go
-// (the template's own fields). Every error is classified in one place,
+// The status under construction is typed: conditions.go (Synced and
+// Ready; their types and reasons, like every label and annotation the
+// engine writes, are package contract's), resourcestatus.go
+// (status.resources), templatestatus.go (the template's own fields). Every error is classified in one place,
 // errors.go: terminal (a bad spec or template, a refused child: recorded,
 // counted through reconcile.TerminalError, not retried until something
 // changes), waiting (an optimistic-lock conflict, a resource to observe

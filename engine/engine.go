@@ -18,6 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 
+	"github.com/cuengine/engine/contract"
 	"github.com/cuengine/engine/providers"
 	"github.com/cuengine/engine/templates"
 )
@@ -53,7 +54,7 @@ type Options struct {
 	// takes DefaultStallAfter.
 	StallAfter time.Duration
 	// Shard, when set, turns sharding on: this replica reconciles only the
-	// parents labelled LabelShard=Shard (its caches hold nothing else),
+	// parents labelled contract.LabelShard=Shard (its caches hold nothing else),
 	// on every replica rather than only the leader, and the template
 	// rollouts are coordinated by the replica SetCoordinator names
 	// (sharding.go). "" is one leader doing all the work.
@@ -172,9 +173,9 @@ func New(mgr manager.Manager, opts Options) (*Engine, error) {
 // managed-by=engine, whatever their kind, and under sharding only the
 // shard's.
 func newChildCache(mgr manager.Manager, namespace, shard string) (cache.Cache, error) {
-	set := labels.Set{LabelManagedBy: ManagedByValue}
+	set := labels.Set{contract.LabelManagedBy: contract.ManagedByValue}
 	if shard != "" {
-		set[LabelShard] = shard
+		set[contract.LabelShard] = shard
 	}
 	return newSelectedCache(mgr, namespace, labels.SelectorFromSet(set))
 }
@@ -182,7 +183,7 @@ func newChildCache(mgr manager.Manager, namespace, shard string) (cache.Cache, e
 // newParentCache returns the cache of a shard's parents: those labelled
 // with its shard, whatever their kind.
 func newParentCache(mgr manager.Manager, namespace, shard string) (cache.Cache, error) {
-	return newSelectedCache(mgr, namespace, labels.SelectorFromSet(labels.Set{LabelShard: shard}))
+	return newSelectedCache(mgr, namespace, labels.SelectorFromSet(labels.Set{contract.LabelShard: shard}))
 }
 
 func newSelectedCache(mgr manager.Manager, namespace string, selector labels.Selector) (cache.Cache, error) {
@@ -277,18 +278,18 @@ func (e *Engine) SetTemplates(set *templates.Set) {
 		if t.HasResources() || t.Policy.CrossNamespace.Any() || t.Policy.ClusterScoped {
 			// Its parents may carry the engine's finalizer: keep finishing
 			// their deletions (which need no template), and nothing else.
-			logger.Info("template removed: its children are left in place; deletions of its objects are still finished", "kind", kindString(gvk), "template", t.Path)
+			logger.Info("template removed: its children are left in place; deletions of its objects are still finished", "kind", contract.KindString(gvk), "template", t.Path)
 			kc.gone.Store(true)
 			continue
 		}
-		logger.Info("template removed: stopping its controller, leaving its children in place", "kind", kindString(gvk), "template", t.Path)
+		logger.Info("template removed: stopping its controller, leaving its children in place", "kind", contract.KindString(gvk), "template", t.Path)
 		kc.stop()
 		delete(e.kinds, gvk)
 	}
 	metricRevision.Reset()
 	for gvk, t := range wanted {
-		metricRevision.WithLabelValues(kindString(gvk), t.Path, t.Hash).Set(1)
-		initKindMetrics(kindString(gvk))
+		metricRevision.WithLabelValues(contract.KindString(gvk), t.Path, t.Hash).Set(1)
+		initKindMetrics(contract.KindString(gvk))
 		if kc, ok := e.kinds[gvk]; ok {
 			kc.gone.Store(false)
 			changed = append(changed, change{kc, t})
@@ -338,7 +339,7 @@ func (e *Engine) ensureChildIndex(ctx context.Context, gvk schema.GroupVersionKi
 		return nil
 	}
 	err := e.children.IndexField(ctx, e.objects.object(gvk), indexParentUID, func(o client.Object) []string {
-		if uid := o.GetLabels()[LabelParentUID]; uid != "" {
+		if uid := o.GetLabels()[contract.LabelParentUID]; uid != "" {
 			return []string{uid}
 		}
 		return nil

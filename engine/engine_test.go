@@ -30,6 +30,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
+	"github.com/cuengine/engine/contract"
 	"github.com/cuengine/engine/engine"
 	"github.com/cuengine/engine/internal/localcluster"
 	"github.com/cuengine/engine/templates"
@@ -221,8 +222,8 @@ func TestMyKindLifecycle(t *testing.T) {
 	assert.Equal(t, int32(1), *d.Spec.Replicas)
 	assert.Equal(t, "nginx:latest", d.Spec.Template.Spec.Containers[0].Image)
 	assert.Equal(t, "mykind", d.Spec.Selector.MatchLabels["deployment-name"])
-	assert.Equal(t, engine.ManagedByValue, d.Labels[engine.LabelManagedBy])
-	assert.Equal(t, "deployment", d.Labels[engine.LabelChild])
+	assert.Equal(t, contract.ManagedByValue, d.Labels[contract.LabelManagedBy])
+	assert.Equal(t, "deployment", d.Labels[contract.LabelChild])
 	ref := metav1.GetControllerOf(d)
 	require.NotNil(t, ref)
 	assert.Equal(t, "MyKind", ref.Kind)
@@ -265,7 +266,7 @@ func TestMyKindLifecycle(t *testing.T) {
 			if err != nil {
 				return false, err
 			}
-			c, err := condition(ctx, mk, engine.ConditionReady)
+			c, err := condition(ctx, mk, contract.ConditionReady)
 			return ready == 3 && c != nil && c.Status == metav1.ConditionTrue, err
 		})
 	})
@@ -302,8 +303,8 @@ func TestForeignChildIsLeftAlone(t *testing.T) {
 	mk := parent(myKindGVK, ns, "greedy", map[string]any{"deploymentName": "taken"})
 	require.NoError(t, k8s.Create(ctx, mk))
 	eventually(t, "Synced=False ChildConflict", func(ctx context.Context) (bool, error) {
-		c, err := condition(ctx, mk, engine.ConditionSynced)
-		return c != nil && c.Status == metav1.ConditionFalse && c.Reason == engine.ReasonChildConflict &&
+		c, err := condition(ctx, mk, contract.ConditionSynced)
+		return c != nil && c.Status == metav1.ConditionFalse && c.Reason == contract.ReasonChildConflict &&
 			strings.Contains(c.Message, "Deployment "+ns+"/taken"), err
 	})
 	d, err := getDeployment(ctx, ns, "taken")
@@ -329,8 +330,8 @@ func TestInvalidSpecTouchesNoChild(t *testing.T) {
 	// replicas below minReplicas: the CRD cannot express it, CUE refuses it.
 	require.NoError(t, k8s.Patch(ctx, site, client.RawPatch("application/merge-patch+json", []byte(`{"spec":{"minReplicas":5}}`))))
 	eventually(t, "Synced=False InvalidSpec", func(ctx context.Context) (bool, error) {
-		c, err := condition(ctx, site, engine.ConditionSynced)
-		return c != nil && c.Status == metav1.ConditionFalse && c.Reason == engine.ReasonInvalidSpec &&
+		c, err := condition(ctx, site, contract.ConditionSynced)
+		return c != nil && c.Status == metav1.ConditionFalse && c.Reason == contract.ReasonInvalidSpec &&
 			strings.Contains(c.Message, "parent.spec.replicas") && strings.Contains(c.Message, "website.cue:"), err
 	})
 	after, err := getDeployment(ctx, ns, "site")
@@ -341,7 +342,7 @@ func TestInvalidSpecTouchesNoChild(t *testing.T) {
 	require.NoError(t, k8s.List(ctx, events, client.InNamespace(ns)))
 	found := false
 	for _, e := range events.Items {
-		if e.Type == corev1.EventTypeWarning && e.Reason == engine.ReasonInvalidSpec {
+		if e.Type == corev1.EventTypeWarning && e.Reason == contract.ReasonInvalidSpec {
 			found = true
 		}
 	}
@@ -350,7 +351,7 @@ func TestInvalidSpecTouchesNoChild(t *testing.T) {
 	// Fixing the spec syncs again.
 	require.NoError(t, k8s.Patch(ctx, site, client.RawPatch("application/merge-patch+json", []byte(`{"spec":{"minReplicas":1}}`))))
 	eventually(t, "Synced=True", func(ctx context.Context) (bool, error) {
-		c, err := condition(ctx, site, engine.ConditionSynced)
+		c, err := condition(ctx, site, contract.ConditionSynced)
 		return c != nil && c.Status == metav1.ConditionTrue, err
 	})
 }

@@ -8,6 +8,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
+	"github.com/cuengine/engine/contract"
 	"github.com/cuengine/engine/providers"
 )
 
@@ -86,12 +87,12 @@ func classify(err error, resourceResync time.Duration) (errorClass, string, time
 	}
 	switch {
 	case apierrors.IsConflict(err):
-		return waiting, "Conflict", conflictDelay
+		return waiting, contract.ReasonConflict, conflictDelay
 	case apierrors.IsInvalid(err), apierrors.IsBadRequest(err), apierrors.IsForbidden(err),
 		apierrors.IsRequestEntityTooLargeError(err), apierrors.IsMethodNotSupported(err):
-		return terminal, ReasonApplyFailed, 0
+		return terminal, contract.ReasonApplyFailed, 0
 	}
-	return transient, ReasonNotSynced, 0
+	return transient, contract.ReasonNotSynced, 0
 }
 
 // outcome turns the way a reconcile ended into what controller-runtime

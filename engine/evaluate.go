@@ -6,6 +6,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
+	"github.com/cuengine/engine/contract"
 	"github.com/cuengine/engine/templates"
 )
 
@@ -32,7 +33,7 @@ func (r *reconciler) evaluate(t *templates.Template, parent *unstructured.Unstru
 	st.template.record(out.Result.Status)
 	// A refused child is a terminal problem of its own; the others go on.
 	for _, err := range out.Refused {
-		st.fail(ReasonChildRefused, err)
+		st.fail(contract.ReasonChildRefused, err)
 	}
 	return &evaluation{result: out.Result, children: out.Children, observed: observed, graph: t.Graph()}, nil
 }

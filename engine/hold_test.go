@@ -19,6 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
+	"github.com/cuengine/engine/contract"
 	"github.com/cuengine/engine/engine"
 	"github.com/cuengine/engine/templates"
 )
@@ -142,7 +143,7 @@ func TestTemplateWrittenInTwoHalvesDeletesNothing(t *testing.T) {
 			if err := k8s.Get(ctx, client.ObjectKeyFromObject(p), p); err != nil {
 				return false, err
 			}
-			if number, _ := engine.ParentRevision(p); number != 3 {
+			if number, _ := contract.ParentRevision(p); number != 3 {
 				return false, nil
 			}
 		}
@@ -158,7 +159,7 @@ func TestTemplateWrittenInTwoHalvesDeletesNothing(t *testing.T) {
 	require.NoError(t, k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: "a"}, &corev1.ConfigMap{}), "not deleted while held")
 	cr := &appsv1.ControllerRevision{}
 	require.NoError(t, k8s.Get(ctx, client.ObjectKey{Namespace: revisions, Name: engine.RevisionName(shelfGVK, reloadEvent(t, dir, shelfHead+"// the books go\n").Set.Templates()[0].Hash)}, cr))
-	cr.Annotations[engine.AnnotationRolloutApproved] = "true"
+	cr.Annotations[contract.AnnotationRolloutApproved] = "true"
 	require.NoError(t, k8s.Update(ctx, cr))
 	eventually(t, "the deletion served once confirmed", func(ctx context.Context) (bool, error) {
 		err := k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: "a"}, &corev1.ConfigMap{})

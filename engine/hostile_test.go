@@ -23,6 +23,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
+	"github.com/cuengine/engine/contract"
 	"github.com/cuengine/engine/engine"
 	"github.com/cuengine/engine/internal/gcsemulator"
 	"github.com/cuengine/engine/providers"
@@ -165,7 +166,7 @@ func TestHostileSpecs(t *testing.T) {
 		return true, nil
 	})
 	for _, obj := range accepted {
-		c, err := condition(ctx, obj, engine.ConditionSynced)
+		c, err := condition(ctx, obj, contract.ConditionSynced)
 		require.NoError(t, err)
 		require.NotNil(t, c, "%s %s has a Synced condition", obj.GetKind(), obj.GetName())
 		if c.Status != metav1.ConditionTrue {
@@ -174,7 +175,7 @@ func TestHostileSpecs(t *testing.T) {
 		}
 		assert.True(t, printable(c.Message), "%s: the message is printable: %q", obj.GetName(), c.Message)
 	}
-	c, err := condition(ctx, canary, engine.ConditionSynced)
+	c, err := condition(ctx, canary, contract.ConditionSynced)
 	require.NoError(t, err)
 	assert.Equal(t, metav1.ConditionTrue, c.Status, "a valid parent of the same kinds is still served: %s", c.Message)
 
@@ -183,9 +184,9 @@ func TestHostileSpecs(t *testing.T) {
 		ours[string(obj.GetUID())] = true
 	}
 	var deployments appsv1.DeploymentList
-	require.NoError(t, k8s.List(ctx, &deployments, client.HasLabels{engine.LabelParentUID}))
+	require.NoError(t, k8s.List(ctx, &deployments, client.HasLabels{contract.LabelParentUID}))
 	for _, d := range deployments.Items {
-		if !ours[d.Labels[engine.LabelParentUID]] {
+		if !ours[d.Labels[contract.LabelParentUID]] {
 			continue // another test's
 		}
 		assert.Equal(t, ns, d.Namespace, "no child outside the parent's namespace")

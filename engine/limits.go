@@ -9,6 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/cuengine/engine/contract"
 	"github.com/cuengine/engine/templates"
 )
 
@@ -35,13 +36,6 @@ type Limits struct {
 // DefaultLimits are generous for any template written for a purpose and
 // small enough that one parent cannot take the engine down.
 var DefaultLimits = Limits{EvaluationTimeout: 10 * time.Second, MaxChildren: 1000, MaxRenderedBytes: 10 << 20}
-
-// Reasons of the limits, on the Synced condition.
-const (
-	ReasonEvaluationTimeout = "EvaluationTimeout"
-	ReasonTooManyChildren   = "TooManyChildren"
-	ReasonRenderTooLarge    = "RenderTooLarge"
-)
 
 // overLimit remembers, per parent, the inputs that went over a limit, so
 // they are not evaluated again.
@@ -95,13 +89,13 @@ func (r *reconciler) boundedRender(t *templates.Template, parent *unstructured.U
 	}
 	start := time.Now()
 	out, err := Render(t, parent, observed, RenderOptions{Limits: r.limits, Scoper: r.scoper})
-	metricEvaluateSeconds.WithLabelValues(kindString(t.GVK)).Observe(time.Since(start).Seconds())
+	metricEvaluateSeconds.WithLabelValues(contract.KindString(t.GVK)).Observe(time.Since(start).Seconds())
 	if err == nil && out.Result.Remembered {
-		metricEvaluationsRemembered.WithLabelValues(kindString(t.GVK)).Inc()
+		metricEvaluationsRemembered.WithLabelValues(contract.KindString(t.GVK)).Inc()
 	}
 	if err != nil {
 		if se := (*stepError)(nil); errors.As(err, &se) {
-			metricLimitExceeded.WithLabelValues(kindString(t.GVK), se.reason).Inc()
+			metricLimitExceeded.WithLabelValues(contract.KindString(t.GVK), se.reason).Inc()
 			r.overLimit.record(t, parent, err)
 		}
 		return nil, err
@@ -134,7 +128,7 @@ func evaluateWithin(t *templates.Template, in templates.Input, timeout time.Dura
 			<-done
 			metricEvaluationsOverrunning.Dec()
 		}()
-		return nil, terminalError(ReasonEvaluationTimeout, fmt.Errorf(
+		return nil, terminalError(contract.ReasonEvaluationTimeout, fmt.Errorf(
 			"evaluating the template took longer than %s (--evaluation-timeout); it is not evaluated again for this object until its spec or the template changes", timeout))
 	}
 }
@@ -142,11 +136,11 @@ func evaluateWithin(t *templates.Template, in templates.Input, timeout time.Dura
 // checkResult refuses a rendering over the size limits.
 func (l Limits) checkResult(out *templates.Result) error {
 	if n := len(out.Children) + len(out.Resources); l.MaxChildren > 0 && n > l.MaxChildren {
-		return terminalError(ReasonTooManyChildren, fmt.Errorf(
+		return terminalError(contract.ReasonTooManyChildren, fmt.Errorf(
 			"the template renders %d children and resources for this object, more than the %d allowed (--max-children); nothing was applied", n, l.MaxChildren))
 	}
 	if l.MaxRenderedBytes > 0 && out.Size > l.MaxRenderedBytes {
-		return terminalError(ReasonRenderTooLarge, fmt.Errorf(
+		return terminalError(contract.ReasonRenderTooLarge, fmt.Errorf(
 			"the template renders %d bytes for this object, more than the %d allowed (--max-rendered-bytes); nothing was applied", out.Size, l.MaxRenderedBytes))
 	}
 	return nil

@@ -3,6 +3,8 @@ package engine
 import (
 	"github.com/prometheus/client_golang/prometheus"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
+
+	"github.com/cuengine/engine/contract"
 )
 
 // Prometheus metrics of the engine, served on the manager's metrics endpoint
@@ -75,7 +77,7 @@ func init() {
 func initKindMetrics(kind string) {
 	metricEvaluateSeconds.WithLabelValues(kind)
 	metricEvaluationsRemembered.WithLabelValues(kind)
-	for _, limit := range []string{ReasonEvaluationTimeout, ReasonTooManyChildren, ReasonRenderTooLarge} {
+	for _, limit := range []string{contract.ReasonEvaluationTimeout, contract.ReasonTooManyChildren, contract.ReasonRenderTooLarge} {
 		metricLimitExceeded.WithLabelValues(kind, limit)
 	}
 	for _, phase := range []Phase{PhaseProgressing, PhaseHeld, PhaseComplete, PhaseRolledBack} {

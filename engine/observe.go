@@ -8,6 +8,8 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/cuengine/engine/contract"
 )
 
 // liveChildren are the parent's children as the child cache has them,
@@ -27,7 +29,7 @@ type childKey struct {
 }
 
 func keyOf(obj *unstructured.Unstructured) childKey {
-	return childKey{kind: obj.GroupVersionKind().GroupKind(), namespace: obj.GetNamespace(), name: obj.GetName(), local: obj.GetLabels()[LabelChild]}
+	return childKey{kind: obj.GroupVersionKind().GroupKind(), namespace: obj.GetNamespace(), name: obj.GetName(), local: obj.GetLabels()[contract.LabelChild]}
 }
 
 // objectKeyOf identifies the object alone, whichever child it is.
@@ -93,7 +95,7 @@ func (o ownedChildren) read() (*liveChildren, error) {
 func (lc *liveChildren) observed(parent *unstructured.Unstructured) map[string]any {
 	observed := make(map[string]any, len(lc.list))
 	for _, c := range lc.list {
-		if name := c.GetLabels()[LabelChild]; name != "" {
+		if name := c.GetLabels()[contract.LabelChild]; name != "" {
 			observed[name] = c.Object
 		}
 	}

@@ -10,6 +10,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/cuengine/engine/contract"
 )
 
 // deletionRecheck is how often a deletion that waits on a dependent looks
@@ -39,7 +41,7 @@ func (o *dependencyOrder) gone(name string) { delete(o.records, name) }
 
 // dependsOn reads a child's depends-on annotation.
 func dependsOn(obj *unstructured.Unstructured) []string {
-	v := obj.GetAnnotations()[AnnotationDependsOn]
+	v := obj.GetAnnotations()[contract.AnnotationDependsOn]
 	if v == "" {
 		return nil
 	}
@@ -47,7 +49,7 @@ func dependsOn(obj *unstructured.Unstructured) []string {
 }
 
 // localName is a child's local name, from its label.
-func localName(obj *unstructured.Unstructured) string { return obj.GetLabels()[LabelChild] }
+func localName(obj *unstructured.Unstructured) string { return obj.GetLabels()[contract.LabelChild] }
 
 // dependent is one thing still there that depends on another.
 type dependent struct {
@@ -157,7 +159,7 @@ func (s *status) recordWaits(waits []deletionWait) {
 		}
 	}
 	for _, key := range held {
-		s.fail(ReasonDeletionBlocked, waitingError(ReasonDeletionBlocked, deletionRecheck,
+		s.fail(contract.ReasonDeletionBlocked, waitingError(contract.ReasonDeletionBlocked, deletionRecheck,
 			fmt.Errorf("%s; %s waits for it", key, strings.Join(blocked[key], ", "))))
 	}
 }

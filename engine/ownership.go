@@ -9,26 +9,23 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
-)
 
-// AnnotationInventory on a parent lists the children the engine created
-// that cannot carry an owner reference to it: those in other namespaces and
-// cluster-scoped ones. An entry is recorded before the child is created.
-const AnnotationInventory = "engine.cuengine.dev/inventory"
+	"github.com/cuengine/engine/contract"
+)
 
 // inventory is the set of children recorded on a parent, by inventoryKey;
 // nil when the parent carries no inventory at all.
 type inventory map[string]bool
 
-// inventoryKey names an object in an inventory: Kind.group/namespace/name.
+// inventoryKey names an object in an inventory (contract.ObjectRef).
 func inventoryKey(obj client.Object) string {
-	return obj.GetObjectKind().GroupVersionKind().GroupKind().String() + "/" + obj.GetNamespace() + "/" + obj.GetName()
+	return contract.ObjectRef(obj.GetObjectKind().GroupVersionKind().GroupKind(), obj.GetNamespace(), obj.GetName())
 }
 
 // inventoryOf reads the parent's inventory. An annotation that does not
 // parse is an empty inventory: it proves nothing.
 func inventoryOf(parent *unstructured.Unstructured) inventory {
-	raw, ok := parent.GetAnnotations()[AnnotationInventory]
+	raw, ok := parent.GetAnnotations()[contract.AnnotationInventory]
 	if !ok {
 		return nil
 	}
@@ -59,7 +56,7 @@ func isOurs(parent *unstructured.Unstructured, obj client.Object, inv inventory)
 		return ref.UID == parent.GetUID()
 	}
 	if inv == nil {
-		return controllerutil.ContainsFinalizer(parent, Finalizer) && obj.GetLabels()[LabelParentUID] == string(parent.GetUID())
+		return controllerutil.ContainsFinalizer(parent, contract.Finalizer) && obj.GetLabels()[contract.LabelParentUID] == string(parent.GetUID())
 	}
 	return inv[inventoryKey(obj)]
 }

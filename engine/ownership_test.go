@@ -14,7 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/cuengine/engine/engine"
+	"github.com/cuengine/engine/contract"
 )
 
 // forgedMeta is what a user who may only create objects in their own
@@ -23,11 +23,11 @@ import (
 func forgedMeta(ns, name string, p *unstructured.Unstructured, child string) metav1.ObjectMeta {
 	return metav1.ObjectMeta{Namespace: ns, Name: name,
 		Labels: map[string]string{
-			engine.LabelManagedBy: engine.ManagedByValue,
-			engine.LabelParentUID: string(p.GetUID()),
-			engine.LabelChild:     child,
+			contract.LabelManagedBy: contract.ManagedByValue,
+			contract.LabelParentUID: string(p.GetUID()),
+			contract.LabelChild:     child,
 		},
-		Annotations: map[string]string{engine.AnnotationParent: engine.ParentRef(p)},
+		Annotations: map[string]string{contract.AnnotationParent: contract.ParentRef(p)},
 	}
 }
 
@@ -79,7 +79,7 @@ func TestForgedLabelsProveNothing(t *testing.T) {
 		})
 		require.NoError(t, k8s.Get(ctx, client.ObjectKeyFromObject(tenant), tenant))
 		var inv []string
-		require.NoError(t, json.Unmarshal([]byte(tenant.GetAnnotations()[engine.AnnotationInventory]), &inv))
+		require.NoError(t, json.Unmarshal([]byte(tenant.GetAnnotations()[contract.AnnotationInventory]), &inv))
 		assert.Equal(t, []string{"ConfigMap/tenant-globex/settings", "Namespace//tenant-globex"}, inv,
 			"what the parent owns outside its namespace is recorded on it")
 

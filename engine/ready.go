@@ -9,6 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	kstatus "sigs.k8s.io/cli-utils/pkg/kstatus/status"
 
+	"github.com/cuengine/engine/contract"
 	"github.com/cuengine/engine/templates"
 )
 
@@ -16,15 +17,15 @@ import (
 // else every desired child exists and is ready, and so is every resource.
 func (s *status) setReady(eval *evaluation, live *liveChildren) {
 	if !s.synced.ok() {
-		s.ready = condition{status: metav1.ConditionFalse, reason: ReasonNotSynced, message: "not synced: " + s.synced.reason}
+		s.ready = condition{status: metav1.ConditionFalse, reason: contract.ReasonNotSynced, message: "not synced: " + s.synced.reason}
 		return
 	}
 	waiting := waitingResources(s.resourcesSeen())
 	if ready := eval.result.Ready; ready != nil {
 		if *ready && len(waiting) == 0 {
-			s.ready = condition{status: metav1.ConditionTrue, reason: ReasonReady, message: "the template reports ready"}
+			s.ready = condition{status: metav1.ConditionTrue, reason: contract.ReasonReady, message: "the template reports ready"}
 		} else {
-			s.ready = condition{status: metav1.ConditionFalse, reason: ReasonTemplateNotReady, message: "the template reports not ready"}
+			s.ready = condition{status: metav1.ConditionFalse, reason: contract.ReasonTemplateNotReady, message: "the template reports not ready"}
 		}
 		return
 	}
@@ -44,10 +45,10 @@ func (s *status) setReady(eval *evaluation, live *liveChildren) {
 	}
 	steps = append(append(steps, heldBack(eval)...), s.waits...)
 	if len(steps) > 0 {
-		s.ready = condition{status: metav1.ConditionFalse, reason: ReasonWaiting, message: safeMessage(strings.Join(steps, "; "))}
+		s.ready = condition{status: metav1.ConditionFalse, reason: contract.ReasonWaiting, message: safeMessage(strings.Join(steps, "; "))}
 		return
 	}
-	s.ready = condition{status: metav1.ConditionTrue, reason: ReasonReady, message: "all children are ready"}
+	s.ready = condition{status: metav1.ConditionTrue, reason: contract.ReasonReady, message: "all children are ready"}
 }
 
 // childReady judges a live child by kstatus, the rules Flux, kpt and

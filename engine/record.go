@@ -10,16 +10,8 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
-)
 
-const (
-	// Finalizer keeps a parent until the engine has deleted what the
-	// garbage collector cannot: external resources, and children outside
-	// the parent's namespace.
-	Finalizer = "engine.cuengine.dev/finalizer"
-	// annotationResourcePrefix + local name records an external resource on
-	// the parent before it is created: the source of truth for its name.
-	annotationResourcePrefix = "resources.engine.cuengine.dev/"
+	"github.com/cuengine/engine/contract"
 )
 
 // record is the one write to the parent's metadata, and the one write in
@@ -39,8 +31,8 @@ func (r *reconciler) record(ctx context.Context, parent *unstructured.Unstructur
 	updated := parent.DeepCopy()
 	// A parent with the finalizer always carries an inventory, so that
 	// ownership of its children is never decided by labels (ownership.go).
-	finalizer := plan.finalizer || len(inv) > 0 || controllerutil.ContainsFinalizer(parent, Finalizer)
-	changed := finalizer && controllerutil.AddFinalizer(updated, Finalizer)
+	finalizer := plan.finalizer || len(inv) > 0 || controllerutil.ContainsFinalizer(parent, contract.Finalizer)
+	changed := finalizer && controllerutil.AddFinalizer(updated, contract.Finalizer)
 	annotations := maps.Clone(updated.GetAnnotations())
 	if annotations == nil {
 		annotations = map[string]string{}
@@ -49,11 +41,11 @@ func (r *reconciler) record(ctx context.Context, parent *unstructured.Unstructur
 		maps.DeleteFunc(annotations, func(k, _ string) bool { return isRecordAnnotation(k) })
 		for name, rec := range plan.records {
 			b, _ := json.Marshal(rec)
-			annotations[annotationResourcePrefix+name] = string(b)
+			annotations[contract.AnnotationResourcePrefix+name] = string(b)
 		}
 	}
 	if finalizer {
-		annotations[AnnotationInventory] = inv.encode()
+		annotations[contract.AnnotationInventory] = inv.encode()
 	}
 	if !maps.Equal(annotations, parent.GetAnnotations()) {
 		changed = true
@@ -71,5 +63,5 @@ func (r *reconciler) record(ctx context.Context, parent *unstructured.Unstructur
 }
 
 func isRecordAnnotation(key string) bool {
-	return strings.HasPrefix(key, annotationResourcePrefix)
+	return strings.HasPrefix(key, contract.AnnotationResourcePrefix)
 }

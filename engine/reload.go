@@ -16,13 +16,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
+	"github.com/cuengine/engine/contract"
 	"github.com/cuengine/engine/templates"
 )
-
-// ReasonTemplateReloadFailed is the reason of the Warning event put on the
-// parents of a kind whose template was edited into something that cannot
-// be served. They keep being reconciled with the last good version.
-const ReasonTemplateReloadFailed = "TemplateReloadFailed"
 
 // maxInvalidParents bounds how many failing parents a refused reload names.
 const maxInvalidParents = 5
@@ -216,7 +212,7 @@ func (e *Engine) reportReloadFailure(ctx context.Context, err error) {
 				if limiter.Wait(ctx) != nil {
 					return
 				}
-				e.recorder.Eventf(&parents[i], nil, corev1.EventTypeWarning, ReasonTemplateReloadFailed, "Reload", "%s", safeMessage(msg))
+				e.recorder.Eventf(&parents[i], nil, corev1.EventTypeWarning, contract.ReasonTemplateReloadFailed, "Reload", "%s", safeMessage(msg))
 			}
 		}
 	}()

@@ -5,6 +5,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
+	"github.com/cuengine/engine/contract"
 	"github.com/cuengine/engine/templates"
 )
 
@@ -52,7 +53,7 @@ func Render(t *templates.Template, parent *unstructured.Unstructured, observed m
 	for _, c := range out.Children {
 		obj, err := Desired(parent, t.Policy, scoper, c)
 		if err != nil {
-			r.Refused = append(r.Refused, terminalError(ReasonChildRefused, err))
+			r.Refused = append(r.Refused, terminalError(contract.ReasonChildRefused, err))
 			continue
 		}
 		r.Children = append(r.Children, obj)

@@ -12,6 +12,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
+	"github.com/cuengine/engine/contract"
 	"github.com/cuengine/engine/providers"
 	"github.com/cuengine/engine/templates"
 )
@@ -65,7 +66,7 @@ func (r *reconciler) reconcileResources(ctx context.Context, parent *unstructure
 	for _, res := range eval.result.Resources {
 		p, ok := r.provider(res.Provider)
 		if !ok {
-			st.fail(ReasonUnknownProvider, terminalError(ReasonUnknownProvider,
+			st.fail(contract.ReasonUnknownProvider, terminalError(contract.ReasonUnknownProvider,
 				fmt.Errorf("resource %s: no provider %q (this engine has: %s)", res.Name, res.Provider, strings.Join(r.providers.Names(), ", "))))
 			continue
 		}
@@ -155,7 +156,7 @@ func (r *reconciler) removeResource(ctx context.Context, parent *unstructured.Un
 	if rec.DeletionPolicy != templates.DeletionPolicyOrphan {
 		p, ok := r.provider(rec.Provider)
 		if !ok {
-			st.fail(ReasonUnknownProvider, terminalError(ReasonUnknownProvider, fmt.Errorf("resource %s: no provider %q to delete it", rec.Name, rec.Provider)))
+			st.fail(contract.ReasonUnknownProvider, terminalError(contract.ReasonUnknownProvider, fmt.Errorf("resource %s: no provider %q to delete it", rec.Name, rec.Provider)))
 			return
 		}
 		callCtx, cancel := context.WithTimeout(ctx, providerCallTimeout)
@@ -205,13 +206,13 @@ type resourceRecord struct {
 func recordedResources(parent *unstructured.Unstructured) (map[string]resourceRecord, error) {
 	out := map[string]resourceRecord{}
 	for k, v := range parent.GetAnnotations() {
-		name, ok := strings.CutPrefix(k, annotationResourcePrefix)
+		name, ok := strings.CutPrefix(k, contract.AnnotationResourcePrefix)
 		if !ok {
 			continue
 		}
 		var rec resourceRecord
 		if err := json.Unmarshal([]byte(v), &rec); err != nil {
-			return nil, terminalError(ReasonNotSynced, fmt.Errorf("annotation %s is not a resource record (edited by hand?): %w", k, err))
+			return nil, terminalError(contract.ReasonNotSynced, fmt.Errorf("annotation %s is not a resource record (edited by hand?): %w", k, err))
 		}
 		rec.Name = name
 		out[name] = rec

@@ -9,6 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	utiljson "k8s.io/apimachinery/pkg/util/json"
 
+	"github.com/cuengine/engine/contract"
 	"github.com/cuengine/engine/providers"
 )
 
@@ -60,7 +61,7 @@ func resourceStatusFrom(m map[string]any) resourceStatus {
 
 // storedResources reads the parent's status.resources, by name.
 func storedResources(parent *unstructured.Unstructured) map[string]resourceStatus {
-	res, _, _ := unstructured.NestedMap(parent.Object, "status", "resources")
+	res, _, _ := unstructured.NestedMap(parent.Object, "status", contract.StatusResources)
 	out := make(map[string]resourceStatus, len(res))
 	for name, v := range res {
 		if m, ok := v.(map[string]any); ok {

@@ -3,23 +3,20 @@ package engine
 import (
 	"cmp"
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"slices"
 	"strconv"
-	"strings"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/cuengine/engine/contract"
 	"github.com/cuengine/engine/templates"
 )
 
@@ -27,54 +24,19 @@ import (
 // ControllerRevision in the engine's namespace, named after the kind and
 // the template's content hash, numbered in sequence per kind, holding the
 // template's files. The rollout of a revision (rollout.go) is recorded in
-// the revision's annotations, so every replica and a restarted engine
-// agree on it, and kubectl can read and change it:
-//
-//	kubectl get controllerrevisions -l engine.cuengine.dev/template-kind=mykind.webapp.my.domain
-//	kubectl annotate controllerrevision NAME engine.cuengine.dev/rollout-paused=true
-const (
-	// LabelTemplateKind selects a kind's revisions: "mykind.webapp.my.domain".
-	LabelTemplateKind = "engine.cuengine.dev/template-kind"
-	// AnnotationTemplateKind is the revision's kind in full: "MyKind.webapp.my.domain/v1".
-	AnnotationTemplateKind = "engine.cuengine.dev/template-kind"
-	// AnnotationTemplatePath is the template's path in the templates directory.
-	AnnotationTemplatePath = "engine.cuengine.dev/template-path"
-	// AnnotationTemplateHash is the template's content hash.
-	AnnotationTemplateHash = "engine.cuengine.dev/template-hash"
+// the revision's annotations (contract.AnnotationRollout*), so every
+// replica and a restarted engine agree on it, and kubectl can read and
+// change it (package contract has the keys).
 
-	// AnnotationRolloutPhase is where the revision's rollout stands (Phase).
-	AnnotationRolloutPhase = "engine.cuengine.dev/rollout-phase"
-	// AnnotationRolloutWave is the index of the wave in progress.
-	AnnotationRolloutWave = "engine.cuengine.dev/rollout-wave"
-	// AnnotationRolloutMessage says why the rollout is where it is.
-	AnnotationRolloutMessage = "engine.cuengine.dev/rollout-message"
-	// AnnotationRolloutHeldDeletes counts the children a held revision
-	// would delete; absent unless the revision is held.
-	AnnotationRolloutHeldDeletes = "engine.cuengine.dev/rollout-held-deletes"
-
-	// AnnotationRolloutPaused, "true", set by a user, stops a rollout
-	// between waves; removing it resumes.
-	AnnotationRolloutPaused = "engine.cuengine.dev/rollout-paused"
-	// AnnotationRolloutApproved, "true", set by a user, lets a held
-	// revision (one that deletes children) roll out.
-	AnnotationRolloutApproved = "engine.cuengine.dev/rollout-approved"
-	// AnnotationRolloutUndo, "true", set by a user, rolls the revision
-	// back: every parent returns to the previous complete revision.
-	AnnotationRolloutUndo = "engine.cuengine.dev/rollout-undo"
-
-	// AnnotationTemplateRevision on a parent pins it to a revision number,
-	// whatever the files say; removing it lets the parent follow.
-	AnnotationTemplateRevision = "engine.cuengine.dev/template-revision"
-)
-
-// Phase is where a revision's rollout stands.
+// Phase is where a revision's rollout stands: the value of its
+// contract.AnnotationRolloutPhase.
 type Phase string
 
 const (
 	// PhasePending: just recorded; the engine has not looked at it yet.
 	PhasePending Phase = "Pending"
 	// PhaseHeld: it would delete children the previous revision produces;
-	// it waits for a confirmation (AnnotationRolloutApproved).
+	// it waits for a confirmation (contract.AnnotationRolloutApproved).
 	PhaseHeld Phase = "Held"
 	// PhaseProgressing: parents are moving to it, wave by wave.
 	PhaseProgressing Phase = "Progressing"
@@ -114,44 +76,34 @@ type revisionData struct {
 	Files map[string]string `json:"files"`
 }
 
-// RevisionName names the revision of a kind's template with a given hash.
+// RevisionName names the revision of a kind's template with a given hash:
+// the kind's contract.LabelTemplateKind value, then the hash.
 func RevisionName(gvk schema.GroupVersionKind, hash string) string {
-	return kindLabel(gvk) + "-" + hash
-}
-
-// kindLabel is the value of LabelTemplateKind for a kind: "mykind.webapp.my.domain",
-// or a digest of it when it is longer than a label value may be.
-func kindLabel(gvk schema.GroupVersionKind) string {
-	v := strings.ToLower(gvk.Kind + "." + gvk.Group)
-	if len(v) > 63 {
-		sum := sha256.Sum256([]byte(v))
-		v = strings.TrimRight(v[:50], ".-") + "-" + hex.EncodeToString(sum[:])[:12]
-	}
-	return v
+	return contract.TemplateKindLabel(gvk.GroupKind()) + "-" + hash
 }
 
 // RevisionOf reads a stored revision.
 func RevisionOf(cr *appsv1.ControllerRevision) Revision {
 	a := cr.GetAnnotations()
-	wave, _ := strconv.Atoi(a[AnnotationRolloutWave])
-	heldDeletes, err := strconv.Atoi(a[AnnotationRolloutHeldDeletes])
+	wave, _ := strconv.Atoi(a[contract.AnnotationRolloutWave])
+	heldDeletes, err := strconv.Atoi(a[contract.AnnotationRolloutHeldDeletes])
 	if err != nil {
 		heldDeletes = -1
 	}
 	return Revision{
 		Name:        cr.Name,
-		Kind:        a[AnnotationTemplateKind],
+		Kind:        a[contract.AnnotationTemplateKind],
 		Number:      cr.Revision,
-		Hash:        a[AnnotationTemplateHash],
-		Path:        a[AnnotationTemplatePath],
+		Hash:        a[contract.AnnotationTemplateHash],
+		Path:        a[contract.AnnotationTemplatePath],
 		Created:     cr.CreationTimestamp.Time,
-		Phase:       cmp.Or(Phase(a[AnnotationRolloutPhase]), PhasePending),
+		Phase:       cmp.Or(Phase(a[contract.AnnotationRolloutPhase]), PhasePending),
 		Wave:        wave,
-		Message:     a[AnnotationRolloutMessage],
+		Message:     a[contract.AnnotationRolloutMessage],
 		HeldDeletes: heldDeletes,
-		Paused:      a[AnnotationRolloutPaused] == "true",
-		Approved:    a[AnnotationRolloutApproved] == "true",
-		Undo:        a[AnnotationRolloutUndo] == "true",
+		Paused:      a[contract.AnnotationRolloutPaused] == "true",
+		Approved:    a[contract.AnnotationRolloutApproved] == "true",
+		Undo:        a[contract.AnnotationRolloutUndo] == "true",
 	}
 }
 
@@ -170,36 +122,14 @@ func ListRevisions(ctx context.Context, c client.Reader, namespace string, gvk s
 
 func listRevisionObjects(ctx context.Context, c client.Reader, namespace string, gvk schema.GroupVersionKind) ([]appsv1.ControllerRevision, error) {
 	list := &appsv1.ControllerRevisionList{}
-	if err := c.List(ctx, list, client.InNamespace(namespace), client.MatchingLabels{LabelTemplateKind: kindLabel(gvk)}); err != nil {
-		return nil, fmt.Errorf("listing the revisions of %s: %w", kindString(gvk), err)
+	if err := c.List(ctx, list, client.InNamespace(namespace), client.MatchingLabels{contract.LabelTemplateKind: contract.TemplateKindLabel(gvk.GroupKind())}); err != nil {
+		return nil, fmt.Errorf("listing the revisions of %s: %w", contract.KindString(gvk), err)
 	}
 	items := slices.DeleteFunc(list.Items, func(cr appsv1.ControllerRevision) bool {
-		return cr.GetAnnotations()[AnnotationTemplateKind] != kindString(gvk)
+		return cr.GetAnnotations()[contract.AnnotationTemplateKind] != contract.KindString(gvk)
 	})
 	slices.SortFunc(items, func(a, b appsv1.ControllerRevision) int { return cmp.Compare(a.Revision, b.Revision) })
 	return items, nil
-}
-
-// ParentRevision returns the revision a parent's status says it runs:
-// status.templateRevision, written by the engine with each status.
-func ParentRevision(parent *unstructured.Unstructured) (number int64, hash string) {
-	number, _, _ = unstructured.NestedInt64(parent.Object, "status", "templateRevision", "number")
-	hash, _, _ = unstructured.NestedString(parent.Object, "status", "templateRevision", "hash")
-	return number, hash
-}
-
-// PinnedRevision returns the revision number a parent is pinned to, 0 when
-// it is not pinned, and an error when the annotation is not a number.
-func PinnedRevision(parent *unstructured.Unstructured) (int64, error) {
-	v, ok := parent.GetAnnotations()[AnnotationTemplateRevision]
-	if !ok {
-		return 0, nil
-	}
-	n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
-	if err != nil || n < 1 {
-		return 0, fmt.Errorf("annotation %s=%q is not a revision number", AnnotationTemplateRevision, v)
-	}
-	return n, nil
 }
 
 // revisionStore reads and writes a kind's revisions.
@@ -242,12 +172,12 @@ func (s *revisionStore) ensure(ctx context.Context, t *templates.Template) (rev 
 		ObjectMeta: metav1.ObjectMeta{
 			Name:      RevisionName(s.gvk, t.Hash),
 			Namespace: s.namespace,
-			Labels:    map[string]string{LabelTemplateKind: kindLabel(s.gvk)},
+			Labels:    map[string]string{contract.LabelTemplateKind: contract.TemplateKindLabel(s.gvk.GroupKind())},
 			Annotations: map[string]string{
-				AnnotationTemplateKind: kindString(s.gvk),
-				AnnotationTemplatePath: t.Path,
-				AnnotationTemplateHash: t.Hash,
-				AnnotationRolloutPhase: string(PhasePending),
+				contract.AnnotationTemplateKind: contract.KindString(s.gvk),
+				contract.AnnotationTemplatePath: t.Path,
+				contract.AnnotationTemplateHash: t.Hash,
+				contract.AnnotationRolloutPhase: string(PhasePending),
 			},
 		},
 		Data:     runtime.RawExtension{Raw: data},
@@ -262,7 +192,7 @@ func (s *revisionStore) ensure(ctx context.Context, t *templates.Template) (rev 
 			}
 			return RevisionOf(cr), false, nil
 		}
-		return Revision{}, false, fmt.Errorf("recording revision %d of %s: %w", number, kindString(s.gvk), err)
+		return Revision{}, false, fmt.Errorf("recording revision %d of %s: %w", number, contract.KindString(s.gvk), err)
 	}
 	return RevisionOf(cr), len(existing) == 0, nil
 }
@@ -273,19 +203,19 @@ func (s *revisionStore) renumber(ctx context.Context, cr *appsv1.ControllerRevis
 	patch, err := json.Marshal(map[string]any{
 		"revision": number,
 		"metadata": map[string]any{"annotations": map[string]any{
-			AnnotationRolloutPhase:    string(PhasePending),
-			AnnotationRolloutWave:     "0",
-			AnnotationRolloutMessage:  fmt.Sprintf("the files are revision %d's content again", cr.Revision),
-			AnnotationRolloutPaused:   nil,
-			AnnotationRolloutApproved: nil,
-			AnnotationRolloutUndo:     nil,
+			contract.AnnotationRolloutPhase:    string(PhasePending),
+			contract.AnnotationRolloutWave:     "0",
+			contract.AnnotationRolloutMessage:  fmt.Sprintf("the files are revision %d's content again", cr.Revision),
+			contract.AnnotationRolloutPaused:   nil,
+			contract.AnnotationRolloutApproved: nil,
+			contract.AnnotationRolloutUndo:     nil,
 		}},
 	})
 	if err != nil {
 		return Revision{}, err
 	}
 	if err := s.c.Patch(ctx, cr, client.RawPatch("application/merge-patch+json", patch)); err != nil {
-		return Revision{}, fmt.Errorf("renumbering revision %d of %s as %d: %w", cr.Revision, kindString(s.gvk), number, err)
+		return Revision{}, fmt.Errorf("renumbering revision %d of %s as %d: %w", cr.Revision, contract.KindString(s.gvk), number, err)
 	}
 	return RevisionOf(cr), nil
 }
@@ -302,12 +232,12 @@ func LoadRevision(cr *appsv1.ControllerRevision, gvk schema.GroupVersionKind) (*
 	if err := json.Unmarshal(cr.Data.Raw, &data); err != nil {
 		return nil, fmt.Errorf("revision %d (ControllerRevision %s/%s): reading its files: %w", cr.Revision, cr.Namespace, cr.Name, err)
 	}
-	t, err := templates.Restore(cr.GetAnnotations()[AnnotationTemplatePath], data.Files)
+	t, err := templates.Restore(cr.GetAnnotations()[contract.AnnotationTemplatePath], data.Files)
 	if err != nil {
 		return nil, fmt.Errorf("revision %d (ControllerRevision %s/%s): %w", cr.Revision, cr.Namespace, cr.Name, err)
 	}
 	if t.GVK != gvk {
-		return nil, fmt.Errorf("revision %d (ControllerRevision %s/%s) is a template of %s, not %s", cr.Revision, cr.Namespace, cr.Name, kindString(t.GVK), kindString(gvk))
+		return nil, fmt.Errorf("revision %d (ControllerRevision %s/%s) is a template of %s, not %s", cr.Revision, cr.Namespace, cr.Name, contract.KindString(t.GVK), contract.KindString(gvk))
 	}
 	return t, nil
 }
@@ -317,13 +247,13 @@ func LoadRevision(cr *appsv1.ControllerRevision, gvk schema.GroupVersionKind) (*
 // upon are cleared with it.
 func (s *revisionStore) record(ctx context.Context, rev Revision, clear ...string) error {
 	patch := map[string]any{
-		AnnotationRolloutPhase:       string(rev.Phase),
-		AnnotationRolloutWave:        strconv.Itoa(rev.Wave),
-		AnnotationRolloutMessage:     rev.Message,
-		AnnotationRolloutHeldDeletes: nil,
+		contract.AnnotationRolloutPhase:       string(rev.Phase),
+		contract.AnnotationRolloutWave:        strconv.Itoa(rev.Wave),
+		contract.AnnotationRolloutMessage:     rev.Message,
+		contract.AnnotationRolloutHeldDeletes: nil,
 	}
 	if rev.Phase == PhaseHeld && rev.HeldDeletes >= 0 {
-		patch[AnnotationRolloutHeldDeletes] = strconv.Itoa(rev.HeldDeletes)
+		patch[contract.AnnotationRolloutHeldDeletes] = strconv.Itoa(rev.HeldDeletes)
 	}
 	for _, a := range clear {
 		patch[a] = nil
@@ -334,7 +264,7 @@ func (s *revisionStore) record(ctx context.Context, rev Revision, clear ...strin
 	}
 	cr := &appsv1.ControllerRevision{ObjectMeta: metav1.ObjectMeta{Name: rev.Name, Namespace: s.namespace}}
 	if err := s.c.Patch(ctx, cr, client.RawPatch("application/merge-patch+json", body)); err != nil {
-		return fmt.Errorf("recording the rollout of revision %d of %s: %w", rev.Number, kindString(s.gvk), err)
+		return fmt.Errorf("recording the rollout of revision %d of %s: %w", rev.Number, contract.KindString(s.gvk), err)
 	}
 	return nil
 }

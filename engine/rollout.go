@@ -13,7 +13,6 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -23,6 +22,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
+	"github.com/cuengine/engine/contract"
 	"github.com/cuengine/engine/templates"
 )
 
@@ -146,13 +146,13 @@ func (ro *rollout) poke() {
 // was moved to it (or is new and the rollout is past its first wave), and
 // the revision it runs otherwise; once it is complete, the target.
 func (ro *rollout) templateFor(parent *unstructured.Unstructured) (*loadedRevision, error) {
-	pin, err := PinnedRevision(parent)
+	pin, err := contract.PinnedRevision(parent)
 	if err != nil {
-		return nil, terminalError(ReasonRevisionNotFound, err)
+		return nil, terminalError(contract.ReasonRevisionNotFound, err)
 	}
 	v := ro.view.Load()
 	if v == nil {
-		return nil, fmt.Errorf("the revisions of %s are not loaded yet", kindString(ro.gvk))
+		return nil, fmt.Errorf("the revisions of %s are not loaded yet", contract.KindString(ro.gvk))
 	}
 	if pin > 0 {
 		for _, r := range v.byHash {
@@ -160,10 +160,10 @@ func (ro *rollout) templateFor(parent *unstructured.Unstructured) (*loadedRevisi
 				return r, nil
 			}
 		}
-		return nil, terminalError(ReasonRevisionNotFound, fmt.Errorf(
-			"the object is pinned (%s) to revision %d, which is not stored; `engine rollout history %s` lists the revisions", AnnotationTemplateRevision, pin, ro.gvk.Kind))
+		return nil, terminalError(contract.ReasonRevisionNotFound, fmt.Errorf(
+			"the object is pinned (%s) to revision %d, which is not stored; `engine rollout history %s` lists the revisions", contract.AnnotationTemplateRevision, pin, ro.gvk.Kind))
 	}
-	_, hash := ParentRevision(parent)
+	_, hash := contract.ParentRevision(parent)
 	cur := v.byHash[hash]
 	switch v.target.Phase {
 	case PhaseComplete:
@@ -214,7 +214,7 @@ func (ro *rollout) init(ctx context.Context) error {
 		if err != nil {
 			// An old revision this engine cannot compile (written by a
 			// newer engine, say): parents on it move to the stable one.
-			log.FromContext(ctx).Error(err, "cannot load a stored revision; its parents move to the stable revision", "kind", kindString(ro.gvk))
+			log.FromContext(ctx).Error(err, "cannot load a stored revision; its parents move to the stable revision", "kind", contract.KindString(ro.gvk))
 			continue
 		}
 		ro.revs[rev.Hash] = &loadedRevision{Revision: rev, tpl: t}
@@ -261,7 +261,7 @@ func (ro *rollout) retarget(ctx context.Context, t *templates.Template) error {
 	ro.target = lr
 	clear(ro.moving)
 	ro.restable()
-	log.FromContext(ctx).Info("template revision", "kind", kindString(ro.gvk), "revision", lr.Number, "hash", lr.Hash, "phase", lr.Phase)
+	log.FromContext(ctx).Info("template revision", "kind", contract.KindString(ro.gvk), "revision", lr.Number, "hash", lr.Hash, "phase", lr.Phase)
 	ro.prune(ctx)
 	return nil
 }
@@ -290,9 +290,9 @@ func (ro *rollout) prune(ctx context.Context) {
 	used := map[string]bool{ro.target.Hash: true, ro.stable.Hash: true}
 	pinned := map[int64]bool{}
 	for i := range parents {
-		_, hash := ParentRevision(&parents[i])
+		_, hash := contract.ParentRevision(&parents[i])
 		used[hash] = true
-		if n, _ := PinnedRevision(&parents[i]); n > 0 {
+		if n, _ := contract.PinnedRevision(&parents[i]); n > 0 {
 			pinned[n] = true
 		}
 	}
@@ -313,7 +313,7 @@ func (ro *rollout) run(ctx context.Context) {
 		}
 		next, err := step(ctx)
 		if err != nil && ctx.Err() == nil {
-			log.FromContext(ctx).Error(err, "rollout step failed; retrying", "kind", kindString(ro.gvk))
+			log.FromContext(ctx).Error(err, "rollout step failed; retrying", "kind", contract.KindString(ro.gvk))
 			next = rolloutTickIdle
 		}
 		select {
@@ -349,16 +349,16 @@ func (ro *rollout) step(ctx context.Context) (time.Duration, error) {
 	case PhaseHeld:
 		if ro.target.Undo {
 			// Rejected before any object ran it: nothing to move back.
-			return rolloutTickIdle, ro.rollBack(ctx, parents, "undone while held (engine rollout undo): no object ran it", AnnotationRolloutUndo)
+			return rolloutTickIdle, ro.rollBack(ctx, parents, "undone while held (engine rollout undo): no object ran it", contract.AnnotationRolloutUndo)
 		}
 		if ro.target.Approved {
-			return rolloutTickActive, ro.begin(ctx, parents, AnnotationRolloutApproved)
+			return rolloutTickActive, ro.begin(ctx, parents, contract.AnnotationRolloutApproved)
 		}
 	case PhaseProgressing:
 		return rolloutTickActive, ro.progress(ctx, parents)
 	case PhaseComplete:
 		if ro.target.Undo {
-			return rolloutTickActive, ro.rollBack(ctx, parents, "undone (engine rollout undo)", AnnotationRolloutUndo)
+			return rolloutTickActive, ro.rollBack(ctx, parents, "undone (engine rollout undo)", contract.AnnotationRolloutUndo)
 		}
 	}
 	return rolloutTickIdle, nil
@@ -384,7 +384,7 @@ func (ro *rollout) refresh(ctx context.Context) error {
 	cr := &appsv1.ControllerRevision{}
 	key := types.NamespacedName{Namespace: ro.store.namespace, Name: ro.target.Name}
 	if err := ro.store.reader.Get(ctx, key, cr); err != nil {
-		return fmt.Errorf("reading revision %d of %s: %w", ro.target.Number, kindString(ro.gvk), err)
+		return fmt.Errorf("reading revision %d of %s: %w", ro.target.Number, contract.KindString(ro.gvk), err)
 	}
 	stored := RevisionOf(cr)
 	ro.target.Paused, ro.target.Approved, ro.target.Undo = stored.Paused, stored.Approved, stored.Undo
@@ -395,7 +395,7 @@ func (ro *rollout) refresh(ctx context.Context) error {
 // children the parents have, otherwise rolled out.
 func (ro *rollout) start(ctx context.Context, parents []unstructured.Unstructured) error {
 	if ro.target.Approved {
-		return ro.begin(ctx, parents, AnnotationRolloutApproved) // confirmed in advance
+		return ro.begin(ctx, parents, contract.AnnotationRolloutApproved) // confirmed in advance
 	}
 	if !ro.target.tpl.Rollout.AllowDeletions {
 		held, err := ro.wouldDelete(ctx, parents)
@@ -407,7 +407,7 @@ func (ro *rollout) start(ctx context.Context, parents []unstructured.Unstructure
 			ro.target.Message = held.Error()
 			ro.target.HeldDeletes = held.Deletes
 			ro.event(corev1.EventTypeWarning, "RevisionHeld", "%s", ro.target.Message)
-			metricRollouts.WithLabelValues(kindString(ro.gvk), string(PhaseHeld)).Inc()
+			metricRollouts.WithLabelValues(contract.KindString(ro.gvk), string(PhaseHeld)).Inc()
 			return ro.store.record(ctx, ro.target.Revision)
 		}
 	}
@@ -424,7 +424,7 @@ func (ro *rollout) begin(ctx context.Context, parents []unstructured.Unstructure
 	if err := ro.store.record(ctx, ro.target.Revision, done...); err != nil {
 		return err
 	}
-	metricRollouts.WithLabelValues(kindString(ro.gvk), string(PhaseProgressing)).Inc()
+	metricRollouts.WithLabelValues(contract.KindString(ro.gvk), string(PhaseProgressing)).Inc()
 	return ro.progress(ctx, parents)
 }
 
@@ -433,14 +433,14 @@ func (ro *rollout) begin(ctx context.Context, parents []unstructured.Unstructure
 func (ro *rollout) progress(ctx context.Context, parents []unstructured.Unstructured) error {
 	policy := ro.target.tpl.Rollout
 	if ro.target.Undo {
-		return ro.rollBack(ctx, parents, "undone (engine rollout undo)", AnnotationRolloutUndo)
+		return ro.rollBack(ctx, parents, "undone (engine rollout undo)", contract.AnnotationRolloutUndo)
 	}
 	fleet := rolloutOrder(parents)
 	now := time.Now()
 	var moved []*unstructured.Unstructured
 	var failures []string
 	for _, p := range fleet {
-		_, hash := ParentRevision(p)
+		_, hash := contract.ParentRevision(p)
 		since, sent := ro.moving[p.GetUID()]
 		if !sent && hash != ro.target.Hash && movedTo(p) != ro.target.Hash {
 			continue
@@ -529,7 +529,7 @@ func (ro *rollout) complete(ctx context.Context, msg string, done ...string) err
 	}
 	ro.restable()
 	clear(ro.moving)
-	metricRollouts.WithLabelValues(kindString(ro.gvk), string(PhaseComplete)).Inc()
+	metricRollouts.WithLabelValues(contract.KindString(ro.gvk), string(PhaseComplete)).Inc()
 	ro.publish()
 	go ro.kind.requeueAll(ctx)
 	return nil
@@ -557,7 +557,7 @@ func (ro *rollout) rollBack(ctx context.Context, parents []unstructured.Unstruct
 		}
 	}
 	ro.event(corev1.EventTypeWarning, "RevisionRolledBack", "revision %d rolled back to revision %d: %s", ro.target.Number, ro.stable.Number, why)
-	metricRollouts.WithLabelValues(kindString(ro.gvk), string(PhaseRolledBack)).Inc()
+	metricRollouts.WithLabelValues(contract.KindString(ro.gvk), string(PhaseRolledBack)).Inc()
 	if ro.kind.sharded() {
 		// The shards see the phase and requeue their parents (follow).
 		clear(ro.moving)
@@ -568,7 +568,7 @@ func (ro *rollout) rollBack(ctx context.Context, parents []unstructured.Unstruct
 	var back []*unstructured.Unstructured
 	for i := range parents {
 		p := &parents[i]
-		_, hash := ParentRevision(p)
+		_, hash := contract.ParentRevision(p)
 		if _, sent := ro.moving[p.GetUID()]; sent || hash == ro.target.Hash {
 			back = append(back, p)
 		}
@@ -628,13 +628,13 @@ func rolloutOrder(parents []unstructured.Unstructured) []*unstructured.Unstructu
 		if p.GetDeletionTimestamp() != nil {
 			continue
 		}
-		if n, err := PinnedRevision(p); n > 0 || err != nil {
+		if n, err := contract.PinnedRevision(p); n > 0 || err != nil {
 			continue // pinned: not part of the rollout
 		}
 		out = append(out, p)
 	}
 	slices.SortFunc(out, func(a, b *unstructured.Unstructured) int {
-		ca, cb := a.GetLabels()[LabelCanary] == "true", b.GetLabels()[LabelCanary] == "true"
+		ca, cb := a.GetLabels()[contract.LabelCanary] == "true", b.GetLabels()[contract.LabelCanary] == "true"
 		if ca != cb {
 			if ca {
 				return -1
@@ -646,9 +646,6 @@ func rolloutOrder(parents []unstructured.Unstructured) []*unstructured.Unstructu
 	return out
 }
 
-// LabelCanary, "true" on a parent, puts it in a rollout's first wave.
-const LabelCanary = "engine.cuengine.dev/canary"
-
 // uidOrder spreads parents evenly and stably: a hash of the UID.
 func uidOrder(uid types.UID) string {
 	h := fnv.New64a()
@@ -659,20 +656,20 @@ func uidOrder(uid types.UID) string {
 // readyOn reports a parent that runs revision hash, reconciled at its
 // current generation, Synced and Ready.
 func readyOn(p *unstructured.Unstructured, hash string) bool {
-	_, h := ParentRevision(p)
-	if h != hash || !observedCurrent(p) {
+	_, h := contract.ParentRevision(p)
+	if h != hash || !contract.GenerationObserved(p) {
 		return false
 	}
-	return conditionIs(p, ConditionSynced, metav1.ConditionTrue) && conditionIs(p, ConditionReady, metav1.ConditionTrue)
+	return contract.ConditionIs(p, contract.ConditionSynced, metav1.ConditionTrue) && contract.ConditionIs(p, contract.ConditionReady, metav1.ConditionTrue)
 }
 
 // failedOn says why a parent moved to revision hash at since has failed
 // its health gate, or returns "": Synced=False on the revision, or not
 // Ready within the deadline.
 func failedOn(p *unstructured.Unstructured, hash string, since, now time.Time, deadline time.Duration) string {
-	_, h := ParentRevision(p)
-	if h == hash && observedCurrent(p) {
-		if c := findCondition(p, ConditionSynced); c != nil && c.Status == metav1.ConditionFalse {
+	_, h := contract.ParentRevision(p)
+	if h == hash && contract.GenerationObserved(p) {
+		if c := contract.FindCondition(p, contract.ConditionSynced); c != nil && c.Status == metav1.ConditionFalse {
 			return fmt.Sprintf("Synced=False %s: %s", c.Reason, c.Message)
 		}
 		if readyOn(p, hash) {
@@ -683,23 +680,8 @@ func failedOn(p *unstructured.Unstructured, hash string, since, now time.Time, d
 		return ""
 	}
 	msg := "not updated to the revision"
-	if c := findCondition(p, ConditionReady); h == hash && c != nil {
+	if c := contract.FindCondition(p, contract.ConditionReady); h == hash && c != nil {
 		msg = fmt.Sprintf("Ready=%s %s: %s", c.Status, c.Reason, c.Message)
 	}
 	return fmt.Sprintf("not Ready %s after its update (progressDeadline): %s", deadline, msg)
-}
-
-func observedCurrent(p *unstructured.Unstructured) bool {
-	g, _, _ := unstructured.NestedInt64(p.Object, "status", "observedGeneration")
-	return g == p.GetGeneration()
-}
-
-func findCondition(p *unstructured.Unstructured, condType string) *metav1.Condition {
-	stored, _, _ := unstructured.NestedMap(p.Object, "status")
-	return meta.FindStatusCondition(conditionsOf(stored), condType)
-}
-
-func conditionIs(p *unstructured.Unstructured, condType string, want metav1.ConditionStatus) bool {
-	c := findCondition(p, condType)
-	return c != nil && c.Status == want
 }

@@ -12,12 +12,14 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
+
+	"github.com/cuengine/engine/contract"
 )
 
 // Rollouts under sharding: one replica (the sharder) coordinates each
 // kind's rollout (rollout.go); the parents it moves are reconciled by
 // other replicas, which learn where each parent goes from the cluster: the
-// revisions' annotations (follow) and the parent's AnnotationRolloutTo
+// revisions' annotations (follow) and the parent's contract.AnnotationRolloutTo
 // (send).
 
 // send moves a parent to the target: a reconcile of it picks the target
@@ -29,7 +31,7 @@ func (ro *rollout) send(ctx context.Context, p *unstructured.Unstructured) error
 		ro.kind.enqueue(p)
 		return nil
 	}
-	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]any{AnnotationRolloutTo: ro.target.Hash}}})
+	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]any{contract.AnnotationRolloutTo: ro.target.Hash}}})
 	if err != nil {
 		return err
 	}
@@ -41,7 +43,7 @@ func (ro *rollout) send(ctx context.Context, p *unstructured.Unstructured) error
 
 // movedTo is the revision hash a rollout coordinator moved a parent to.
 func movedTo(p *unstructured.Unstructured) string {
-	return p.GetAnnotations()[AnnotationRolloutTo]
+	return p.GetAnnotations()[contract.AnnotationRolloutTo]
 }
 
 // errNoRevision: the sharder has not stored a revision of the kind yet.
@@ -66,7 +68,7 @@ func (ro *rollout) follow(ctx context.Context) (time.Duration, error) {
 		if lr == nil {
 			t, err := ro.store.load(&crs[i])
 			if err != nil {
-				log.FromContext(ctx).Error(err, "cannot load a stored revision; its parents move to the stable revision", "kind", kindString(ro.gvk))
+				log.FromContext(ctx).Error(err, "cannot load a stored revision; its parents move to the stable revision", "kind", contract.KindString(ro.gvk))
 				continue
 			}
 			lr = &loadedRevision{tpl: t}
@@ -91,7 +93,7 @@ func (ro *rollout) follow(ctx context.Context) (time.Duration, error) {
 	clear(ro.moving)
 	ro.restable()
 	if changed {
-		log.FromContext(ctx).Info("template revision", "kind", kindString(ro.gvk), "revision", newest.Number, "hash", newest.Hash, "phase", newest.Phase)
+		log.FromContext(ctx).Info("template revision", "kind", contract.KindString(ro.gvk), "revision", newest.Number, "hash", newest.Hash, "phase", newest.Phase)
 		ro.publish()
 		go ro.kind.requeueAll(ctx)
 	}

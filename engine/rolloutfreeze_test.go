@@ -19,6 +19,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
+	"github.com/cuengine/engine/contract"
 	"github.com/cuengine/engine/engine"
 	"github.com/cuengine/engine/templates"
 )
@@ -87,7 +88,7 @@ func TestProgressiveRolloutsWhileReadinessIsPolled(t *testing.T) {
 			on := 0
 			for i := range list.Items {
 				p := &list.Items[i]
-				if number, _ := engine.ParentRevision(p); number == n && p.GetNamespace() == ns {
+				if number, _ := contract.ParentRevision(p); number == n && p.GetNamespace() == ns {
 					if c := findReady(p); c != nil && c.Status == metav1.ConditionTrue {
 						on++
 					}
@@ -190,8 +191,8 @@ func findReady(p *unstructured.Unstructured) *metav1.Condition {
 	raw, _, _ := unstructured.NestedSlice(p.Object, "status", "conditions")
 	for _, r := range raw {
 		m, _ := r.(map[string]any)
-		if m["type"] == engine.ConditionReady {
-			return &metav1.Condition{Type: engine.ConditionReady, Status: metav1.ConditionStatus(fmt.Sprint(m["status"]))}
+		if m["type"] == contract.ConditionReady {
+			return &metav1.Condition{Type: contract.ConditionReady, Status: metav1.ConditionStatus(fmt.Sprint(m["status"]))}
 		}
 	}
 	return nil

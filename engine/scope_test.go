@@ -14,7 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/cuengine/engine/engine"
+	"github.com/cuengine/engine/contract"
 )
 
 var (
@@ -33,8 +33,8 @@ func TestChildrenOutsideTheNamespaceNeedAPolicy(t *testing.T) {
 	leaky := parent(leakyGVK, ns, "leaky", map[string]any{})
 	require.NoError(t, k8s.Create(ctx, leaky))
 	eventually(t, "Synced=False ChildRefused naming both", func(ctx context.Context) (bool, error) {
-		c, err := condition(ctx, leaky, engine.ConditionSynced)
-		return c != nil && c.Reason == engine.ReasonChildRefused &&
+		c, err := condition(ctx, leaky, contract.ConditionSynced)
+		return c != nil && c.Reason == contract.ReasonChildRefused &&
 			strings.Contains(c.Message, `namespace "default"`) && strings.Contains(c.Message, "cluster-scoped"), err
 	})
 	require.NoError(t, k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: "local"}, &corev1.ConfigMap{}), "the allowed child is applied")
@@ -54,7 +54,7 @@ func TestChildrenOutsideTheNamespaceNeedAPolicy(t *testing.T) {
 	cur := &unstructured.Unstructured{}
 	cur.SetGroupVersionKind(tenantGVK)
 	require.NoError(t, k8s.Get(ctx, client.ObjectKeyFromObject(tenant), cur))
-	assert.Contains(t, cur.GetFinalizers(), engine.Finalizer)
+	assert.Contains(t, cur.GetFinalizers(), contract.Finalizer)
 
 	require.NoError(t, k8s.Delete(ctx, tenant))
 	eventually(t, "the children deleted, then the parent", func(ctx context.Context) (bool, error) {

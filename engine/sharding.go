@@ -16,6 +16,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/cuengine/engine/contract"
 )
 
 // Under sharding (Options.Shard), every replica runs the engine, and each
@@ -24,20 +26,14 @@ import (
 // nothing else. What this file adds to the engine:
 //
 //   - the gate in front of each kind's reconciler: a parent labelled
-//     LabelDrain is given up (its shard and drain labels removed, which is
-//     the acknowledgement the sharder waits for before assigning it to
-//     another shard) and never reconciled again here; every other
+//     contract.LabelDrain is given up (its shard and drain labels removed,
+//     which is the acknowledgement the sharder waits for before assigning
+//     it to another shard) and never reconciled again here; every other
 //     reconcile is logged with its shard and interval, at debug level;
 //   - SetCoordinator: the one replica that is the sharder also
 //     coordinates the template rollouts; the others follow them from the
 //     revisions stored in the cluster (rollout.go, follow);
 //   - the engine_shard_parents gauge.
-
-// AnnotationRolloutTo, on a parent, is the hash of the revision the rollout
-// coordinator moved it to. Under sharding the coordinator and the shard
-// reconciling the parent are different replicas: the annotation is how the
-// shard learns, and its update event is what brings the reconcile.
-const AnnotationRolloutTo = "engine.cuengine.dev/rollout-to"
 
 var metricShardParents = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 	Name: "engine_shard_parents",
@@ -118,12 +114,12 @@ func (g *shardGate) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resul
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	if parent.GetLabels()[LabelDrain] != "" {
+	if parent.GetLabels()[contract.LabelDrain] != "" {
 		return ctrl.Result{}, g.release(ctx, parent)
 	}
 	start := time.Now()
 	res, err := g.next.Reconcile(ctx, req)
-	log.FromContext(ctx).V(1).Info("reconciled", "shard", g.e.opts.Shard, "kind", kindString(g.gvk),
+	log.FromContext(ctx).V(1).Info("reconciled", "shard", g.e.opts.Shard, "kind", contract.KindString(g.gvk),
 		"object", req.String(), "uid", string(parent.GetUID()),
 		"start", start.UTC().Format(time.RFC3339Nano), "end", time.Now().UTC().Format(time.RFC3339Nano))
 	return res, err
@@ -135,7 +131,7 @@ func (g *shardGate) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resul
 func (g *shardGate) release(ctx context.Context, parent *unstructured.Unstructured) error {
 	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{
 		"resourceVersion": parent.GetResourceVersion(),
-		"labels":          map[string]any{LabelShard: nil, LabelDrain: nil},
+		"labels":          map[string]any{contract.LabelShard: nil, contract.LabelDrain: nil},
 	}})
 	if err != nil {
 		return err
@@ -146,7 +142,7 @@ func (g *shardGate) release(ctx context.Context, parent *unstructured.Unstructur
 		}
 		return fmt.Errorf("releasing a draining parent: %w", err)
 	}
-	log.FromContext(ctx).Info("released a parent to the sharder", "shard", g.e.opts.Shard, "kind", kindString(g.gvk), "object", client.ObjectKeyFromObject(parent).String())
+	log.FromContext(ctx).Info("released a parent to the sharder", "shard", g.e.opts.Shard, "kind", contract.KindString(g.gvk), "object", client.ObjectKeyFromObject(parent).String())
 	return nil
 }
 
@@ -166,7 +162,7 @@ func (e *Engine) countShardParents(ctx context.Context) {
 			if err := e.parents.List(ctx, list, client.UnsafeDisableDeepCopy); err != nil {
 				continue
 			}
-			metricShardParents.WithLabelValues(e.opts.Shard, kindString(gvk)).Set(float64(len(list.Items)))
+			metricShardParents.WithLabelValues(e.opts.Shard, contract.KindString(gvk)).Set(float64(len(list.Items)))
 		}
 		select {
 		case <-ctx.Done():

@@ -18,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/cuengine/engine/contract"
 	"github.com/cuengine/engine/templates"
 )
 
@@ -60,8 +61,8 @@ type problem struct {
 
 func newStatus() *status {
 	return &status{
-		synced: condition{status: metav1.ConditionTrue, reason: ReasonSynced, message: "children and resources are applied"},
-		ready:  condition{status: metav1.ConditionUnknown, reason: ReasonWaiting},
+		synced: condition{status: metav1.ConditionTrue, reason: contract.ReasonSynced, message: "children and resources are applied"},
+		ready:  condition{status: metav1.ConditionUnknown, reason: contract.ReasonWaiting},
 	}
 }
 
@@ -140,15 +141,15 @@ func (s *status) resourcesSeen() map[string]resourceStatus {
 func (s *status) templateFailed(err error) error {
 	var classified *stepError
 	if !errors.As(err, &classified) {
-		reason := ReasonTemplateError
+		reason := contract.ReasonTemplateError
 		var te *templates.Error
 		if errors.As(err, &te) && !slices.ContainsFunc(te.Problems, func(p templates.Problem) bool { return !strings.HasPrefix(p.Path, "parent.") }) {
-			reason = ReasonInvalidSpec
+			reason = contract.ReasonInvalidSpec
 		}
 		classified = &stepError{class: terminal, reason: reason, err: errors.New(templates.Summary(err, 3))}
 	}
 	s.fail(classified.reason, classified)
-	s.ready = condition{status: metav1.ConditionFalse, reason: ReasonNotSynced, message: "the template could not be evaluated for this object"}
+	s.ready = condition{status: metav1.ConditionFalse, reason: contract.ReasonNotSynced, message: "the template could not be evaluated for this object"}
 	return classified
 }
 
@@ -175,7 +176,7 @@ func (r *reconciler) writeStatus(ctx context.Context, parent *unstructured.Unstr
 // warnProblems records a Warning event per problem when Synced turns False
 // or its message changes from the stored one.
 func (r *reconciler) warnProblems(parent *unstructured.Unstructured, stored map[string]any, st *status) {
-	if st.synced.ok() || st.synced.equal(meta.FindStatusCondition(conditionsOf(stored), ConditionSynced)) {
+	if st.synced.ok() || st.synced.equal(meta.FindStatusCondition(contract.ConditionsOf(stored), contract.ConditionSynced)) {
 		return
 	}
 	for _, p := range st.problems {
@@ -225,7 +226,7 @@ func tooLarge(err error) bool {
 func nextStatus(parent *unstructured.Unstructured, stored map[string]any, st *status) map[string]any {
 	next := map[string]any{}
 	st.template.merge(next, stored)
-	resources, _ := stored["resources"].(map[string]any)
+	resources, _ := stored[contract.StatusResources].(map[string]any)
 	if len(st.resources) > 0 {
 		resources = maps.Clone(resources)
 		if resources == nil {
@@ -239,17 +240,17 @@ func nextStatus(parent *unstructured.Unstructured, stored map[string]any, st *st
 			}
 		}
 	}
-	delete(next, "resources")
+	delete(next, contract.StatusResources)
 	if len(resources) > 0 {
-		next["resources"] = resources
+		next[contract.StatusResources] = resources
 	}
 	if st.revision != nil {
-		next["templateRevision"] = map[string]any{"number": st.revision.Number, "hash": st.revision.Hash}
-	} else if stored["templateRevision"] != nil {
-		next["templateRevision"] = stored["templateRevision"]
+		next[contract.StatusTemplateRevision] = contract.TemplateRevisionStatus(st.revision.Number, st.revision.Hash)
+	} else if stored[contract.StatusTemplateRevision] != nil {
+		next[contract.StatusTemplateRevision] = stored[contract.StatusTemplateRevision]
 	}
 	gen := parent.GetGeneration()
-	next["conditions"] = setConditions(conditionsOf(stored), gen, st.synced, st.ready)
-	next["observedGeneration"] = gen
+	next[contract.StatusConditions] = setConditions(contract.ConditionsOf(stored), gen, st.synced, st.ready)
+	next[contract.StatusObservedGeneration] = gen
 	return next
 }

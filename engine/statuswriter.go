@@ -18,6 +18,8 @@ import (
 	"k8s.io/client-go/util/workqueue"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
+
+	"github.com/cuengine/engine/contract"
 )
 
 // statusWriter writes the statuses that the reconciles of one kind build,
@@ -96,7 +98,7 @@ func newStatusWriter(r *reconciler, requeue func(types.NamespacedName)) *statusW
 func (w *statusWriter) start(ctx context.Context, n int) (stop func()) {
 	ctx, cancel := context.WithCancel(ctx)
 	q := workqueue.NewTypedRateLimitingQueueWithConfig(retryLimiter[types.NamespacedName](),
-		workqueue.TypedRateLimitingQueueConfig[types.NamespacedName]{Name: "engine-status-" + strings.ToLower(kindString(w.r.gvk))})
+		workqueue.TypedRateLimitingQueueConfig[types.NamespacedName]{Name: "engine-status-" + strings.ToLower(contract.KindString(w.r.gvk))})
 	w.mu.Lock()
 	w.queue = q
 	w.mu.Unlock()
@@ -216,9 +218,9 @@ func (w *statusWriter) writeNext(ctx context.Context, q workqueue.TypedRateLimit
 	run, retry := w.end(q, key, j, stored, wrote, err)
 	switch {
 	case retry && ctx.Err() == nil:
-		log.FromContext(ctx).Error(err, "cannot write the status; retrying", "kind", kindString(w.r.gvk), "object", key.String())
+		log.FromContext(ctx).Error(err, "cannot write the status; retrying", "kind", contract.KindString(w.r.gvk), "object", key.String())
 	case apierrors.IsConflict(err):
-		log.FromContext(ctx).V(1).Info("status write conflicted; reconciling again", "kind", kindString(w.r.gvk), "object", key.String())
+		log.FromContext(ctx).V(1).Info("status write conflicted; reconciling again", "kind", contract.KindString(w.r.gvk), "object", key.String())
 	}
 	if run != nil {
 		run()
@@ -317,7 +319,7 @@ func (w *statusWriter) shrink(j *statusWrite, err error) {
 	st := *j.st
 	st.problems = slices.Clone(st.problems)
 	st.template = templateStatus{}
-	st.fail(ReasonStatusTooLarge, terminalError(ReasonStatusTooLarge, fmt.Errorf(
+	st.fail(contract.ReasonStatusTooLarge, terminalError(contract.ReasonStatusTooLarge, fmt.Errorf(
 		"the status the template renders is too large to store (%v); the template's status fields keep their last values", err)))
 	next := nextStatus(j.parent, j.stored, &st)
 	w.r.warnProblems(j.parent, j.stored, &st)

@@ -19,6 +19,8 @@ import (
 	"k8s.io/apimachinery/pkg/version"
 	"k8s.io/client-go/kubernetes/scheme"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/cuengine/engine/contract"
 )
 
 // TestUnitChildObjects: the kinds client-go's scheme knows are held typed,
@@ -38,7 +40,7 @@ func TestUnitChildObjects(t *testing.T) {
 	three := int32(3)
 	surge := intstr.FromString("25%")
 	list := &appsv1.DeploymentList{Items: []appsv1.Deployment{{
-		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "web", Labels: map[string]string{LabelChild: "deployment"},
+		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "web", Labels: map[string]string{contract.LabelChild: "deployment"},
 			CreationTimestamp: metav1.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)},
 		Spec: appsv1.DeploymentSpec{Replicas: &three,
 			Strategy: appsv1.DeploymentStrategy{Type: appsv1.RollingUpdateDeploymentStrategyType, RollingUpdate: &appsv1.RollingUpdateDeployment{MaxSurge: &surge}},
@@ -56,7 +58,7 @@ func TestUnitChildObjects(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, "apps/v1", u.GetAPIVersion())
 	assert.Equal(t, "Deployment", u.GetKind())
-	assert.Equal(t, "deployment", u.GetLabels()[LabelChild])
+	assert.Equal(t, "deployment", u.GetLabels()[contract.LabelChild])
 	ready, _, _ := unstructured.NestedInt64(u.Object, "status", "readyReplicas")
 	assert.Equal(t, int64(2), ready, "numbers as int64, as from JSON")
 	b, err := json.Marshal(items[0])

@@ -14,6 +14,8 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/cuengine/engine/contract"
 )
 
 var (
@@ -48,7 +50,7 @@ func TestUnitChildConflict(t *testing.T) {
 		{
 			name: "labelled as this parent's child, without proof",
 			meta: metav1.ObjectMeta{Namespace: unitNamespace, Name: "site-content",
-				Labels: map[string]string{LabelManagedBy: ManagedByValue, LabelParentUID: "uid-site", LabelChild: "config"}},
+				Labels: map[string]string{contract.LabelManagedBy: contract.ManagedByValue, contract.LabelParentUID: "uid-site", contract.LabelChild: "config"}},
 			owner: "not created by the engine for it",
 		},
 	} {
@@ -62,8 +64,8 @@ func TestUnitChildConflict(t *testing.T) {
 			assert.True(t, isTerminal(err), "a conflict is terminal: %v", err)
 
 			msg := "ConfigMap ns/site-content exists and is not controlled by this Website (" + tc.owner + "); it is left untouched"
-			assert.Equal(t, cond{metav1.ConditionFalse, ReasonChildConflict, msg}, condOf(e.condition(site, ConditionSynced)))
-			assert.Equal(t, cond{metav1.ConditionFalse, ReasonNotSynced, "not synced: ChildConflict"}, condOf(e.condition(site, ConditionReady)))
+			assert.Equal(t, cond{metav1.ConditionFalse, contract.ReasonChildConflict, msg}, condOf(e.condition(site, contract.ConditionSynced)))
+			assert.Equal(t, cond{metav1.ConditionFalse, contract.ReasonNotSynced, "not synced: ChildConflict"}, condOf(e.condition(site, contract.ConditionReady)))
 			// The ConfigMap's one request is the create-only apply, which
 			// the apiserver refuses because the name is taken; then one
 			// read, the ownership check.
@@ -74,7 +76,7 @@ func TestUnitChildConflict(t *testing.T) {
 			assert.ElementsMatch(t, []unitEvent{
 				{corev1.EventTypeNormal, "Created", "Created Deployment site"},
 				{corev1.EventTypeNormal, "Created", "Created Service site"},
-				{corev1.EventTypeWarning, ReasonChildConflict, msg},
+				{corev1.EventTypeWarning, contract.ReasonChildConflict, msg},
 			}, e.events.take())
 		})
 	}
@@ -106,7 +108,7 @@ func TestUnitNewChildCostsNoRead(t *testing.T) {
 	cm := e.get(configMapGVK, unitNamespace, "site-content")
 	require.NotNil(t, cm)
 	assert.Equal(t, map[string]any{"index.html": "hello"}, cm.Object["data"])
-	assert.NotEmpty(t, cm.GetAnnotations()[AnnotationAppliedHash])
+	assert.NotEmpty(t, cm.GetAnnotations()[contract.AnnotationAppliedHash])
 	assert.NotEqual(t, createOnlyVersion, cm.GetResourceVersion(), "the precondition is not stored")
 
 	require.NoError(t, e.store.Delete(e.ctx, cm))
@@ -127,7 +129,7 @@ func TestUnitChildOfThisParentIsAdopted(t *testing.T) {
 		labels map[string]string
 	}{
 		{"without labels", nil},
-		{"labelled under another local name", map[string]string{LabelManagedBy: ManagedByValue, LabelParentUID: "uid-site", LabelChild: "content"}},
+		{"labelled under another local name", map[string]string{contract.LabelManagedBy: contract.ManagedByValue, contract.LabelParentUID: "uid-site", contract.LabelChild: "content"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			site := siteParent(t, map[string]any{"image": "nginx"})
@@ -142,7 +144,7 @@ func TestUnitChildOfThisParentIsAdopted(t *testing.T) {
 			assert.Zero(t, writes["delete ConfigMap"], "the object applied as the child is not pruned as the old one")
 			live := e.get(configMapGVK, unitNamespace, "site-content")
 			require.NotNil(t, live, "the child must exist after the reconcile that applied it")
-			assert.Equal(t, "config", live.GetLabels()[LabelChild])
+			assert.Equal(t, "config", live.GetLabels()[contract.LabelChild])
 			assert.Equal(t, map[string]any{"index.html": "hello"}, live.Object["data"])
 		})
 	}
@@ -160,15 +162,15 @@ func TestUnitChildRefused(t *testing.T) {
 
 	clusterMsg := `child cluster: ClusterRole "leaky" is cluster-scoped; set policy: clusterScoped: true in the template to allow it`
 	elsewhereMsg := `child elsewhere: ConfigMap "elsewhere" is in namespace "default", not the parent's "ns"; set policy: crossNamespace: true in the template to allow it`
-	assert.Equal(t, cond{metav1.ConditionFalse, ReasonChildRefused, clusterMsg + "; " + elsewhereMsg}, condOf(e.condition(leaky, ConditionSynced)))
+	assert.Equal(t, cond{metav1.ConditionFalse, contract.ReasonChildRefused, clusterMsg + "; " + elsewhereMsg}, condOf(e.condition(leaky, contract.ConditionSynced)))
 	assert.Equal(t, map[string]int{"apply ConfigMap": 1, "status Leaky": 1}, e.takeWrites())
 	assert.NotNil(t, e.get(configMapGVK, unitNamespace, "local"), "the allowed child is applied")
 	assert.Nil(t, e.get(configMapGVK, "default", "elsewhere"))
 	assert.Nil(t, e.get(schema.GroupVersionKind{Group: "rbac.authorization.k8s.io", Version: "v1", Kind: "ClusterRole"}, "", "leaky"))
 	assert.ElementsMatch(t, []unitEvent{
 		{corev1.EventTypeNormal, "Created", "Created ConfigMap local"},
-		{corev1.EventTypeWarning, ReasonChildRefused, clusterMsg},
-		{corev1.EventTypeWarning, ReasonChildRefused, elsewhereMsg},
+		{corev1.EventTypeWarning, contract.ReasonChildRefused, clusterMsg},
+		{corev1.EventTypeWarning, contract.ReasonChildRefused, elsewhereMsg},
 	}, e.events.take())
 }
 
@@ -187,14 +189,14 @@ func TestUnitTemplateError(t *testing.T) {
 		{
 			name:   "invalid spec",
 			parent: unitParent(unitMyKind, "mk", map[string]any{"deploymentName": "web", "replicas": int64(-1)}),
-			reason: ReasonInvalidSpec,
+			reason: contract.ReasonInvalidSpec,
 			msg:    "mykind.cue:14:26: parent.spec.replicas: invalid value -1 (out of bound >=0)",
 			child:  deploymentGVK, childName: "web", statusWritten: "status MyKind",
 		},
 		{
 			name:   "template error outside parent",
 			parent: unitParent(unitBroken, "broken", map[string]any{"name": "Bad1"}),
-			reason: ReasonTemplateError,
+			reason: contract.ReasonTemplateError,
 			msg:    `broken.cue:16:33: children.config.data.name: invalid value "Bad1" (out of bound =~"^[a-z]+$") (see broken.cue:16:14)`,
 			child:  configMapGVK, childName: "broken", statusWritten: "status Broken",
 		},
@@ -204,9 +206,9 @@ func TestUnitTemplateError(t *testing.T) {
 
 			_, err := e.reconcile(tc.parent)
 			assert.True(t, isTerminal(err), "a template error is terminal: %v", err)
-			assert.Equal(t, cond{metav1.ConditionFalse, tc.reason, tc.msg}, condOf(e.condition(tc.parent, ConditionSynced)))
-			assert.Equal(t, cond{metav1.ConditionFalse, ReasonNotSynced, "the template could not be evaluated for this object"},
-				condOf(e.condition(tc.parent, ConditionReady)))
+			assert.Equal(t, cond{metav1.ConditionFalse, tc.reason, tc.msg}, condOf(e.condition(tc.parent, contract.ConditionSynced)))
+			assert.Equal(t, cond{metav1.ConditionFalse, contract.ReasonNotSynced, "the template could not be evaluated for this object"},
+				condOf(e.condition(tc.parent, contract.ConditionReady)))
 			assert.Equal(t, map[string]int{tc.statusWritten: 1}, e.takeWrites(), "the status only")
 			assert.Nil(t, e.get(tc.child, unitNamespace, tc.childName))
 			assert.Equal(t, []unitEvent{{corev1.EventTypeWarning, tc.reason, tc.msg}}, e.events.take())
@@ -231,7 +233,7 @@ func TestUnitApplyFailure(t *testing.T) {
 		_, err := e.reconcile(site)
 		assert.True(t, isTerminal(err), "a refused child is terminal: %v", err)
 		msg := `applying Service site: Service "site" is invalid: spec.ports: Invalid value: 80: bad port`
-		assert.Equal(t, cond{metav1.ConditionFalse, ReasonApplyFailed, msg}, condOf(e.condition(site, ConditionSynced)))
+		assert.Equal(t, cond{metav1.ConditionFalse, contract.ReasonApplyFailed, msg}, condOf(e.condition(site, contract.ConditionSynced)))
 		assert.Equal(t, map[string]int{"apply ConfigMap": 1, "apply Deployment": 1, "apply Service": 1, "status Website": 1}, e.takeWrites())
 		assert.NotNil(t, e.get(deploymentGVK, unitNamespace, "site"), "the other children are applied")
 	})
@@ -246,7 +248,7 @@ func TestUnitApplyFailure(t *testing.T) {
 		assert.Equal(t, ctrl.Result{}, res)
 		assert.Equal(t, "applying ConfigMap site-content: etcd is down", err.Error())
 		assert.Equal(t, map[string]int{"apply ConfigMap": 1}, e.takeWrites(), "no status write for an error it did not record")
-		assert.Nil(t, e.condition(site, ConditionSynced))
+		assert.Nil(t, e.condition(site, contract.ConditionSynced))
 	})
 }
 
@@ -254,7 +256,7 @@ func TestUnitApplyFailure(t *testing.T) {
 // deleted; objects that only carry its labels are not.
 func TestUnitPrune(t *testing.T) {
 	ref := []metav1.OwnerReference{{APIVersion: "test.cuengine.dev/v1", Kind: "Website", Name: "site", UID: "uid-site", Controller: new(true)}}
-	labels := map[string]string{LabelManagedBy: ManagedByValue, LabelParentUID: "uid-site", LabelChild: "stray"}
+	labels := map[string]string{contract.LabelManagedBy: contract.ManagedByValue, contract.LabelParentUID: "uid-site", contract.LabelChild: "stray"}
 
 	t.Run("a child the template no longer produces", func(t *testing.T) {
 		site := siteParent(t, map[string]any{"image": "nginx", "expose": true})
@@ -310,8 +312,8 @@ func TestUnitStatusDeferredAfterChildWrites(t *testing.T) {
 	res = e.reconcileClean(mk)
 	assert.Equal(t, ctrl.Result{}, res)
 	assert.Equal(t, map[string]int{"status MyKind": 1}, e.takeWrites())
-	assert.Equal(t, cond{metav1.ConditionTrue, ReasonSynced, "children and resources are applied"}, condOf(e.condition(mk, ConditionSynced)))
-	assert.Equal(t, cond{metav1.ConditionFalse, ReasonWaiting, "waiting for Deployment web"}, condOf(e.condition(mk, ConditionReady)))
+	assert.Equal(t, cond{metav1.ConditionTrue, contract.ReasonSynced, "children and resources are applied"}, condOf(e.condition(mk, contract.ConditionSynced)))
+	assert.Equal(t, cond{metav1.ConditionFalse, contract.ReasonWaiting, "waiting for Deployment web"}, condOf(e.condition(mk, contract.ConditionReady)))
 }
 
 // siteParent is a Website as the record step leaves it: its Deployment

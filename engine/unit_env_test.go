@@ -33,6 +33,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
+	"github.com/cuengine/engine/contract"
 	"github.com/cuengine/engine/providers"
 	"github.com/cuengine/engine/templates"
 )
@@ -310,7 +311,7 @@ func (e *unitEnv) annotate(obj *unstructured.Unstructured, key, value string) {
 func (e *unitEnv) condition(parent *unstructured.Unstructured, condType string) *metav1.Condition {
 	e.t.Helper()
 	st, _, _ := unstructured.NestedMap(e.reread(parent).Object, "status")
-	return meta.FindStatusCondition(conditionsOf(st), condType)
+	return meta.FindStatusCondition(contract.ConditionsOf(st), condType)
 }
 
 // evaluations returns how many times the kind's template was evaluated so
@@ -318,7 +319,7 @@ func (e *unitEnv) condition(parent *unstructured.Unstructured, condType string) 
 func (e *unitEnv) evaluations() uint64 {
 	e.t.Helper()
 	m := &dto.Metric{}
-	h := metricEvaluateSeconds.WithLabelValues(kindString(e.r.gvk)).(prometheus.Histogram)
+	h := metricEvaluateSeconds.WithLabelValues(contract.KindString(e.r.gvk)).(prometheus.Histogram)
 	require.NoError(e.t, h.Write(m))
 	return m.GetHistogram().GetSampleCount()
 }
@@ -328,7 +329,7 @@ func (e *unitEnv) evaluations() uint64 {
 func (e *unitEnv) remembered() float64 {
 	e.t.Helper()
 	m := &dto.Metric{}
-	require.NoError(e.t, metricEvaluationsRemembered.WithLabelValues(kindString(e.r.gvk)).Write(m))
+	require.NoError(e.t, metricEvaluationsRemembered.WithLabelValues(contract.KindString(e.r.gvk)).Write(m))
 	return m.GetCounter().GetValue()
 }
 
@@ -395,7 +396,7 @@ func (c *unitChildren) list(ctx context.Context, parent *unstructured.Unstructur
 	var out []client.Object
 	for _, gvk := range kinds {
 		list := c.objects.list(gvk)
-		if err := c.store.List(ctx, list, client.MatchingLabels{LabelParentUID: string(parent.GetUID())}); err != nil {
+		if err := c.store.List(ctx, list, client.MatchingLabels{contract.LabelParentUID: string(parent.GetUID())}); err != nil {
 			return nil, err
 		}
 		items, err := c.objects.items(gvk, list)
@@ -502,7 +503,7 @@ func setRecord(t *testing.T, parent *unstructured.Unstructured, rec resourceReco
 	if a == nil {
 		a = map[string]string{}
 	}
-	a[annotationResourcePrefix+rec.Name] = string(b)
+	a[contract.AnnotationResourcePrefix+rec.Name] = string(b)
 	parent.SetAnnotations(a)
 }
 
@@ -528,12 +529,12 @@ func storedResource(parent *unstructured.Unstructured, name string) map[string]a
 // external resources: the finalizer, an empty inventory and the records.
 func withRecords(t *testing.T, parent *unstructured.Unstructured, recs ...resourceRecord) *unstructured.Unstructured {
 	t.Helper()
-	parent.SetFinalizers([]string{Finalizer})
+	parent.SetFinalizers([]string{contract.Finalizer})
 	a := parent.GetAnnotations()
 	if a == nil {
 		a = map[string]string{}
 	}
-	a[AnnotationInventory] = inventory{}.encode()
+	a[contract.AnnotationInventory] = inventory{}.encode()
 	parent.SetAnnotations(a)
 	for _, rec := range recs {
 		setRecord(t, parent, rec)

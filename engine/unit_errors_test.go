@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	ctrl "sigs.k8s.io/controller-runtime"
 
+	"github.com/cuengine/engine/contract"
 	"github.com/cuengine/engine/providers"
 )
 
@@ -47,20 +48,20 @@ func TestUnitClassify(t *testing.T) {
 		{name: "conflict", err: conflict, class: waiting, reason: "Conflict", after: conflictDelay, want: requeued, result: ctrl.Result{RequeueAfter: conflictDelay}},
 		{name: "wrapped conflict", err: fmt.Errorf("writing status: %w", conflict), class: waiting, reason: "Conflict", after: conflictDelay, want: requeued, result: ctrl.Result{RequeueAfter: conflictDelay}},
 		{name: "invalid", err: apierrors.NewInvalid(schema.GroupKind{Kind: "Service"}, "web", field.ErrorList{field.Required(field.NewPath("spec"), "")}),
-			class: terminal, reason: ReasonApplyFailed, want: terminalErr},
-		{name: "forbidden", err: apierrors.NewForbidden(gr, "web", errors.New("no")), class: terminal, reason: ReasonApplyFailed, want: terminalErr},
-		{name: "bad request", err: apierrors.NewBadRequest("no"), class: terminal, reason: ReasonApplyFailed, want: terminalErr},
-		{name: "too large", err: apierrors.NewRequestEntityTooLargeError("1.5 MB"), class: terminal, reason: ReasonApplyFailed, want: terminalErr},
-		{name: "unavailable", err: apierrors.NewServiceUnavailable("etcd"), class: transient, reason: ReasonNotSynced, want: returned},
+			class: terminal, reason: contract.ReasonApplyFailed, want: terminalErr},
+		{name: "forbidden", err: apierrors.NewForbidden(gr, "web", errors.New("no")), class: terminal, reason: contract.ReasonApplyFailed, want: terminalErr},
+		{name: "bad request", err: apierrors.NewBadRequest("no"), class: terminal, reason: contract.ReasonApplyFailed, want: terminalErr},
+		{name: "too large", err: apierrors.NewRequestEntityTooLargeError("1.5 MB"), class: terminal, reason: contract.ReasonApplyFailed, want: terminalErr},
+		{name: "unavailable", err: apierrors.NewServiceUnavailable("etcd"), class: transient, reason: contract.ReasonNotSynced, want: returned},
 		{name: "provider retryable", err: retryable, class: transient, reason: providers.ReasonUnavailable, want: returned},
 		{name: "provider not retryable", err: fmt.Errorf("resource bucket: %w", notRetryable), class: waiting, reason: providers.ReasonCredentialsError,
 			after: resync, want: requeued, result: ctrl.Result{RequeueAfter: resync}},
 		{name: "provider not retryable, sooner requeue asked", err: notRetryable, res: ctrl.Result{RequeueAfter: time.Minute},
 			class: waiting, reason: providers.ReasonCredentialsError, after: resync, want: requeued, result: ctrl.Result{RequeueAfter: time.Minute}},
-		{name: "generic", err: errors.New("boom"), class: transient, reason: ReasonNotSynced, want: returned},
-		{name: "deadline", err: context.DeadlineExceeded, class: transient, reason: ReasonNotSynced, want: returned},
-		{name: "classified terminal keeps its reason", err: fmt.Errorf("step: %w", terminalError(ReasonChildConflict, errors.New("taken"))),
-			class: terminal, reason: ReasonChildConflict, want: terminalErr},
+		{name: "generic", err: errors.New("boom"), class: transient, reason: contract.ReasonNotSynced, want: returned},
+		{name: "deadline", err: context.DeadlineExceeded, class: transient, reason: contract.ReasonNotSynced, want: returned},
+		{name: "classified terminal keeps its reason", err: fmt.Errorf("step: %w", terminalError(contract.ReasonChildConflict, errors.New("taken"))),
+			class: terminal, reason: contract.ReasonChildConflict, want: terminalErr},
 		{name: "classified waiting keeps its delay", err: waitingErr("Dependency", 3*time.Second, errors.New("not yet")),
 			class: waiting, reason: "Dependency", after: 3 * time.Second, want: requeued, result: ctrl.Result{RequeueAfter: 3 * time.Second}},
 		{name: "classified waiting, later requeue asked", err: waitingErr("Dependency", 3*time.Second, errors.New("not yet")), res: ctrl.Result{RequeueAfter: time.Hour},
@@ -99,7 +100,7 @@ func TestUnitClassify(t *testing.T) {
 // terminal; its message is Synced's.
 func TestUnitStatusErr(t *testing.T) {
 	const resync = 5 * time.Minute
-	term := terminalError(ReasonChildRefused, errors.New("refused"))
+	term := terminalError(contract.ReasonChildRefused, errors.New("refused"))
 	wait5 := waitingErr("Slow", 5*time.Second, errors.New("slow"))
 	wait1 := waitingErr("Quick", time.Second, errors.New("quick"))
 	transientErr := providers.Retryable(providers.ReasonUnavailable, errors.New("503"))
@@ -112,11 +113,11 @@ func TestUnitStatusErr(t *testing.T) {
 		after  time.Duration
 		msg    string
 	}{
-		{"terminal only", []error{term}, terminal, ReasonChildRefused, 0, "refused"},
+		{"terminal only", []error{term}, terminal, contract.ReasonChildRefused, 0, "refused"},
 		{"the shortest wait", []error{term, wait5, wait1}, waiting, "Quick", time.Second, "refused; slow; quick"},
 		{"transient first", []error{term, wait1, transientErr}, transient, providers.ReasonUnavailable, 0, "refused; quick; Unavailable: 503"},
 		{"a provider wait is the resource resync", []error{term, providerWait}, waiting, providers.ReasonCredentialsError, resync, "refused; CredentialsError: no credentials"},
-		{"a problem found twice counts once", []error{term, term}, terminal, ReasonChildRefused, 0, "refused"},
+		{"a problem found twice counts once", []error{term, term}, terminal, contract.ReasonChildRefused, 0, "refused"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			st := newStatus()

@@ -16,6 +16,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/cuengine/engine/contract"
 )
 
 var unitGreedy = schema.GroupVersionKind{Group: "unit.cuengine.dev", Version: "v1", Kind: "Greedy"}
@@ -43,9 +45,9 @@ func TestUnitEvaluationTimeout(t *testing.T) {
 	_, err := e.reconcile(hostile)
 	require.True(t, isTerminal(err), "over a limit is terminal: %v", err)
 	msg := "evaluating the template took longer than 300ms (--evaluation-timeout); it is not evaluated again for this object until its spec or the template changes"
-	assert.Equal(t, cond{metav1.ConditionFalse, ReasonEvaluationTimeout, msg}, condOf(e.condition(hostile, ConditionSynced)))
+	assert.Equal(t, cond{metav1.ConditionFalse, contract.ReasonEvaluationTimeout, msg}, condOf(e.condition(hostile, contract.ConditionSynced)))
 	assert.Equal(t, before+1, overrunning(t), "the evaluation goes on in the background")
-	assert.Equal(t, []unitEvent{{"Warning", ReasonEvaluationTimeout, msg}}, e.events.take())
+	assert.Equal(t, []unitEvent{{"Warning", contract.ReasonEvaluationTimeout, msg}}, e.events.take())
 	evaluated := e.evaluations()
 
 	_, err = e.reconcile(hostile)
@@ -63,7 +65,7 @@ func TestUnitEvaluationTimeout(t *testing.T) {
 	e.update(hostile)
 	e.reconcileClean(hostile) // applies its child; the status follows
 	e.reconcileClean(hostile)
-	assert.Equal(t, cond{metav1.ConditionTrue, ReasonSynced, "children and resources are applied"}, condOf(e.condition(hostile, ConditionSynced)), "a new spec is evaluated again")
+	assert.Equal(t, cond{metav1.ConditionTrue, contract.ReasonSynced, "children and resources are applied"}, condOf(e.condition(hostile, contract.ConditionSynced)), "a new spec is evaluated again")
 
 	// Wait for the background evaluation, so it does not load the tests
 	// that follow; bounded.
@@ -83,9 +85,9 @@ func TestUnitRenderLimits(t *testing.T) {
 		reason string
 		msg    string
 	}{
-		{"too many children", map[string]any{"count": int64(4)}, ReasonTooManyChildren,
+		{"too many children", map[string]any{"count": int64(4)}, contract.ReasonTooManyChildren,
 			"the template renders 4 children and resources for this object, more than the 3 allowed (--max-children); nothing was applied"},
-		{"too large", map[string]any{"count": int64(2), "text": strings.Repeat("x", 600)}, ReasonRenderTooLarge,
+		{"too large", map[string]any{"count": int64(2), "text": strings.Repeat("x", 600)}, contract.ReasonRenderTooLarge,
 			"more than the 1000 allowed (--max-rendered-bytes); nothing was applied"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -94,7 +96,7 @@ func TestUnitRenderLimits(t *testing.T) {
 			e.r.limits = Limits{MaxChildren: 3, MaxRenderedBytes: 1000}
 			_, err := e.reconcile(p)
 			require.True(t, isTerminal(err), "%v", err)
-			c := e.condition(p, ConditionSynced)
+			c := e.condition(p, contract.ConditionSynced)
 			require.NotNil(t, c)
 			assert.Equal(t, tc.reason, c.Reason)
 			assert.Contains(t, c.Message, tc.msg)
@@ -122,12 +124,12 @@ func TestUnitStatusTooLarge(t *testing.T) {
 		return nil
 	}
 	e.reconcileClean(p)
-	c := e.condition(p, ConditionSynced)
+	c := e.condition(p, contract.ConditionSynced)
 	require.NotNil(t, c)
-	assert.Equal(t, ReasonStatusTooLarge, c.Reason)
+	assert.Equal(t, contract.ReasonStatusTooLarge, c.Reason)
 	msg := "the status the template renders is too large to store (Request entity too large: limit is 3000); the template's status fields keep their last values"
 	assert.Equal(t, msg, c.Message)
-	assert.Equal(t, []unitEvent{{Type: "Warning", Reason: ReasonStatusTooLarge, Message: msg}}, e.events.take())
+	assert.Equal(t, []unitEvent{{Type: "Warning", Reason: contract.ReasonStatusTooLarge, Message: msg}}, e.events.take())
 	cur := e.reread(p)
 	_, found, _ := unstructured.NestedString(cur.Object, "status", "echo")
 	assert.False(t, found, "the template's fields are not written")
@@ -141,8 +143,9 @@ func TestUnitStatusTooLarge(t *testing.T) {
 // the engine's door: a parent whose evaluation outlives the timeout is
 // reported failed at it, with the message the engine gives.
 func TestUnitDiffStopsAtTheEvaluationTimeout(t *testing.T) {
-	// As in TestUnitEvaluationTimeout: seconds against 300ms.
-	hostile := unitParent(unitGreedy, "hostile", map[string]any{"quad": int64(130)})
+	// As in TestUnitEvaluationTimeout, seconds against 300ms; another
+	// quad, so the template's memory of that test's evaluation is no answer.
+	hostile := unitParent(unitGreedy, "hostile", map[string]any{"quad": int64(131)})
 	e := newUnitEnv(t, unitGreedy, hostile)
 	before := overrunning(t)
 	var out strings.Builder

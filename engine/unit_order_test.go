@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	ctrl "sigs.k8s.io/controller-runtime"
 
+	"github.com/cuengine/engine/contract"
 	"github.com/cuengine/engine/templates"
 )
 
@@ -31,9 +32,9 @@ func newOrdered(t *testing.T) (*unitEnv, *unstructured.Unstructured) {
 	require.Equal(t, []string{"apply o-0"}, e.provider.takeCalls())
 	app := e.get(secretGVK, unitNamespace, "o-app")
 	require.NotNil(t, app)
-	assert.Equal(t, "bucket,config", app.GetAnnotations()[AnnotationDependsOn], "what the child depends on travels with it")
-	assert.Equal(t, "bucket", e.get(configMapGVK, unitNamespace, "o-config").GetAnnotations()[AnnotationDependsOn])
-	assert.NotContains(t, e.get(serviceAccountGVK, unitNamespace, "o-lone").GetAnnotations(), AnnotationDependsOn)
+	assert.Equal(t, "bucket,config", app.GetAnnotations()[contract.AnnotationDependsOn], "what the child depends on travels with it")
+	assert.Equal(t, "bucket", e.get(configMapGVK, unitNamespace, "o-config").GetAnnotations()[contract.AnnotationDependsOn])
+	assert.NotContains(t, e.get(serviceAccountGVK, unitNamespace, "o-lone").GetAnnotations(), contract.AnnotationDependsOn)
 	e.takeWrites()
 	e.takeDeletes()
 	e.events.take()
@@ -69,16 +70,16 @@ func TestUnitDeletionOrder(t *testing.T) {
 	assert.Equal(t, []string{"Secret o-app Foreground"}, e.takeDeletes())
 	assert.Empty(t, e.provider.takeCalls(), "the bucket waits")
 	assert.Equal(t, []string{"o-config", "o-lone"}, e.orderedChildren())
-	assert.Equal(t, cond{metav1.ConditionFalse, ReasonDeleting, "deleting: ConfigMap o-config waits for Secret o-app; resource bucket waits for ConfigMap o-config, Secret o-app"},
-		condOf(e.condition(o, ConditionReady)))
-	assert.Equal(t, metav1.ConditionTrue, e.condition(o, ConditionSynced).Status)
+	assert.Equal(t, cond{metav1.ConditionFalse, contract.ReasonDeleting, "deleting: ConfigMap o-config waits for Secret o-app; resource bucket waits for ConfigMap o-config, Secret o-app"},
+		condOf(e.condition(o, contract.ConditionReady)))
+	assert.Equal(t, metav1.ConditionTrue, e.condition(o, contract.ConditionSynced).Status)
 	assert.Equal(t, []unitEvent{{corev1.EventTypeNormal, "Deleted", "Deleted Secret ns/o-app"}}, e.events.take())
 
 	e.reconcileClean(o)
 	assert.Equal(t, []string{"ConfigMap o-config Foreground"}, e.takeDeletes())
 	assert.Empty(t, e.provider.takeCalls(), "the bucket still waits")
-	assert.Equal(t, cond{metav1.ConditionFalse, ReasonDeleting, "deleting: resource bucket waits for ConfigMap o-config"},
-		condOf(e.condition(o, ConditionReady)))
+	assert.Equal(t, cond{metav1.ConditionFalse, contract.ReasonDeleting, "deleting: resource bucket waits for ConfigMap o-config"},
+		condOf(e.condition(o, contract.ConditionReady)))
 
 	res = e.reconcileClean(o)
 	assert.Equal(t, ctrl.Result{}, res)
@@ -113,11 +114,11 @@ func TestUnitDeletionStuckDependent(t *testing.T) {
 		assert.Empty(t, e.provider.takeCalls())
 	}
 	msg := "Secret o-app is held by finalizer example.com/hold; ConfigMap o-config, resource bucket waits for it"
-	assert.Equal(t, cond{metav1.ConditionFalse, ReasonDeletionBlocked, msg}, condOf(e.condition(o, ConditionSynced)))
-	assert.Equal(t, cond{metav1.ConditionFalse, ReasonDeleting,
+	assert.Equal(t, cond{metav1.ConditionFalse, contract.ReasonDeletionBlocked, msg}, condOf(e.condition(o, contract.ConditionSynced)))
+	assert.Equal(t, cond{metav1.ConditionFalse, contract.ReasonDeleting,
 		"deleting: ConfigMap o-config waits for Secret o-app (being deleted; finalizers: example.com/hold); resource bucket waits for ConfigMap o-config, Secret o-app (being deleted; finalizers: example.com/hold)"},
-		condOf(e.condition(o, ConditionReady)))
-	assert.Equal(t, []unitEvent{{corev1.EventTypeWarning, ReasonDeletionBlocked, msg}}, e.events.take())
+		condOf(e.condition(o, contract.ConditionReady)))
+	assert.Equal(t, []unitEvent{{corev1.EventTypeWarning, contract.ReasonDeletionBlocked, msg}}, e.events.take())
 	assert.Equal(t, map[string]int{"status Ordered": 1}, e.takeWrites())
 
 	app = e.get(secretGVK, unitNamespace, "o-app")
@@ -136,7 +137,7 @@ func TestUnitDeletionStuckDependent(t *testing.T) {
 // deleted in their order.
 func TestUnitDeletionOrderOrphan(t *testing.T) {
 	e, o := newOrdered(t)
-	e.annotate(e.reread(o), AnnotationDeletionPolicy, templates.DeletionPolicyOrphan)
+	e.annotate(e.reread(o), contract.AnnotationDeletionPolicy, templates.DeletionPolicyOrphan)
 	require.NoError(t, e.store.Delete(e.ctx, e.reread(o)))
 
 	e.reconcileClean(o)
@@ -153,7 +154,7 @@ func TestUnitDeletionOrderOrphan(t *testing.T) {
 func TestUnitDeletionOrphanCascade(t *testing.T) {
 	e, o := newOrdered(t)
 	cur := e.reread(o)
-	cur.SetFinalizers([]string{Finalizer, metav1.FinalizerOrphanDependents})
+	cur.SetFinalizers([]string{contract.Finalizer, metav1.FinalizerOrphanDependents})
 	e.update(cur)
 	require.NoError(t, e.store.Delete(e.ctx, e.reread(o)))
 
@@ -178,8 +179,8 @@ func TestUnitPruneOrder(t *testing.T) {
 	assert.Equal(t, []string{"Secret o-app Foreground"}, e.takeDeletes())
 	assert.Empty(t, e.provider.takeCalls(), "not deleted: it waits")
 	assert.NotNil(t, recordOf(t, e.reread(o), "bucket"))
-	assert.Equal(t, cond{metav1.ConditionFalse, ReasonWaiting, "resource bucket waits for ConfigMap o-config, Secret o-app; ConfigMap o-config waits for Secret o-app"},
-		condOf(e.condition(o, ConditionReady)))
+	assert.Equal(t, cond{metav1.ConditionFalse, contract.ReasonWaiting, "resource bucket waits for ConfigMap o-config, Secret o-app; ConfigMap o-config waits for Secret o-app"},
+		condOf(e.condition(o, contract.ConditionReady)))
 
 	e.reconcileClean(o)
 	assert.Equal(t, []string{"ConfigMap o-config Foreground"}, e.takeDeletes())
@@ -190,7 +191,7 @@ func TestUnitPruneOrder(t *testing.T) {
 	assert.Nil(t, recordOf(t, e.reread(o), "bucket"), "the record goes with it")
 	assert.Equal(t, []string{"o-lone"}, e.orderedChildren())
 	e.reconcileClean(o)
-	assert.Equal(t, cond{metav1.ConditionTrue, ReasonReady, "all children are ready"}, condOf(e.condition(o, ConditionReady)))
+	assert.Equal(t, cond{metav1.ConditionTrue, contract.ReasonReady, "all children are ready"}, condOf(e.condition(o, contract.ConditionReady)))
 }
 
 // TestUnitOrderedChildrenGetTheFinalizer: a template whose children depend
@@ -201,9 +202,9 @@ func TestUnitOrderedChildrenGetTheFinalizer(t *testing.T) {
 	e := newUnitEnv(t, unitWebsite, site)
 	e.reconcileClean(site)
 	assert.Equal(t, map[string]int{"patch Website": 1}, e.takeWrites())
-	assert.Equal(t, []string{Finalizer}, e.reread(site).GetFinalizers())
+	assert.Equal(t, []string{contract.Finalizer}, e.reread(site).GetFinalizers())
 	e.reconcileClean(site)
-	assert.Equal(t, "config", e.get(deploymentGVK, unitNamespace, "site").GetAnnotations()[AnnotationDependsOn])
+	assert.Equal(t, "config", e.get(deploymentGVK, unitNamespace, "site").GetAnnotations()[contract.AnnotationDependsOn])
 
 	require.NoError(t, e.store.Delete(e.ctx, e.reread(site)))
 	e.reconcileClean(site)

@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	ctrl "sigs.k8s.io/controller-runtime"
 
+	"github.com/cuengine/engine/contract"
 	"github.com/cuengine/engine/providers"
 	"github.com/cuengine/engine/templates"
 )
@@ -49,7 +50,7 @@ func TestUnitResourceRecordedBeforeCreate(t *testing.T) {
 	assert.Empty(t, e.provider.takeCalls(), "no provider call before the name is recorded")
 	assert.Equal(t, map[string]int{"patch Store": 1}, e.takeWrites(), "one write: the record, no status")
 	cur := e.reread(store)
-	assert.Equal(t, []string{Finalizer}, cur.GetFinalizers())
+	assert.Equal(t, []string{contract.Finalizer}, cur.GetFinalizers())
 	assert.Equal(t, &resourceRecord{Name: "bucket", Provider: "fake", ExternalName: "data-0", Settings: map[string]string{"zone": "test"}, DeletionPolicy: "Delete"},
 		recordOf(t, cur, "bucket"))
 	assert.Nil(t, cur.Object["status"])
@@ -61,8 +62,8 @@ func TestUnitResourceRecordedBeforeCreate(t *testing.T) {
 	cur = e.reread(store)
 	assert.Equal(t, existingBucket(), storedResource(cur, "bucket"))
 	assert.Equal(t, "data-0", cur.Object["status"].(map[string]any)["bucketName"], "the template saw the resource in the same reconcile")
-	assert.Equal(t, cond{metav1.ConditionTrue, ReasonSynced, "children and resources are applied"}, condOf(e.condition(store, ConditionSynced)))
-	assert.Equal(t, cond{metav1.ConditionTrue, ReasonReady, "all children are ready"}, condOf(e.condition(store, ConditionReady)))
+	assert.Equal(t, cond{metav1.ConditionTrue, contract.ReasonSynced, "children and resources are applied"}, condOf(e.condition(store, contract.ConditionSynced)))
+	assert.Equal(t, cond{metav1.ConditionTrue, contract.ReasonReady, "all children are ready"}, condOf(e.condition(store, contract.ConditionReady)))
 	assert.Empty(t, e.events.take())
 
 	res = e.reconcileClean(store)
@@ -116,7 +117,7 @@ func TestUnitResourceNameConflict(t *testing.T) {
 		e.reconcileClean(store)
 		assert.Equal(t, []string{"apply data-1"}, e.provider.takeCalls())
 		assert.Equal(t, "data-1", storedResource(e.reread(store), "bucket")["externalName"])
-		assert.Equal(t, metav1.ConditionTrue, e.condition(store, ConditionSynced).Status)
+		assert.Equal(t, metav1.ConditionTrue, e.condition(store, contract.ConditionSynced).Status)
 	})
 
 	t.Run("a name the parent created is not renamed", func(t *testing.T) {
@@ -133,8 +134,8 @@ func TestUnitResourceNameConflict(t *testing.T) {
 		cur := e.reread(store)
 		assert.Equal(t, "data-0", recordOf(t, cur, "bucket").ExternalName, "not renamed: a new name would leak the old resource")
 		assert.Equal(t, existingBucket(), storedResource(cur, "bucket"))
-		assert.Equal(t, cond{metav1.ConditionFalse, providers.ReasonNameConflict, msg}, condOf(e.condition(store, ConditionSynced)))
-		assert.Equal(t, cond{metav1.ConditionFalse, ReasonNotSynced, "not synced: NameConflict"}, condOf(e.condition(store, ConditionReady)))
+		assert.Equal(t, cond{metav1.ConditionFalse, providers.ReasonNameConflict, msg}, condOf(e.condition(store, contract.ConditionSynced)))
+		assert.Equal(t, cond{metav1.ConditionFalse, contract.ReasonNotSynced, "not synced: NameConflict"}, condOf(e.condition(store, contract.ConditionReady)))
 		assert.Equal(t, map[string]int{"status Store": 1}, e.takeWrites())
 		assert.Equal(t, []unitEvent{{corev1.EventTypeWarning, providers.ReasonNameConflict, msg}}, e.events.take())
 	})
@@ -171,7 +172,7 @@ func TestUnitResourceProviderErrors(t *testing.T) {
 				assert.LessOrEqual(t, res.RequeueAfter, unitResync)
 				requireJittered(t, res.RequeueAfter)
 			}
-			assert.Equal(t, cond{metav1.ConditionFalse, tc.reason, tc.msg}, condOf(e.condition(store, ConditionSynced)))
+			assert.Equal(t, cond{metav1.ConditionFalse, tc.reason, tc.msg}, condOf(e.condition(store, contract.ConditionSynced)))
 			assert.Equal(t, map[string]any{"provider": "fake", "externalName": "data-0"}, storedResource(e.reread(store), "bucket"),
 				"the recorded name is mirrored, nothing observed")
 			assert.Equal(t, map[string]int{"status Store": 1}, e.takeWrites())
@@ -233,7 +234,7 @@ func TestUnitDeletion(t *testing.T) {
 		{name: "template policy Orphan", rec: bucketRecord("Orphan")},
 		{name: "parent annotation Orphan", rec: bucketRecord("Delete"), annotation: "Orphan"},
 		{name: "unknown provider", rec: resourceRecord{Name: "bucket", Provider: "gone", ExternalName: "data-0", DeletionPolicy: "Delete"},
-			synced:   cond{metav1.ConditionFalse, ReasonUnknownProvider, `resource bucket: provider "gone" is not available in this engine; to delete the parent anyway, annotate it engine.cuengine.dev/deletion-policy=Orphan`},
+			synced:   cond{metav1.ConditionFalse, contract.ReasonUnknownProvider, `resource bucket: provider "gone" is not available in this engine; to delete the parent anyway, annotate it engine.cuengine.dev/deletion-policy=Orphan`},
 			terminal: true},
 		{name: "retryable delete error", rec: bucketRecord("Delete"), deleteErr: unavailable, calls: []string{"delete data-0"},
 			synced: cond{metav1.ConditionFalse, providers.ReasonUnavailable, "deleting resource bucket (data-0): Unavailable: 503 from the API" + kept}},
@@ -245,7 +246,7 @@ func TestUnitDeletion(t *testing.T) {
 			store := withRecords(t, storeParent(nil), tc.rec)
 			if tc.annotation != "" {
 				a := store.GetAnnotations()
-				a[AnnotationDeletionPolicy] = tc.annotation
+				a[contract.AnnotationDeletionPolicy] = tc.annotation
 				store.SetAnnotations(a)
 			}
 			store.SetDeletionTimestamp(new(metav1.NewTime(time.Now())))
@@ -272,8 +273,8 @@ func TestUnitDeletion(t *testing.T) {
 				assert.False(t, isTerminal(err), "transient: %v", err)
 				assert.Equal(t, tc.synced.Message, err.Error())
 			}
-			assert.Equal(t, []string{Finalizer}, e.reread(store).GetFinalizers(), "the finalizer is kept")
-			assert.Equal(t, tc.synced, condOf(e.condition(store, ConditionSynced)))
+			assert.Equal(t, []string{contract.Finalizer}, e.reread(store).GetFinalizers(), "the finalizer is kept")
+			assert.Equal(t, tc.synced, condOf(e.condition(store, contract.ConditionSynced)))
 			assert.Equal(t, map[string]int{"status Store": 1}, e.takeWrites(), "the problem, on the status")
 			assert.Equal(t, []unitEvent{{corev1.EventTypeWarning, tc.synced.Reason, tc.synced.Message}}, e.events.take())
 
@@ -298,8 +299,8 @@ func TestUnitDeletionDeletesUnownedChildren(t *testing.T) {
 	e.reconcileClean(tenant)
 	assert.Equal(t, map[string]int{"patch Tenant": 1}, e.takeWrites(), "the finalizer and inventory first")
 	cur := e.reread(tenant)
-	assert.Equal(t, []string{Finalizer}, cur.GetFinalizers())
-	assert.JSONEq(t, `["ConfigMap/tenant-acme/settings","Namespace//tenant-acme"]`, cur.GetAnnotations()[AnnotationInventory])
+	assert.Equal(t, []string{contract.Finalizer}, cur.GetFinalizers())
+	assert.JSONEq(t, `["ConfigMap/tenant-acme/settings","Namespace//tenant-acme"]`, cur.GetAnnotations()[contract.AnnotationInventory])
 
 	e.reconcileClean(tenant)
 	assert.Equal(t, map[string]int{"apply Namespace": 1, "apply ConfigMap": 1}, e.takeWrites())

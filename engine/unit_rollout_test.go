@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/cuengine/engine/contract"
 	"github.com/cuengine/engine/templates"
 )
 
@@ -23,8 +24,8 @@ func rolloutParent(name, hash string, synced, ready metav1.ConditionStatus) *uns
 	p.SetUID(types.UID("uid-" + name))
 	p.SetGeneration(1)
 	status := map[string]any{"observedGeneration": int64(1), "conditions": []any{
-		map[string]any{"type": ConditionSynced, "status": string(synced), "reason": "R", "message": "synced message"},
-		map[string]any{"type": ConditionReady, "status": string(ready), "reason": "R", "message": "ready message"},
+		map[string]any{"type": contract.ConditionSynced, "status": string(synced), "reason": "R", "message": "synced message"},
+		map[string]any{"type": contract.ConditionReady, "status": string(ready), "reason": "R", "message": "ready message"},
 	}}
 	if hash != "" {
 		status["templateRevision"] = map[string]any{"number": int64(len(hash)), "hash": hash}
@@ -53,7 +54,7 @@ func TestUnitTemplateFor(t *testing.T) {
 	on2 := rolloutParent("on2", "h2", metav1.ConditionTrue, metav1.ConditionTrue)
 	fresh := rolloutParent("fresh", "", metav1.ConditionUnknown, metav1.ConditionUnknown)
 	pinned := rolloutParent("pinned", "h2", metav1.ConditionTrue, metav1.ConditionTrue)
-	pinned.SetAnnotations(map[string]string{AnnotationTemplateRevision: "1"})
+	pinned.SetAnnotations(map[string]string{contract.AnnotationTemplateRevision: "1"})
 	for _, tt := range []struct {
 		name   string
 		phase  Phase
@@ -88,16 +89,16 @@ func TestUnitTemplateFor(t *testing.T) {
 
 	t.Run("pinned to a revision that is not stored", func(t *testing.T) {
 		p := on1.DeepCopy()
-		p.SetAnnotations(map[string]string{AnnotationTemplateRevision: "7"})
+		p.SetAnnotations(map[string]string{contract.AnnotationTemplateRevision: "7"})
 		_, err := testRollout(PhaseComplete, 0).templateFor(p)
 		require.Error(t, err)
 		assert.Contains(t, err.Error(), "pinned (engine.cuengine.dev/template-revision) to revision 7, which is not stored")
 		_, reason, _ := classify(err, 0)
-		assert.Equal(t, ReasonRevisionNotFound, reason)
+		assert.Equal(t, contract.ReasonRevisionNotFound, reason)
 	})
 	t.Run("pinned to something that is not a number", func(t *testing.T) {
 		p := on1.DeepCopy()
-		p.SetAnnotations(map[string]string{AnnotationTemplateRevision: "latest"})
+		p.SetAnnotations(map[string]string{contract.AnnotationTemplateRevision: "latest"})
 		_, err := testRollout(PhaseComplete, 0).templateFor(p)
 		assert.ErrorContains(t, err, `annotation engine.cuengine.dev/template-revision="latest" is not a revision number`)
 	})
@@ -110,8 +111,8 @@ func TestUnitRolloutOrder(t *testing.T) {
 	for _, name := range []string{"a", "b", "c", "d", "e"} {
 		parents = append(parents, *rolloutParent(name, "h1", metav1.ConditionTrue, metav1.ConditionTrue))
 	}
-	parents[3].SetLabels(map[string]string{LabelCanary: "true"})
-	parents[1].SetAnnotations(map[string]string{AnnotationTemplateRevision: "1"})
+	parents[3].SetLabels(map[string]string{contract.LabelCanary: "true"})
+	parents[1].SetAnnotations(map[string]string{contract.AnnotationTemplateRevision: "1"})
 	now := metav1.Now()
 	parents[4].SetDeletionTimestamp(&now)
 

@@ -12,6 +12,8 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/cuengine/engine/contract"
 )
 
 // settledMyKind returns an env whose MyKind "mk" has its Deployment "web"
@@ -22,7 +24,7 @@ func settledMyKind(t *testing.T) (*unitEnv, *unstructured.Unstructured) {
 	e := newUnitEnv(t, unitMyKind, mk)
 	e.reconcileClean(mk) // applies the Deployment
 	e.reconcileClean(mk) // writes the status
-	require.NotNil(t, e.condition(mk, ConditionSynced))
+	require.NotNil(t, e.condition(mk, contract.ConditionSynced))
 	e.takeWrites()
 	e.events.take()
 	return e, mk
@@ -131,7 +133,7 @@ func TestUnitFingerprintSkip(t *testing.T) {
 // affect the status writes nothing; one that does writes the status once.
 func TestUnitStatusWrittenOnlyOnChange(t *testing.T) {
 	e, mk := settledMyKind(t)
-	assert.Equal(t, cond{metav1.ConditionFalse, ReasonWaiting, "waiting for Deployment web"}, condOf(e.condition(mk, ConditionReady)))
+	assert.Equal(t, cond{metav1.ConditionFalse, contract.ReasonWaiting, "waiting for Deployment web"}, condOf(e.condition(mk, contract.ConditionReady)))
 
 	// A child edit that changes nothing the engine applied, and a label on
 	// the parent: both evaluate, neither writes.
@@ -148,7 +150,7 @@ func TestUnitStatusWrittenOnlyOnChange(t *testing.T) {
 	markUnitReady(t, e, "web", 1)
 	e.reconcileClean(mk)
 	assert.Equal(t, map[string]int{"status MyKind": 1}, e.takeWrites())
-	assert.Equal(t, cond{metav1.ConditionTrue, ReasonReady, "all children are ready"}, condOf(e.condition(mk, ConditionReady)))
+	assert.Equal(t, cond{metav1.ConditionTrue, contract.ReasonReady, "all children are ready"}, condOf(e.condition(mk, contract.ConditionReady)))
 	assert.Equal(t, int64(1), e.reread(mk).Object["status"].(map[string]any)["readyReplicas"])
 
 	e.reconcileClean(mk)

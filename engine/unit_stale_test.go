@@ -8,6 +8,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/cuengine/engine/contract"
 )
 
 // staleParents plays a cache that has not seen the latest writes to one
@@ -35,16 +37,16 @@ func TestUnitStaleCacheCannotSkipAStatusWrite(t *testing.T) {
 	markUnitReady(t, e, "web", 1)
 	e.reconcileClean(mk)
 	readyTrue := e.reread(mk)
-	assert.Equal(t, metav1.ConditionTrue, e.condition(mk, ConditionReady).Status)
+	assert.Equal(t, metav1.ConditionTrue, e.condition(mk, contract.ConditionReady).Status)
 
 	markUnitReady(t, e, "web", 0) // the replica is gone: 0 of 1
 	e.reconcileClean(mk)
-	assert.Equal(t, metav1.ConditionFalse, e.condition(mk, ConditionReady).Status, "the engine wrote Ready=False")
+	assert.Equal(t, metav1.ConditionFalse, e.condition(mk, contract.ConditionReady).Status, "the engine wrote Ready=False")
 	e.takeWrites()
 
 	markUnitReady(t, e, "web", 1)
 	e.r.parents = staleParents{Reader: e.r.parents, stale: readyTrue}
 	e.reconcileClean(mk)
 	assert.Equal(t, map[string]int{"status MyKind": 1}, e.takeWrites(), "the write is not skipped")
-	assert.Equal(t, cond{metav1.ConditionTrue, ReasonReady, "all children are ready"}, condOf(e.condition(mk, ConditionReady)))
+	assert.Equal(t, cond{metav1.ConditionTrue, contract.ReasonReady, "all children are ready"}, condOf(e.condition(mk, contract.ConditionReady)))
 }

@@ -17,6 +17,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/cuengine/engine/contract"
 )
 
 // The status writer (statuswriter.go) on the fake apiserver. The unit
@@ -76,7 +78,7 @@ func TestUnitStatusWriterCoalesces(t *testing.T) {
 		e.r.status.flush(e.ctx)
 		assert.Equal(t, map[string]int{"status MyKind": 1}, e.takeWrites())
 		assert.Equal(t, int64(1), e.readyReplicas(mk))
-		assert.Equal(t, cond{metav1.ConditionTrue, ReasonReady, "all children are ready"}, condOf(e.condition(mk, ConditionReady)))
+		assert.Equal(t, cond{metav1.ConditionTrue, contract.ReasonReady, "all children are ready"}, condOf(e.condition(mk, contract.ConditionReady)))
 	})
 	t.Run("back to what is stored", func(t *testing.T) {
 		e, mk := settledMyKind(t)

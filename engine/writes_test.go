@@ -16,7 +16,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/cuengine/engine/engine"
+	"github.com/cuengine/engine/contract"
 )
 
 // Verbs of the apiserver's request counters.
@@ -126,7 +126,7 @@ func TestWriteDiscipline(t *testing.T) {
 	getsBefore := requests(t, getVerb)
 	require.NoError(t, k8s.Create(ctx, mk))
 	eventually(t, "Synced", func(ctx context.Context) (bool, error) {
-		c, err := condition(ctx, mk, engine.ConditionSynced)
+		c, err := condition(ctx, mk, contract.ConditionSynced)
 		return c != nil && c.Status == metav1.ConditionTrue, err
 	})
 	before := settle(t)

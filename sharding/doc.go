@@ -3,7 +3,7 @@
 // the shards (each replica renews its own Lease: Member), the
 // consistent-hash ring (Ring) and the sharder (Sharder), which runs on the
 // elected leader and labels each parent with the shard that reconciles it
-// (engine.LabelShard), moving parents when shards come and go through a
+// (contract.LabelShard), moving parents when shards come and go through a
 // drain handover. It does not reconcile anything: the engine does, each
 // replica only the parents labelled with its shard (engine/sharding.go).
 //

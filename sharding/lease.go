@@ -11,11 +11,9 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
-)
 
-// LabelShardGroup, on a shard's Lease, names the engine deployment it is a
-// shard of (the leader election id), so the sharder lists its own shards.
-const LabelShardGroup = "engine.cuengine.dev/shard-group"
+	"github.com/cuengine/engine/contract"
+)
 
 // Member keeps this replica's shard Lease renewed: the shard is alive while
 // the Lease is. If it cannot renew within RenewDeadline, Start returns an
@@ -74,7 +72,7 @@ func (m *Member) renew(ctx context.Context) error {
 	err := m.Client.Get(ctx, client.ObjectKey{Namespace: m.Namespace, Name: LeaseName(m.Group, m.ID)}, lease)
 	if apierrors.IsNotFound(err) {
 		lease = &coordinationv1.Lease{
-			ObjectMeta: metav1.ObjectMeta{Namespace: m.Namespace, Name: LeaseName(m.Group, m.ID), Labels: map[string]string{LabelShardGroup: m.Group}},
+			ObjectMeta: metav1.ObjectMeta{Namespace: m.Namespace, Name: LeaseName(m.Group, m.ID), Labels: map[string]string{contract.LabelShardGroup: m.Group}},
 			Spec: coordinationv1.LeaseSpec{HolderIdentity: ptr.To(m.ID), LeaseDurationSeconds: ptr.To(int32(m.LeaseDuration.Seconds())),
 				AcquireTime: &now, RenewTime: &now},
 		}
@@ -103,7 +101,7 @@ func expired(lease *coordinationv1.Lease, now time.Time) bool {
 // liveShards lists the shards of a group whose Lease is valid at now.
 func liveShards(ctx context.Context, c client.Reader, namespace, group string, now time.Time) ([]string, error) {
 	leases := &coordinationv1.LeaseList{}
-	if err := c.List(ctx, leases, client.InNamespace(namespace), client.MatchingLabels{LabelShardGroup: group}); err != nil {
+	if err := c.List(ctx, leases, client.InNamespace(namespace), client.MatchingLabels{contract.LabelShardGroup: group}); err != nil {
 		return nil, fmt.Errorf("listing shard leases: %w", err)
 	}
 	var out []string

@@ -17,7 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 
-	"github.com/cuengine/engine/engine"
+	"github.com/cuengine/engine/contract"
 )
 
 var metricMoves = prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -58,7 +58,7 @@ type Sharder struct {
 	Leases client.Reader
 	// Kinds returns the parent kinds to shard.
 	Kinds func() []schema.GroupVersionKind
-	// Namespace of the Leases, Group of the shards (LabelShardGroup).
+	// Namespace of the Leases, Group of the shards (contract.LabelShardGroup).
 	Namespace, Group string
 	// Scope restricts the parents to one namespace; "" is all.
 	Scope string
@@ -198,7 +198,7 @@ const (
 // decide is the state machine of one parent: from its labels, the live
 // shards and the ring, the next write (and the shard it names).
 func decide(labels map[string]string, uid string, alive map[string]bool, ring *Ring) (action, string) {
-	cur, draining := labels[engine.LabelShard], labels[engine.LabelDrain] != ""
+	cur, draining := labels[contract.LabelShard], labels[contract.LabelDrain] != ""
 	want := ring.Get(uid)
 	switch {
 	case want == "":
@@ -227,10 +227,10 @@ func (s *Sharder) write(ctx context.Context, gvk schema.GroupVersionKind, p *met
 	}
 	switch act {
 	case actAssign, actReassign:
-		labels[engine.LabelShard] = shard
-		delete(labels, engine.LabelDrain)
+		labels[contract.LabelShard] = shard
+		delete(labels, contract.LabelDrain)
 	case actDrain:
-		labels[engine.LabelDrain] = "true"
+		labels[contract.LabelDrain] = "true"
 	}
 	p.SetLabels(labels)
 	if err := s.Client.Patch(ctx, p, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{})); err != nil {
@@ -257,7 +257,7 @@ func (s *Sharder) watch(ctx context.Context, gvk schema.GroupVersionKind) error 
 	if _, err := inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
 		AddFunc: func(any) { s.poke() },
 		UpdateFunc: func(o, n any) {
-			if ol, nl := labelsOf(o), labelsOf(n); ol[engine.LabelShard] != nl[engine.LabelShard] || ol[engine.LabelDrain] != nl[engine.LabelDrain] {
+			if ol, nl := labelsOf(o), labelsOf(n); ol[contract.LabelShard] != nl[contract.LabelShard] || ol[contract.LabelDrain] != nl[contract.LabelDrain] {
 				s.poke()
 			}
 		},

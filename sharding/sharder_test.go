@@ -22,7 +22,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllertest"
 
-	"github.com/cuengine/engine/engine"
+	"github.com/cuengine/engine/contract"
 )
 
 // fakeParents is the fake client standing in for the manager's cache.
@@ -75,7 +75,7 @@ func (f *fixture) lease(id string, renewed time.Time) {
 	l := &coordinationv1.Lease{}
 	key := client.ObjectKey{Namespace: ns, Name: LeaseName(group, id)}
 	err := f.c.Get(context.Background(), key, l)
-	l.Name, l.Namespace, l.Labels = key.Name, key.Namespace, map[string]string{LabelShardGroup: group}
+	l.Name, l.Namespace, l.Labels = key.Name, key.Namespace, map[string]string{contract.LabelShardGroup: group}
 	l.Spec = coordinationv1.LeaseSpec{HolderIdentity: ptr.To(id), LeaseDurationSeconds: ptr.To(int32(leaseSeconds)), RenewTime: ptr.To(metav1.NewMicroTime(renewed))}
 	if err == nil {
 		require.NoError(f.t, f.c.Update(context.Background(), l))
@@ -90,8 +90,8 @@ func (f *fixture) labels() (shard, drain map[string]string) {
 	require.NoError(f.t, f.c.List(context.Background(), list))
 	shard, drain = map[string]string{}, map[string]string{}
 	for _, cm := range list.Items {
-		shard[cm.Name] = cm.Labels[engine.LabelShard]
-		drain[cm.Name] = cm.Labels[engine.LabelDrain]
+		shard[cm.Name] = cm.Labels[contract.LabelShard]
+		drain[cm.Name] = cm.Labels[contract.LabelDrain]
 	}
 	return shard, drain
 }
@@ -104,8 +104,8 @@ func (f *fixture) pass() {
 func (f *fixture) release(name string) {
 	cm := &corev1.ConfigMap{}
 	require.NoError(f.t, f.c.Get(context.Background(), client.ObjectKey{Namespace: "apps", Name: name}, cm))
-	delete(cm.Labels, engine.LabelShard)
-	delete(cm.Labels, engine.LabelDrain)
+	delete(cm.Labels, contract.LabelShard)
+	delete(cm.Labels, contract.LabelDrain)
 	require.NoError(f.t, f.c.Update(context.Background(), cm))
 }
 
@@ -265,13 +265,13 @@ func TestDecide(t *testing.T) {
 		shard  string
 	}{
 		{"new", nil, uidA, actAssign, "a"},
-		{"home", map[string]string{engine.LabelShard: "a"}, uidA, actNone, ""},
-		{"on the wrong live shard", map[string]string{engine.LabelShard: "b"}, uidA, actDrain, "b"},
-		{"draining", map[string]string{engine.LabelShard: "b", engine.LabelDrain: "true"}, uidA, actNone, ""},
-		{"draining back home", map[string]string{engine.LabelShard: "a", engine.LabelDrain: "true"}, uidA, actNone, ""},
-		{"on a dead shard", map[string]string{engine.LabelShard: "gone"}, uidB, actReassign, "b"},
-		{"draining on a dead shard", map[string]string{engine.LabelShard: "gone", engine.LabelDrain: "true"}, uidB, actReassign, "b"},
-		{"released", map[string]string{engine.LabelDrain: "true"}, uidB, actAssign, "b"},
+		{"home", map[string]string{contract.LabelShard: "a"}, uidA, actNone, ""},
+		{"on the wrong live shard", map[string]string{contract.LabelShard: "b"}, uidA, actDrain, "b"},
+		{"draining", map[string]string{contract.LabelShard: "b", contract.LabelDrain: "true"}, uidA, actNone, ""},
+		{"draining back home", map[string]string{contract.LabelShard: "a", contract.LabelDrain: "true"}, uidA, actNone, ""},
+		{"on a dead shard", map[string]string{contract.LabelShard: "gone"}, uidB, actReassign, "b"},
+		{"draining on a dead shard", map[string]string{contract.LabelShard: "gone", contract.LabelDrain: "true"}, uidB, actReassign, "b"},
+		{"released", map[string]string{contract.LabelDrain: "true"}, uidB, actAssign, "b"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			act, shard := decide(tt.labels, tt.uid, alive, ring)

@@ -15,6 +15,8 @@ import (
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	structuralschema "k8s.io/apiextensions-apiserver/pkg/apiserver/schema"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/cuengine/engine/contract"
 )
 
 // Paths of the template contract, defined once.
@@ -195,7 +197,7 @@ func Load(dir string) (*Set, error) {
 		}
 		if prev, dup := set.byGVK[t.GVK]; dup {
 			failed.Errors = append(failed.Errors, c.problemf(src.path, t.value.LookupPath(pathKind), "parent.kind",
-				"kind %s is already claimed by template %s", gvkString(t.GVK), prev.Path))
+				"kind %s is already claimed by template %s", contract.KindString(t.GVK), prev.Path))
 			continue
 		}
 		set.byGVK[t.GVK] = t
@@ -217,9 +219,9 @@ type compiler struct {
 func (c *compiler) compile(src source) (*Template, error) {
 	dir := filepath.Dir(src.files[0])
 	contractPath := filepath.Join(dir, contractFile)
-	text := contract
+	text := contractCUE
 	if src.pkg != "" && src.pkg != "_" {
-		text = "package " + src.pkg + "\n" + contract
+		text = "package " + src.pkg + "\n" + contractCUE
 	}
 	cfg := &load.Config{
 		Dir:     c.root,
@@ -338,8 +340,4 @@ func (c *compiler) checkMap(path string, v cue.Value, name string) error {
 		return c.problemf(path, m, name, "must be a map of local name to object, not %v", k)
 	}
 	return nil
-}
-
-func gvkString(gvk schema.GroupVersionKind) string {
-	return gvk.Kind + "." + gvk.GroupVersion().String()
 }

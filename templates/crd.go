@@ -6,6 +6,8 @@ import (
 	"cuelang.org/go/cue"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/cuengine/engine/contract"
 )
 
 // crdOptions is the template's optional crd block.
@@ -74,10 +76,10 @@ func (c *compiler) buildCRD(path string, t *Template) (*apiextensionsv1.CustomRe
 		TypeMeta: metav1.TypeMeta{APIVersion: "apiextensions.k8s.io/v1", Kind: "CustomResourceDefinition"},
 		ObjectMeta: metav1.ObjectMeta{
 			Name:   opts.Plural + "." + t.GVK.Group,
-			Labels: map[string]string{"app.kubernetes.io/managed-by": "engine"},
+			Labels: map[string]string{contract.LabelManagedBy: contract.ManagedByValue},
 			Annotations: map[string]string{
-				"engine.cuengine.dev/template":          t.Path,
-				"engine.cuengine.dev/template-revision": t.Hash,
+				contract.AnnotationCRDTemplate:     t.Path,
+				contract.AnnotationCRDTemplateHash: t.Hash,
 			},
 		},
 		Spec: apiextensionsv1.CustomResourceDefinitionSpec{
@@ -148,8 +150,8 @@ func (c *compiler) statusSchema(t *Template) apiextensionsv1.JSONSchemaProps {
 func engineStatusSchema() map[string]apiextensionsv1.JSONSchemaProps {
 	str := apiextensionsv1.JSONSchemaProps{Type: "string"}
 	return map[string]apiextensionsv1.JSONSchemaProps{
-		"observedGeneration": {Type: "integer", Format: "int64", Description: "The parent generation the engine last reconciled."},
-		"conditions": {
+		contract.StatusObservedGeneration: {Type: "integer", Format: "int64", Description: "The parent generation the engine last reconciled."},
+		contract.StatusConditions: {
 			Type:         "array",
 			Description:  "Ready and Synced, set by the engine.",
 			XListType:    ptr("map"),
@@ -167,7 +169,7 @@ func engineStatusSchema() map[string]apiextensionsv1.JSONSchemaProps {
 				},
 			}},
 		},
-		"templateRevision": {
+		contract.StatusTemplateRevision: {
 			Type:        "object",
 			Description: "The template revision the engine last reconciled the object with (engine rollout history lists them).",
 			Properties: map[string]apiextensionsv1.JSONSchemaProps{
@@ -175,7 +177,7 @@ func engineStatusSchema() map[string]apiextensionsv1.JSONSchemaProps {
 				"hash":   str,
 			},
 		},
-		"resources": {
+		contract.StatusResources: {
 			Type:        "object",
 			Description: "External resources by local name: external name and provider state.",
 			AdditionalProperties: &apiextensionsv1.JSONSchemaPropsOrBool{Allows: true, Schema: &apiextensionsv1.JSONSchemaProps{

@@ -9,6 +9,8 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	utiljson "k8s.io/apimachinery/pkg/util/json"
+
+	"github.com/cuengine/engine/contract"
 )
 
 // Input is what one evaluation needs: the live parent and the observed state
@@ -197,15 +199,12 @@ func (t *Template) parentInput(obj *unstructured.Unstructured) (map[string]any, 
 	// the same fields as before it.
 	pruned := prune(content, t.schema)
 	if st, ok := content["status"].(map[string]any); ok {
-		for _, k := range engineStatusFields {
+		for _, k := range contract.EngineStatusFields() {
 			delete(st, k)
 		}
 	}
 	return t.parentReads.parent(content), pruned
 }
-
-// engineStatusFields are the parts of the parent's status the engine owns.
-var engineStatusFields = []string{"conditions", "observedGeneration", "resources"}
 
 func (t *Template) children(v cue.Value, out *rendered) ([]Child, error) {
 	m := v.LookupPath(pathChildren)

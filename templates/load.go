@@ -18,10 +18,10 @@ import (
 // refer to observed.<name> without declaring it themselves.
 const contractFile = "zz_engine_contract.cue"
 
-// contract declares the fields the engine fills or reads, as open as possible:
-// the checks with user-facing messages are done in Go, where the error can
-// point at the template's own lines rather than at this file.
-const contract = `
+// contractCUE declares the fields the engine fills or reads, as open as
+// possible: the checks with user-facing messages are done in Go, where the
+// error can point at the template's own lines rather than at this file.
+const contractCUE = `
 parent: {
 	apiVersion: string
 	kind:       string

@@ -8,6 +8,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/cuengine/engine/contract"
 )
 
 func TestObservedReads(t *testing.T) {
@@ -176,4 +178,36 @@ func TestTopLevelOf(t *testing.T) {
 			assert.Equal(t, tc.want, topLevelOf([]string{f}))
 		})
 	}
+}
+
+// TestEvaluateHidesTheEngineStatus: the status fields the engine owns
+// never reach the template, even one that reads the whole status; the
+// CRD declares each of them.
+func TestEvaluateHidesTheEngineStatus(t *testing.T) {
+	dir := t.TempDir()
+	writeTemplate(t, dir, "t.cue", `
+parent: {apiVersion: "example.com/v1", kind: "Shop", spec: size: *1 | int, status: seen?: int}
+status: copy: parent.status
+`)
+	tm := loadOne(t, dir)
+	u := shop()
+	u.Object["status"] = map[string]any{
+		"seen":                            int64(3),
+		contract.StatusConditions:         []any{map[string]any{"type": contract.ConditionReady, "status": "True"}},
+		contract.StatusObservedGeneration: int64(1),
+		contract.StatusResources:          map[string]any{"bucket": map[string]any{"externalName": "b"}},
+		contract.StatusTemplateRevision:   contract.TemplateRevisionStatus(2, "abc"),
+	}
+	res, err := tm.Evaluate(Input{Parent: u})
+	require.NoError(t, err)
+	assert.Equal(t, map[string]any{"copy": map[string]any{"seen": int64(3)}}, res.Status)
+
+	declared := map[string]bool{}
+	for name := range engineStatusSchema() {
+		declared[name] = true
+	}
+	for _, name := range contract.EngineStatusFields() {
+		assert.True(t, declared[name], "the CRD declares status.%s", name)
+	}
+	assert.Len(t, declared, len(contract.EngineStatusFields()), "and nothing else of the engine's")
 }

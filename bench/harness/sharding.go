@@ -12,8 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
-	"github.com/cuengine/engine/engine"
-	"github.com/cuengine/engine/sharding"
+	"github.com/cuengine/engine/contract"
 )
 
 // The sharding benchmark (Config.Shards): per round, the engine without
@@ -168,7 +167,7 @@ func waitForShards(ctx context.Context, e *env, replicas int, log *logger, alive
 // shardLeases counts the shard Leases of the group that have a holder.
 func shardLeases(ctx context.Context, e *env) (int, error) {
 	leases, err := e.cs.CoordinationV1().Leases(shardNamespace).List(ctx, metav1.ListOptions{
-		LabelSelector: sharding.LabelShardGroup + "=" + shardGroup})
+		LabelSelector: contract.LabelShardGroup + "=" + shardGroup})
 	if err != nil {
 		return 0, fmt.Errorf("listing the shard Leases: %w", err)
 	}
@@ -208,7 +207,7 @@ func (wl *workload) shardCounts() map[string]int {
 	for _, obj := range wl.w.informers[onMyKinds].GetStore().List() {
 		u, ok := obj.(*unstructured.Unstructured)
 		if ok && u.GetNamespace() == benchNamespace {
-			out[u.GetLabels()[engine.LabelShard]]++
+			out[u.GetLabels()[contract.LabelShard]]++
 		}
 	}
 	return out

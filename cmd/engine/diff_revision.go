@@ -13,6 +13,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/cuengine/engine/contract"
 	"github.com/cuengine/engine/engine"
 )
 
@@ -209,7 +210,7 @@ func (k *kindRevisions) base(parent *unstructured.Unstructured, n int64, arg str
 		return k.numbered(n, arg)
 	}
 	object := fmt.Sprintf("%s %s", parent.GetKind(), objectName(parent))
-	number, hash := engine.ParentRevision(parent)
+	number, hash := contract.ParentRevision(parent)
 	switch {
 	case hash != "":
 		for _, rev := range k.Revisions {

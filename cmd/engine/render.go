@@ -16,6 +16,7 @@ import (
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/yaml"
 
+	"github.com/cuengine/engine/contract"
 	"github.com/cuengine/engine/engine"
 	"github.com/cuengine/engine/templates"
 )
@@ -149,7 +150,7 @@ func render(set *templates.Set, parent *unstructured.Unstructured, obs observedS
 	// In the template's order, as the children are printed.
 	byName := make(map[string]*unstructured.Unstructured, len(out.Children))
 	for _, obj := range out.Children {
-		byName[obj.GetLabels()[engine.LabelChild]] = obj
+		byName[obj.GetLabels()[contract.LabelChild]] = obj
 	}
 	r := &rendering{template: t, parent: parent, result: out.Result}
 	for _, c := range out.Result.Children {

@@ -24,6 +24,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/cuengine/engine/contract"
 	"github.com/cuengine/engine/engine"
 	"github.com/cuengine/engine/internal/localcluster"
 	"github.com/cuengine/engine/templates"
@@ -77,7 +78,7 @@ func (rc *rolloutCluster) record(t *testing.T, ns string, tpl *templates.Templat
 func (rc *rolloutCluster) recordHeld(t *testing.T, ns string, tpl *templates.Template, number int64, held *engine.HoldError) *appsv1.ControllerRevision {
 	t.Helper()
 	cr := storedRevision(ns, tpl.GVK, number, tpl.Hash, engine.PhaseHeld, 0, held.Error(), time.Time{})
-	cr.Annotations[engine.AnnotationRolloutHeldDeletes] = strconv.Itoa(held.Deletes)
+	cr.Annotations[contract.AnnotationRolloutHeldDeletes] = strconv.Itoa(held.Deletes)
 	return rc.store(t, tpl, cr)
 }
 
@@ -85,7 +86,7 @@ func (rc *rolloutCluster) store(t *testing.T, tpl *templates.Template, cr *appsv
 	t.Helper()
 	data, err := json.Marshal(map[string]any{"files": tpl.Files()})
 	require.NoError(t, err)
-	cr.Annotations[engine.AnnotationTemplatePath] = tpl.Path
+	cr.Annotations[contract.AnnotationTemplatePath] = tpl.Path
 	cr.Data = runtime.RawExtension{Raw: data}
 	require.NoError(t, rc.c.Create(context.Background(), cr))
 	return cr
@@ -121,9 +122,9 @@ func (rc *rolloutCluster) annotations(t *testing.T, cr *appsv1.ControllerRevisio
 func (rc *rolloutCluster) act(t *testing.T, cr *appsv1.ControllerRevision, phase engine.Phase, wave int, message string, clear ...string) {
 	t.Helper()
 	patch := map[string]any{
-		engine.AnnotationRolloutPhase:   string(phase),
-		engine.AnnotationRolloutWave:    fmt.Sprint(wave),
-		engine.AnnotationRolloutMessage: message,
+		contract.AnnotationRolloutPhase:   string(phase),
+		contract.AnnotationRolloutWave:    fmt.Sprint(wave),
+		contract.AnnotationRolloutMessage: message,
 	}
 	for _, a := range clear {
 		patch[a] = nil
@@ -196,8 +197,8 @@ $`), hashes.Replace(out))
 		require.Equal(t, 0, code, errOut)
 		assert.Equal(t, "revision 3 of MyKind.webapp.my.domain paused: no more objects move to it until `engine rollout resume mk`\n", out)
 		a := rc.annotations(t, r3)
-		assert.Equal(t, "true", a[engine.AnnotationRolloutPaused])
-		assert.Equal(t, "Progressing", a[engine.AnnotationRolloutPhase], "the rest is left as it was")
+		assert.Equal(t, "true", a[contract.AnnotationRolloutPaused])
+		assert.Equal(t, "Progressing", a[contract.AnnotationRolloutPhase], "the rest is left as it was")
 
 		out, _, code = rollout("status", "mk")
 		require.Equal(t, 0, code)
@@ -210,7 +211,7 @@ $`), hashes.Replace(out))
 		out, errOut, code = rollout("resume", "mk")
 		require.Equal(t, 0, code, errOut)
 		assert.Equal(t, "revision 3 of MyKind.webapp.my.domain resumed\n", out)
-		assert.NotContains(t, rc.annotations(t, r3), engine.AnnotationRolloutPaused)
+		assert.NotContains(t, rc.annotations(t, r3), contract.AnnotationRolloutPaused)
 
 		_, errOut, code = rollout("resume", "mk")
 		assert.Equal(t, 1, code)
@@ -221,9 +222,9 @@ $`), hashes.Replace(out))
 		out, errOut, code := rollout("undo", "mk")
 		require.Equal(t, 0, code, errOut)
 		assert.Equal(t, "revision 3 of MyKind.webapp.my.domain undone: the engine returns its objects to revision 2\n", out)
-		assert.Equal(t, "true", rc.annotations(t, r3)[engine.AnnotationRolloutUndo])
+		assert.Equal(t, "true", rc.annotations(t, r3)[contract.AnnotationRolloutUndo])
 
-		rc.act(t, r3, engine.PhaseRolledBack, 1, "undone (engine rollout undo)", engine.AnnotationRolloutUndo)
+		rc.act(t, r3, engine.PhaseRolledBack, 1, "undone (engine rollout undo)", contract.AnnotationRolloutUndo)
 		_, errOut, code = rollout("undo", "mk")
 		assert.Equal(t, 1, code)
 		assert.Equal(t, "revision 3 of MyKind.webapp.my.domain is already rolled back: undone (engine rollout undo)", errOut)
@@ -245,8 +246,8 @@ $`), hashes.Replace(out))
 
 		// The engine sees the approval, rolls the revision out, and clears it.
 		out, errOut, code = waitedFor(t, rolloutArgs("resume", "mk", "--wait", "1m"), func(func() string) {
-			eventually(t, func() bool { return rc.annotations(t, r4)[engine.AnnotationRolloutApproved] == "true" })
-			rc.act(t, r4, engine.PhaseComplete, 2, "rolled out in 3 waves", engine.AnnotationRolloutApproved)
+			eventually(t, func() bool { return rc.annotations(t, r4)[contract.AnnotationRolloutApproved] == "true" })
+			rc.act(t, r4, engine.PhaseComplete, 2, "rolled out in 3 waves", contract.AnnotationRolloutApproved)
 		})
 		require.Equal(t, 0, code, errOut)
 		lines := strings.Split(strings.TrimSpace(out), "\n")
@@ -257,9 +258,9 @@ $`), hashes.Replace(out))
 	t.Run("undo --wait of a complete revision", func(t *testing.T) {
 		// Complete until the engine sees the request: not the end of the wait.
 		out, errOut, code := waitedFor(t, rolloutArgs("undo", "mk", "--wait", "1m"), func(printed func() string) {
-			eventually(t, func() bool { return rc.annotations(t, r4)[engine.AnnotationRolloutUndo] == "true" })
+			eventually(t, func() bool { return rc.annotations(t, r4)[contract.AnnotationRolloutUndo] == "true" })
 			eventually(t, func() bool { return strings.Contains(printed(), "revision 4: Complete") })
-			rc.act(t, r4, engine.PhaseRolledBack, 2, "undone (engine rollout undo)", engine.AnnotationRolloutUndo)
+			rc.act(t, r4, engine.PhaseRolledBack, 2, "undone (engine rollout undo)", contract.AnnotationRolloutUndo)
 		})
 		require.Equal(t, 0, code, errOut)
 		assert.Equal(t, `revision 4 of MyKind.webapp.my.domain undone: the engine returns its objects to revision 2

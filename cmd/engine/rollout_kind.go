@@ -16,6 +16,7 @@ import (
 	"k8s.io/client-go/restmapper"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/cuengine/engine/contract"
 	"github.com/cuengine/engine/engine"
 )
 
@@ -85,17 +86,11 @@ type kindRevisions struct {
 // target is the newest revision: the one the engine rolls out.
 func (k *kindRevisions) target() engine.Revision { return k.Revisions[len(k.Revisions)-1] }
 
-// revisionLabel is the value of engine.LabelTemplateKind on a kind's
-// revisions: the prefix of their names.
-func revisionLabel(gk schema.GroupKind) string {
-	return strings.TrimSuffix(engine.RevisionName(gk.WithVersion(""), ""), "-")
-}
-
 // findRevisions reads a kind's revisions from namespace, or from every
 // namespace when it is "".
 func findRevisions(ctx context.Context, c client.Reader, gk schema.GroupKind, namespace string) (*kindRevisions, error) {
 	list := &appsv1.ControllerRevisionList{}
-	err := c.List(ctx, list, client.InNamespace(namespace), client.MatchingLabels{engine.LabelTemplateKind: revisionLabel(gk)})
+	err := c.List(ctx, list, client.InNamespace(namespace), client.MatchingLabels{contract.LabelTemplateKind: contract.TemplateKindLabel(gk)})
 	if err != nil {
 		where := "namespace " + namespace
 		if namespace == "" {
@@ -138,7 +133,7 @@ func selectRevisions(crs []appsv1.ControllerRevision, gk schema.GroupKind, names
 	mine = slices.DeleteFunc(mine, func(cr *appsv1.ControllerRevision) bool { return annotatedKind(cr).Version != version })
 	slices.SortFunc(mine, func(a, b *appsv1.ControllerRevision) int { return cmp.Compare(a.Revision, b.Revision) })
 	out := &kindRevisions{
-		Kind:      newest.Annotations[engine.AnnotationTemplateKind],
+		Kind:      newest.Annotations[contract.AnnotationTemplateKind],
 		Namespace: newest.Namespace,
 		objects:   map[string]*appsv1.ControllerRevision{},
 	}
@@ -149,15 +144,11 @@ func selectRevisions(crs []appsv1.ControllerRevision, gk schema.GroupKind, names
 	return out, nil
 }
 
-// annotatedKind reads a revision's kind annotation, "MyKind.webapp.my.domain/v1".
+// annotatedKind reads a revision's kind annotation, "MyKind.webapp.my.domain/v1";
+// the zero kind when it is not one.
 func annotatedKind(cr *appsv1.ControllerRevision) schema.GroupVersionKind {
-	v := cr.Annotations[engine.AnnotationTemplateKind]
-	kindGroup, version, ok := strings.Cut(v, "/")
-	if !ok {
-		return schema.GroupVersionKind{}
-	}
-	kind, group, _ := strings.Cut(kindGroup, ".")
-	return schema.GroupVersionKind{Group: group, Version: version, Kind: kind}
+	gvk, _ := contract.ParseKindString(cr.Annotations[contract.AnnotationTemplateKind])
+	return gvk
 }
 
 // kindName is how the commands name a kind: "MyKind.webapp.my.domain".

@@ -13,6 +13,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/cuengine/engine/contract"
 	"github.com/cuengine/engine/engine"
 )
 
@@ -38,7 +39,7 @@ func pauseRequest(kr *kindRevisions, arg string) (request, error) {
 		return request{}, fmt.Errorf("%s is already paused; `engine rollout resume %s` continues it", name, arg)
 	case t.Phase == engine.PhasePending || t.Phase == engine.PhaseProgressing:
 		return request{
-			annotations: map[string]any{engine.AnnotationRolloutPaused: "true"},
+			annotations: map[string]any{contract.AnnotationRolloutPaused: "true"},
 			done:        fmt.Sprintf("%s paused: no more objects move to it until `engine rollout resume %s`", name, arg),
 		}, nil
 	case t.Phase == engine.PhaseHeld:
@@ -61,12 +62,12 @@ func resumeRequest(kr *kindRevisions, arg string) (request, error) {
 		}
 		return request{
 			// A paused revision that is confirmed is resumed too.
-			annotations: map[string]any{engine.AnnotationRolloutApproved: "true", engine.AnnotationRolloutPaused: nil},
+			annotations: map[string]any{contract.AnnotationRolloutApproved: "true", contract.AnnotationRolloutPaused: nil},
 			done:        fmt.Sprintf("%s approved: its rollout deletes %s", name, what),
 		}, nil
 	case t.Paused && (t.Phase == engine.PhasePending || t.Phase == engine.PhaseProgressing):
 		return request{
-			annotations: map[string]any{engine.AnnotationRolloutPaused: nil},
+			annotations: map[string]any{contract.AnnotationRolloutPaused: nil},
 			done:        fmt.Sprintf("%s resumed", name),
 		}, nil
 	case t.Phase == engine.PhasePending || t.Phase == engine.PhaseProgressing:
@@ -96,7 +97,7 @@ func undoRequest(kr *kindRevisions, arg string) (request, error) {
 		return request{}, fmt.Errorf("nothing to go back to: no revision of %s before %d is Complete (`engine rollout history %s` lists them)", kr.Kind, t.Number, arg)
 	}
 	return request{
-		annotations: map[string]any{engine.AnnotationRolloutUndo: "true"},
+		annotations: map[string]any{contract.AnnotationRolloutUndo: "true"},
 		done:        fmt.Sprintf("%s undone: the engine returns its objects to revision %d", name, prev.Number),
 	}, nil
 }

@@ -17,6 +17,7 @@ import (
 	fakediscovery "k8s.io/client-go/discovery/fake"
 	clienttesting "k8s.io/client-go/testing"
 
+	"github.com/cuengine/engine/contract"
 	"github.com/cuengine/engine/engine"
 )
 
@@ -30,15 +31,15 @@ func storedRevision(ns string, gvk schema.GroupVersionKind, number int64, hash s
 			Name:              engine.RevisionName(gvk, hash),
 			Namespace:         ns,
 			CreationTimestamp: metav1.NewTime(created),
-			// kindLabel's value for a short kind: its kind and group, lower-case.
-			Labels: map[string]string{engine.LabelTemplateKind: "mykind.webapp.my.domain"},
+			// contract.TemplateKindLabel for a short kind: its kind and group, lower-case.
+			Labels: map[string]string{contract.LabelTemplateKind: "mykind.webapp.my.domain"},
 			Annotations: map[string]string{
-				engine.AnnotationTemplateKind:   gvk.Kind + "." + gvk.GroupVersion().String(),
-				engine.AnnotationTemplatePath:   "mykind.cue",
-				engine.AnnotationTemplateHash:   hash,
-				engine.AnnotationRolloutPhase:   string(phase),
-				engine.AnnotationRolloutWave:    fmt.Sprint(wave),
-				engine.AnnotationRolloutMessage: message,
+				contract.AnnotationTemplateKind:   contract.KindString(gvk),
+				contract.AnnotationTemplatePath:   "mykind.cue",
+				contract.AnnotationTemplateHash:   hash,
+				contract.AnnotationRolloutPhase:   string(phase),
+				contract.AnnotationRolloutWave:    fmt.Sprint(wave),
+				contract.AnnotationRolloutMessage: message,
 			},
 		},
 		Revision: number,
@@ -59,7 +60,7 @@ func myKind(name string, number int64, hash string, ready bool, stale bool, pin 
 	u.SetUID(types.UID("uid-" + name))
 	u.SetGeneration(2)
 	if pin != "" {
-		u.SetAnnotations(map[string]string{engine.AnnotationTemplateRevision: pin})
+		u.SetAnnotations(map[string]string{contract.AnnotationTemplateRevision: pin})
 	}
 	u.Object["status"] = parentStatus(number, hash, ready, stale)
 	return u
@@ -77,8 +78,8 @@ func parentStatus(number int64, hash string, ready, stale bool) map[string]any {
 	st := map[string]any{
 		"observedGeneration": observed,
 		"conditions": []any{
-			map[string]any{"type": engine.ConditionSynced, "status": "True", "reason": "Applied", "message": "", "lastTransitionTime": "2026-01-01T00:00:00Z"},
-			map[string]any{"type": engine.ConditionReady, "status": status, "reason": "Ready", "message": "", "lastTransitionTime": "2026-01-01T00:00:00Z"},
+			map[string]any{"type": contract.ConditionSynced, "status": "True", "reason": "Applied", "message": "", "lastTransitionTime": "2026-01-01T00:00:00Z"},
+			map[string]any{"type": contract.ConditionReady, "status": status, "reason": "Ready", "message": "", "lastTransitionTime": "2026-01-01T00:00:00Z"},
 		},
 	}
 	if number > 0 {
@@ -132,14 +133,6 @@ func TestUnitRolloutResolveKind(t *testing.T) {
 			assert.Equal(t, tc.want, got)
 		})
 	}
-}
-
-func TestUnitRolloutRevisionLabel(t *testing.T) {
-	assert.Equal(t, "mykind.webapp.my.domain", revisionLabel(myKindGVK.GroupKind()))
-	long := schema.GroupKind{Group: "a-very-long-group-name.for-testing.example.com", Kind: "AnExtremelyLongKindName"}
-	label := revisionLabel(long)
-	assert.LessOrEqual(t, len(label), 63, "a label value")
-	assert.Equal(t, engine.RevisionName(long.WithVersion("v1"), "abc"), label+"-abc", "the prefix of the revisions' names")
 }
 
 func TestUnitRolloutSelectRevisions(t *testing.T) {
@@ -233,7 +226,7 @@ func TestUnitRolloutStatusTable(t *testing.T) {
 		requests []string
 		want     string
 	}{{
-		name: "paused", phase: engine.PhaseProgressing, requests: []string{engine.AnnotationRolloutPaused},
+		name: "paused", phase: engine.PhaseProgressing, requests: []string{contract.AnnotationRolloutPaused},
 		want: `MyKind.webapp.my.domain/v1: 10 objects, revisions in namespace engine-system
 REVISION  HASH          PHASE         WAVE  OBJECTS  READY  PINNED
 1         aaaaaaaaaaaa  Complete      1/1   1        1      1
@@ -291,7 +284,7 @@ func TestUnitRolloutStatusMessages(t *testing.T) {
 }
 
 func TestUnitRolloutHistoryTable(t *testing.T) {
-	kr := fleetFixture(t, engine.PhaseProgressing, engine.AnnotationRolloutPaused)
+	kr := fleetFixture(t, engine.PhaseProgressing, contract.AnnotationRolloutPaused)
 	now := time.Date(2026, 1, 3, 2, 0, 0, 0, time.UTC)
 	var out bytes.Buffer
 	on := objectsOn(fleetParents())
@@ -326,32 +319,32 @@ func TestUnitRolloutRequests(t *testing.T) {
 		undo     want
 	}{{
 		name: "progressing", phase: engine.PhaseProgressing,
-		pause:  want{annotations: map[string]any{engine.AnnotationRolloutPaused: "true"}, done: "revision 3 of MyKind.webapp.my.domain paused: no more objects move to it until `engine rollout resume mk`"},
+		pause:  want{annotations: map[string]any{contract.AnnotationRolloutPaused: "true"}, done: "revision 3 of MyKind.webapp.my.domain paused: no more objects move to it until `engine rollout resume mk`"},
 		resume: want{err: "nothing to resume: revision 3 of MyKind.webapp.my.domain is Progressing and not paused"},
-		undo:   want{annotations: map[string]any{engine.AnnotationRolloutUndo: "true"}, done: "revision 3 of MyKind.webapp.my.domain undone: the engine returns its objects to revision 2"},
+		undo:   want{annotations: map[string]any{contract.AnnotationRolloutUndo: "true"}, done: "revision 3 of MyKind.webapp.my.domain undone: the engine returns its objects to revision 2"},
 	}, {
-		name: "paused", phase: engine.PhaseProgressing, requests: []string{engine.AnnotationRolloutPaused},
+		name: "paused", phase: engine.PhaseProgressing, requests: []string{contract.AnnotationRolloutPaused},
 		pause:  want{err: "revision 3 of MyKind.webapp.my.domain is already paused; `engine rollout resume mk` continues it"},
-		resume: want{annotations: map[string]any{engine.AnnotationRolloutPaused: nil}, done: "revision 3 of MyKind.webapp.my.domain resumed"},
-		undo:   want{annotations: map[string]any{engine.AnnotationRolloutUndo: "true"}, done: "revision 3 of MyKind.webapp.my.domain undone: the engine returns its objects to revision 2"},
+		resume: want{annotations: map[string]any{contract.AnnotationRolloutPaused: nil}, done: "revision 3 of MyKind.webapp.my.domain resumed"},
+		undo:   want{annotations: map[string]any{contract.AnnotationRolloutUndo: "true"}, done: "revision 3 of MyKind.webapp.my.domain undone: the engine returns its objects to revision 2"},
 	}, {
 		name: "held", phase: engine.PhaseHeld, message: held, deletes: 3,
 		pause:  want{err: "nothing to pause: revision 3 of MyKind.webapp.my.domain is Held, it waits for `engine rollout resume mk` to confirm its deletions"},
-		resume: want{annotations: map[string]any{engine.AnnotationRolloutApproved: "true", engine.AnnotationRolloutPaused: nil}, done: "revision 3 of MyKind.webapp.my.domain approved: its rollout deletes 3 children"},
+		resume: want{annotations: map[string]any{contract.AnnotationRolloutApproved: "true", contract.AnnotationRolloutPaused: nil}, done: "revision 3 of MyKind.webapp.my.domain approved: its rollout deletes 3 children"},
 		undo:   want{err: "nothing to undo: revision 3 of MyKind.webapp.my.domain is Held and no object runs it; restore the previous template files to drop it"},
 	}, {
 		name: "held, its count not recorded", phase: engine.PhaseHeld, message: held, deletes: -1,
-		resume: want{annotations: map[string]any{engine.AnnotationRolloutApproved: "true", engine.AnnotationRolloutPaused: nil}, done: "revision 3 of MyKind.webapp.my.domain approved: its rollout deletes the children its message names"},
+		resume: want{annotations: map[string]any{contract.AnnotationRolloutApproved: "true", contract.AnnotationRolloutPaused: nil}, done: "revision 3 of MyKind.webapp.my.domain approved: its rollout deletes the children its message names"},
 	}, {
-		name: "held and approved", phase: engine.PhaseHeld, message: held, requests: []string{engine.AnnotationRolloutApproved},
+		name: "held and approved", phase: engine.PhaseHeld, message: held, requests: []string{contract.AnnotationRolloutApproved},
 		resume: want{err: "revision 3 of MyKind.webapp.my.domain is already approved; the engine has not acted on it yet (is it running?)"},
 	}, {
 		name: "complete", phase: engine.PhaseComplete,
 		pause:  want{err: "nothing to pause: revision 3 of MyKind.webapp.my.domain is Complete"},
 		resume: want{err: "nothing to resume: revision 3 of MyKind.webapp.my.domain is Complete"},
-		undo:   want{annotations: map[string]any{engine.AnnotationRolloutUndo: "true"}, done: "revision 3 of MyKind.webapp.my.domain undone: the engine returns its objects to revision 2"},
+		undo:   want{annotations: map[string]any{contract.AnnotationRolloutUndo: "true"}, done: "revision 3 of MyKind.webapp.my.domain undone: the engine returns its objects to revision 2"},
 	}, {
-		name: "complete, undo requested", phase: engine.PhaseComplete, requests: []string{engine.AnnotationRolloutUndo},
+		name: "complete, undo requested", phase: engine.PhaseComplete, requests: []string{contract.AnnotationRolloutUndo},
 		undo: want{err: "undo of revision 3 of MyKind.webapp.my.domain is already requested; the engine has not acted on it yet (is it running?)"},
 	}, {
 		name: "rolled back", phase: engine.PhaseRolledBack, message: "undone (engine rollout undo)",
@@ -360,7 +353,7 @@ func TestUnitRolloutRequests(t *testing.T) {
 		undo:   want{err: "revision 3 of MyKind.webapp.my.domain is already rolled back: undone (engine rollout undo)"},
 	}, {
 		name: "pending", phase: engine.PhasePending,
-		pause: want{annotations: map[string]any{engine.AnnotationRolloutPaused: "true"}, done: "revision 3 of MyKind.webapp.my.domain paused: no more objects move to it until `engine rollout resume mk`"},
+		pause: want{annotations: map[string]any{contract.AnnotationRolloutPaused: "true"}, done: "revision 3 of MyKind.webapp.my.domain paused: no more objects move to it until `engine rollout resume mk`"},
 		undo:  want{err: "nothing to undo: revision 3 of MyKind.webapp.my.domain is Pending and no object runs it yet"},
 	}} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -405,6 +398,6 @@ func TestUnitRolloutUndoNeedsACompleteRevision(t *testing.T) {
 func TestUnitRolloutHeldDeletes(t *testing.T) {
 	held := storedRevision("engine-system", myKindGVK, 3, "cccccccccccc", engine.PhaseHeld, 0, "would delete 400 children", time.Time{})
 	assert.Equal(t, -1, engine.RevisionOf(held).HeldDeletes, "an engine that did not record the count")
-	held.Annotations[engine.AnnotationRolloutHeldDeletes] = "400"
+	held.Annotations[contract.AnnotationRolloutHeldDeletes] = "400"
 	assert.Equal(t, 400, engine.RevisionOf(held).HeldDeletes)
 }

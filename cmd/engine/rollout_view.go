@@ -11,9 +11,11 @@ import (
 	"text/tabwriter"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/util/duration"
 
+	"github.com/cuengine/engine/contract"
 	"github.com/cuengine/engine/engine"
 )
 
@@ -87,7 +89,7 @@ func fleetOf(kr *kindRevisions, parents []unstructured.Unstructured, waves func(
 	target.Target = true
 	for i := range parents {
 		p := &parents[i]
-		if pin, err := engine.PinnedRevision(p); err != nil {
+		if pin, err := contract.PinnedRevision(p); err != nil {
 			st.BadPins++
 		} else if pin > 0 {
 			if rev, ok := storedNumbers[pin]; ok {
@@ -99,7 +101,7 @@ func fleetOf(kr *kindRevisions, parents []unstructured.Unstructured, waves func(
 				st.PinnedToMissing[pin]++
 			}
 		}
-		number, hash := engine.ParentRevision(p)
+		number, hash := contract.ParentRevision(p)
 		if hash == "" {
 			st.Unrevisioned++
 			continue
@@ -158,18 +160,7 @@ func waveOf(rev engine.Revision, waves func(engine.Revision) int) (wave, of int)
 // parentReady: the Ready condition is True, for the object's current
 // generation.
 func parentReady(p *unstructured.Unstructured) bool {
-	g, _, _ := unstructured.NestedInt64(p.Object, "status", "observedGeneration")
-	if g != p.GetGeneration() {
-		return false
-	}
-	conds, _, _ := unstructured.NestedSlice(p.Object, "status", "conditions")
-	for _, c := range conds {
-		m, _ := c.(map[string]any)
-		if m["type"] == engine.ConditionReady {
-			return m["status"] == "True"
-		}
-	}
-	return false
+	return contract.GenerationObserved(p) && contract.ConditionIs(p, contract.ConditionReady, metav1.ConditionTrue)
 }
 
 // printStatus writes the fleet view as a table, then what the target's
@@ -193,7 +184,7 @@ func printStatus(w io.Writer, st fleetStatus, cmdKind string) {
 		fmt.Fprintf(w, "%s pinned to revision %d, which is not stored: the engine does not reconcile them (RevisionNotFound)\n", count(st.PinnedToMissing[n], "object is", "objects are"), n)
 	}
 	if st.BadPins > 0 {
-		fmt.Fprintf(w, "%s an %s annotation that is not a revision number\n", count(st.BadPins, "object has", "objects have"), engine.AnnotationTemplateRevision)
+		fmt.Fprintf(w, "%s an %s annotation that is not a revision number\n", count(st.BadPins, "object has", "objects have"), contract.AnnotationTemplateRevision)
 	}
 	t := st.Target
 	switch t.Phase {
@@ -248,7 +239,7 @@ func historyOf(kr *kindRevisions, objectsOn map[string]int) []historyEntry {
 func objectsOn(parents []unstructured.Unstructured) map[string]int {
 	out := map[string]int{}
 	for i := range parents {
-		if _, hash := engine.ParentRevision(&parents[i]); hash != "" {
+		if _, hash := contract.ParentRevision(&parents[i]); hash != "" {
 			out[hash]++
 		}
 	}

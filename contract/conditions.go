@@ -1,0 +1,91 @@
+package contract
+
+import (
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+)
+
+// Condition types the engine sets on every parent.
+const (
+	// ConditionReady: the children and resources exist and are ready.
+	ConditionReady = "Ready"
+	// ConditionSynced: the last render and apply succeeded.
+	ConditionSynced = "Synced"
+)
+
+// Condition reasons. Providers add their own (providers.Reason*), which
+// appear as Synced's reason when a resource fails.
+const (
+	ReasonSynced           = "Synced"
+	ReasonReady            = "Ready"
+	ReasonWaiting          = "Waiting"
+	ReasonNotSynced        = "NotSynced"
+	ReasonTemplateError    = "TemplateError"
+	ReasonInvalidSpec      = "InvalidSpec"
+	ReasonChildConflict    = "ChildConflict"
+	ReasonChildRefused     = "ChildRefused"
+	ReasonApplyFailed      = "ApplyFailed"
+	ReasonTemplateNotReady = "TemplateNotReady"
+	// ReasonConflict: Synced while a write lost an optimistic-lock race;
+	// the reconcile runs again once the cache has the newer object.
+	ReasonConflict = "Conflict"
+	// ReasonUnknownProvider: a template names a provider the engine lacks.
+	ReasonUnknownProvider = "UnknownProvider"
+	// ReasonDeleting: Ready while a deletion waits for dependents to go
+	// first (the parent's own, or one a spec change prunes).
+	ReasonDeleting = "Deleting"
+	// ReasonDeletionBlocked: Synced while a dependent that must go first
+	// is held by a finalizer that is not the garbage collector's.
+	ReasonDeletionBlocked = "DeletionBlocked"
+	// ReasonStatusTooLarge: the status the template renders is over the
+	// apiserver's size limit.
+	ReasonStatusTooLarge = "StatusTooLarge"
+	// ReasonRevisionNotFound: the object is pinned to a template revision
+	// that is not stored.
+	ReasonRevisionNotFound = "RevisionNotFound"
+)
+
+// Reasons of the limits (engine.Limits), on the Synced condition.
+const (
+	ReasonEvaluationTimeout = "EvaluationTimeout"
+	ReasonTooManyChildren   = "TooManyChildren"
+	ReasonRenderTooLarge    = "RenderTooLarge"
+)
+
+// ReasonTemplateReloadFailed is the reason of the Warning event put on the
+// parents of a kind whose template was edited into something that cannot
+// be served. They keep being reconciled with the last good version.
+const ReasonTemplateReloadFailed = "TemplateReloadFailed"
+
+// ConditionsOf reads the conditions of a status (the object's status
+// map); entries that are not conditions are dropped.
+func ConditionsOf(status map[string]any) []metav1.Condition {
+	raw, _ := status[StatusConditions].([]any)
+	var out []metav1.Condition
+	for _, item := range raw {
+		m, ok := item.(map[string]any)
+		if !ok {
+			continue
+		}
+		var c metav1.Condition
+		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(m, &c); err == nil {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// FindCondition returns the object's stored condition of a type, or nil.
+func FindCondition(obj *unstructured.Unstructured, condType string) *metav1.Condition {
+	stored, _, _ := unstructured.NestedMap(obj.Object, "status")
+	return meta.FindStatusCondition(ConditionsOf(stored), condType)
+}
+
+// ConditionIs reports whether the object's condition of a type is stored
+// with the status want.
+func ConditionIs(obj *unstructured.Unstructured, condType string, want metav1.ConditionStatus) bool {
+	c := FindCondition(obj, condType)
+	return c != nil && c.Status == want
+}

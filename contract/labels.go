@@ -1,0 +1,77 @@
+package contract
+
+// Labels and annotations the engine puts on every child. The label selector
+// managed-by=engine restricts the engine's child informers to its own objects.
+const (
+	LabelManagedBy = "app.kubernetes.io/managed-by"
+	ManagedByValue = "engine"
+	LabelParentUID = "engine.cuengine.dev/parent-uid"
+	LabelChild     = "engine.cuengine.dev/child"
+	// AnnotationParent names the child's parent, in ParentRef's format.
+	AnnotationParent = "engine.cuengine.dev/parent"
+	// AnnotationAppliedHash holds a hash of the desired object last applied,
+	// so an unchanged child is not applied again.
+	AnnotationAppliedHash = "engine.cuengine.dev/applied-hash"
+	// AnnotationDependsOn lists, comma-separated, the local names of the
+	// children and resources a child depends on (the template's graph), so
+	// deletion orders them from the live objects alone (engine/order.go).
+	AnnotationDependsOn = "engine.cuengine.dev/depends-on"
+)
+
+// FieldManager is the server-side apply field manager of every write.
+const FieldManager = "engine"
+
+// Labels, annotations and the finalizer the engine puts on parents, and
+// those users put on parents for the engine.
+const (
+	// Finalizer keeps a parent until the engine has deleted what the
+	// garbage collector cannot: external resources, and children outside
+	// the parent's namespace.
+	Finalizer = "engine.cuengine.dev/finalizer"
+	// AnnotationResourcePrefix + local name records an external resource on
+	// the parent before it is created: the source of truth for its name.
+	AnnotationResourcePrefix = "resources.engine.cuengine.dev/"
+	// AnnotationInventory on a parent lists the children the engine created
+	// that cannot carry an owner reference to it: those in other namespaces and
+	// cluster-scoped ones. An entry is recorded before the child is created.
+	AnnotationInventory = "engine.cuengine.dev/inventory"
+	// AnnotationDeletionPolicy on a parent overrides the template's
+	// deletionPolicy for all its resources; "Orphan" keeps them.
+	AnnotationDeletionPolicy = "engine.cuengine.dev/deletion-policy"
+	// AnnotationTemplateRevision on a parent pins it to a revision number,
+	// whatever the files say; removing it lets the parent follow.
+	AnnotationTemplateRevision = "engine.cuengine.dev/template-revision"
+	// AnnotationRolloutTo, on a parent, is the hash of the revision the rollout
+	// coordinator moved it to. Under sharding the coordinator and the shard
+	// reconciling the parent are different replicas: the annotation is how the
+	// shard learns, and its update event is what brings the reconcile.
+	AnnotationRolloutTo = "engine.cuengine.dev/rollout-to"
+	// LabelCanary, "true" on a parent, puts it in a rollout's first wave.
+	LabelCanary = "engine.cuengine.dev/canary"
+)
+
+// Labels of sharding.
+const (
+	// LabelShard, under sharding, names the engine replica (shard) that
+	// reconciles a parent; its children carry it too, so each replica's
+	// caches select only its share (engine/sharding.go).
+	LabelShard = "engine.cuengine.dev/shard"
+	// LabelDrain, "true" on a parent, asks its shard to stop reconciling it
+	// and give it up (remove this label and LabelShard) so the sharder can
+	// assign it to another.
+	LabelDrain = "engine.cuengine.dev/drain"
+	// LabelShardGroup, on a shard's Lease, names the engine deployment it is a
+	// shard of (the leader election id), so the sharder lists its own shards.
+	LabelShardGroup = "engine.cuengine.dev/shard-group"
+)
+
+// Annotations of the CRDs the engine generates from the templates (they
+// also carry LabelManagedBy: ManagedByValue).
+const (
+	// AnnotationCRDTemplate is the path of the kind's template.
+	AnnotationCRDTemplate = "engine.cuengine.dev/template"
+	// AnnotationCRDTemplateHash is the template's content hash. It is the
+	// key of AnnotationTemplateRevision, which on a parent holds a revision
+	// number (see the package documentation).
+	AnnotationCRDTemplateHash = "engine.cuengine.dev/template-revision"
+)
