@@ -7,16 +7,19 @@ import (
 	"os"
 	"path/filepath"
 	"runtime/pprof"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/cuengine/engine/contract"
@@ -29,19 +32,19 @@ var crateGVK = schema.GroupVersionKind{Group: "crate.cuengine.dev", Version: "v1
 // crateTemplate is a kind whose every parent is Ready as soon as its
 // ConfigMap exists, rolled out in four waves.
 func crateTemplate(note string) string {
-	return `parent: {apiVersion: "crate.cuengine.dev/v1", kind: "Crate"}
+	return `parent: {apiVersion: "crate.cuengine.dev/v1", kind: "Crate", spec: mine: *"" | string}
 rollout: {strategy: "Progressive", waves: [1, "10%", "50%", "100%"]}
 children: label: {
 	apiVersion: "v1"
 	kind:       "ConfigMap"
 	metadata: name: parent.metadata.name
-	data: note: "` + note + `"
+	data: {note: "` + note + `", mine: parent.spec.mine}
 }
 `
 }
 
 // TestProgressiveRolloutsWhileReadinessIsPolled: three progressive
-// rollouts of 300 parents complete while the engine's status (what /readyz
+// rollouts of 300 parents (ENGINE_TEST_CRATES) complete while the engine's status (what /readyz
 // reads) is asked for as fast as it answers. On a165818 the first rollout
 // froze the kind: a status call held the kind's lock and waited for the
 // rollout's, which the step held while it listed children under the
@@ -49,7 +52,10 @@ children: label: {
 // with the goroutines of the moment.
 func TestProgressiveRolloutsWhileReadinessIsPolled(t *testing.T) {
 	controlPlane(t)
-	const parents = 300
+	parents := 300
+	if n, err := strconv.Atoi(os.Getenv("ENGINE_TEST_CRATES")); err == nil && n > 0 {
+		parents = n // for the figures of a larger fleet
+	}
 	dir := t.TempDir()
 	load := func(note string) templates.ReloadEvent {
 		t.Helper()
@@ -97,7 +103,28 @@ func TestProgressiveRolloutsWhileReadinessIsPolled(t *testing.T) {
 			return on == parents, nil
 		}
 	}
-	eventuallyWithin(t, "300 crates Ready on revision 1", 5*time.Minute, onRevision(1))
+	eventuallyWithin(t, "every crate Ready on revision 1", 10*time.Minute, onRevision(1))
+
+	// One parent's spec change, timed until its child shows it: with no
+	// rollout, and during the hold check of the first one (below).
+	edits := 0
+	specChange := func() time.Duration {
+		t.Helper()
+		edits++
+		want := fmt.Sprintf("edit-%d", edits)
+		p := parent(crateGVK, ns, "c000", nil)
+		require.NoError(t, k8s.Get(ctx, client.ObjectKeyFromObject(p), p))
+		require.NoError(t, unstructured.SetNestedField(p.Object, want, "spec", "mine"))
+		start := time.Now()
+		require.NoError(t, k8s.Update(ctx, p))
+		eventuallyWithin(t, "the spec change in the child", 5*time.Minute, func(ctx context.Context) (bool, error) {
+			cm := &corev1.ConfigMap{}
+			err := k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: "c000"}, cm)
+			return err == nil && cm.Data["mine"] == want, err
+		})
+		return time.Since(start)
+	}
+	t.Logf("a spec change reached its child in %v with no rollout", specChange().Round(time.Millisecond))
 
 	// Pollers: as fast as the status answers, the slowest call kept.
 	var (
@@ -144,6 +171,9 @@ func TestProgressiveRolloutsWhileReadinessIsPolled(t *testing.T) {
 		began := time.Now()
 		eng.Reload(ctx, load(note))
 		require.NoError(t, eng.ReloadError())
+		if i == 0 {
+			t.Logf("a spec change reached its child in %v during the hold check of %d parents", specChange().Round(time.Millisecond), parents)
+		}
 		ok := waitFor(5*time.Minute, func(ctx context.Context) (bool, error) {
 			mu.Lock()
 			stuck := frozen != ""
