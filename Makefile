@@ -30,7 +30,7 @@ generate: build ## Regenerate config/crds.yaml, config/rbac.yaml, config/templat
 	ENGINE=$(BIN)/engine hack/generate.sh .
 
 .PHONY: verify
-verify: build ## Check that config/ and the chart are what `make generate` writes and that the code is gofmt-ed (seconds, no cluster).
+verify: build ## Check that config/ and the chart are what `make generate` writes, that the code is gofmt-ed and follows the import rules of hack/imports.sh (seconds, no cluster).
 	@ENGINE=$(BIN)/engine hack/verify.sh
 
 .PHONY: test-templates
