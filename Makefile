@@ -30,7 +30,7 @@ generate: build ## Regenerate config/crds.yaml, config/rbac.yaml, config/templat
 	ENGINE=$(BIN)/engine hack/generate.sh .
 
 .PHONY: verify
-verify: build ## Check that config/ and the chart are what `make generate` writes and that the code is gofmt-ed (seconds, no cluster).
+verify: build ## Check that config/ and the chart are what `make generate` writes, that the code is gofmt-ed and follows the import rules of hack/imports.sh (seconds, no cluster).
 	@ENGINE=$(BIN)/engine hack/verify.sh
 
 .PHONY: test-templates
@@ -63,10 +63,23 @@ test-monitoring: $(PROMCHECK) ## Check the alerts as `promtool check rules` does
 	$(PROMCHECK) rules $(MONITORING)/prometheusrule.yaml
 	$(PROMCHECK) metrics $(MONITORING)/engine-dashboard.json $(MONITORING)/prometheusrule.yaml >/dev/null
 
+.PHONY: test-unit
+test-unit: ## The fast lane: every test that needs no control plane, with -race (go test -short; about a minute, no `make assets`).
+	$(GO) test -short -race -count=1 $(PKGS)
+
+# make test's stage markers, with the seconds since make started.
+START := $(shell date +%s)
+stage = @echo "test: $(1) ($$(( $$(date +%s) - $(START) ))s elapsed)"
+
 .PHONY: test
-test: verify lint assets build test-templates test-chart test-monitoring ## Check (verify, lint, the templates' cases, the chart, the alerts and dashboard), run every test (unit, integration, end-to-end) with -race, then the fault suite at full size.
+test: verify lint ## Check (verify, lint), run the fast lane (test-unit) so a slip fails in a minute, then the templates' cases, the chart, the alerts and dashboard, every test (unit, integration, end-to-end) with -race and the fault suite at full size.
+	$(call stage,stage 1/2: fast lane (no control plane): make test-unit)
+	@$(MAKE) --no-print-directory test-unit
+	$(call stage,stage 2/2: full (control plane): make assets build test-templates test-chart test-monitoring$(comma) every test with -race$(comma) then test-faults)
+	@$(MAKE) --no-print-directory assets build test-templates test-chart test-monitoring
 	$(GO) test -race -count=1 -timeout 40m -skip '^TestFaults$$' $(PKGS)
 	@$(MAKE) --no-print-directory test-faults
+	$(call stage,passed)
 
 .PHONY: test-faults
 test-faults: assets build ## The fault suite at full size (300 MyKinds, 20 Storefronts, 20 Gcs; part of `make test`): prints the time to converge after each fault.

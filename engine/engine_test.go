@@ -66,9 +66,13 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// controlPlane starts the shared control plane and engine on first use.
+// controlPlane starts the shared control plane and engine on first use. The
+// fast lane (go test -short, make test-unit) skips the tests that call it.
 func controlPlane(t *testing.T) {
 	t.Helper()
+	if testing.Short() {
+		t.Skip("needs a control plane (run without -short)")
+	}
 	controlPlaneOnce.Do(func() { controlPlaneErr = startControlPlane() })
 	require.NoError(t, controlPlaneErr)
 }

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # make verify: fails when a generated file of config/ or charts/engine/ is not
-# what hack/generate.sh writes from examples/templates today, or when Go code is
-# not gofmt-ed. It takes seconds, needs no cluster and changes nothing in the tree.
+# what hack/generate.sh writes from examples/templates today, when Go code is
+# not gofmt-ed, or when a package imports one of ours that hack/imports.sh does
+# not allow. It takes seconds, needs no cluster and changes nothing in the tree.
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -42,4 +43,9 @@ if ((${#unformatted[@]} > 0)); then
   printf '  %s\n' "${unformatted[@]}"
   failed=1
 fi
+
+# The import rules (the table at the top of hack/imports.sh), after the
+# self-test that shows the checker still catches a broken rule.
+hack/imports_test.sh || failed=1
+hack/imports.sh || failed=1
 exit "$failed"

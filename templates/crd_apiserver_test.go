@@ -20,6 +20,9 @@ import (
 // kube-apiserver v1.37.2 (which checks it is structural and valid), then
 // lets the apiserver itself enforce the example templates' validation.
 func TestGeneratedCRDsOnTheAPIServer(t *testing.T) {
+	if testing.Short() {
+		t.Skip("needs a control plane (run without -short)")
+	}
 	var crds []*apiextensionsv1.CustomResourceDefinition
 	for _, dir := range []string{examples, "testdata/eval"} {
 		set, err := Load(dir)

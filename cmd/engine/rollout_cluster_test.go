@@ -56,6 +56,9 @@ type rolloutCluster struct {
 
 func startRolloutCluster(t *testing.T, crd *apiextensionsv1.CustomResourceDefinition) *rolloutCluster {
 	t.Helper()
+	if testing.Short() {
+		t.Skip("needs a control plane (run without -short)")
+	}
 	cluster, err := localcluster.Start(context.Background(), localcluster.Options{CRDs: []*apiextensionsv1.CustomResourceDefinition{crd}, Progress: os.Stderr})
 	require.NoError(t, err, "starting the control plane (run `make assets` first)")
 	t.Cleanup(func() { assert.NoError(t, cluster.Stop()) })

@@ -37,11 +37,26 @@ func (w logWriter) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
+// builtAssets returns the directory of the control-plane binaries that
+// `make assets` builds. The fast lane (go test -short, make test-unit) runs
+// before they are built and skips the tests that call it.
+func builtAssets(t *testing.T) string {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("needs the control-plane binaries of `make assets` (run without -short)")
+	}
+	dir, err := AssetsDir()
+	require.NoError(t, err, "the control-plane binaries are needed: run `make assets`")
+	return dir
+}
+
 // startCluster starts a cluster for the test and stops it at cleanup.
 func startCluster(t *testing.T, ctx context.Context, opts Options) *Cluster {
 	t.Helper()
-	_, err := AssetsDir()
-	require.NoError(t, err, "the control-plane binaries are needed: run `make assets`")
+	if testing.Short() {
+		t.Skip("needs a control plane (run without -short)")
+	}
+	builtAssets(t)
 	opts.Progress = logWriter{t}
 	c, err := Start(ctx, opts)
 	require.NoError(t, err)
@@ -112,8 +127,7 @@ func TestAssetsDirNamesMakeAssets(t *testing.T) {
 
 func TestAssetsDirFindsRepoBin(t *testing.T) {
 	t.Setenv(assetsEnv, "")
-	dir, err := AssetsDir()
-	require.NoError(t, err, "run `make assets`")
+	dir := builtAssets(t)
 	root, err := filepath.Abs(filepath.Join("..", ".."))
 	require.NoError(t, err)
 	require.Equal(t, filepath.Join(root, "bin"), dir)
@@ -219,8 +233,7 @@ func TestStopKillsProcessIgnoringSIGTERM(t *testing.T) {
 }
 
 func TestFullStartFailureQuotesLogAndCleansUp(t *testing.T) {
-	built, err := AssetsDir()
-	require.NoError(t, err, "run `make assets`")
+	built := builtAssets(t)
 	assets := t.TempDir()
 	require.NoError(t, os.Symlink(filepath.Join(built, "etcd"), filepath.Join(assets, "etcd")))
 	writeScript(t, assets, "kube-apiserver", "echo fake-apiserver-cannot-start; exit 1")
@@ -232,7 +245,7 @@ func TestFullStartFailureQuotesLogAndCleansUp(t *testing.T) {
 	dir := t.TempDir()
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()
-	_, err = Start(ctx, Options{Full: true, Dir: dir, Progress: logWriter{t}})
+	_, err := Start(ctx, Options{Full: true, Dir: dir, Progress: logWriter{t}})
 	t.Logf("Start failed as expected: %v", err)
 	require.ErrorContains(t, err, "kube-apiserver exited unexpectedly")
 	require.ErrorContains(t, err, "fake-apiserver-cannot-start")

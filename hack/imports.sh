@@ -1,0 +1,140 @@
+#!/usr/bin/env bash
+# hack/imports.sh: fails when a package of this module imports one of ours
+# that the table below does not allow (make verify runs it; seconds, no cluster).
+#
+#   hack/imports.sh            check ./... as go list sees it
+#   hack/imports.sh FILE       check FILE instead, lines of
+#                              "pkg|imports|test imports" as go list -f prints
+#                              them below (hack/imports_test.sh feeds it so)
+#
+# The rules. Package paths are relative to the module; "a/..." is a and every
+# package below it. A package's non-test imports of ours must be in its line:
+# "-" allows none, "*" any. The first line that matches a package is its
+# rule; a package no line matches may import anything of ours, and a line for
+# a package that does not exist (yet) is simply unused.
+RULES='
+contract        -
+templates       contract
+providers/...   providers/...
+render          templates contract
+revisions       templates contract
+reconciler      render revisions providers/... templates contract
+rollout         render revisions templates contract
+diff            render revisions templates contract
+sharding        contract
+engine          *
+internal/...    *
+'
+# And nothing imports engine, in its code or its tests, but these (and
+# engine's own external tests): internal/... may not either.
+ENGINE=engine
+ENGINE_IMPORTERS='engine cmd/... bench/... e2e/...'
+set -euo pipefail
+set -f # the rules hold "*", not file names
+
+module=github.com/cuengine/engine
+
+# matches PATTERN PKG: whether PKG is PATTERN, or below it for "a/...".
+matches() {
+  local pattern=$1 pkg=$2
+  if [[ $pattern == */... ]]; then
+    [[ $pkg == "${pattern%/...}" || $pkg == "${pattern%...}"* ]]
+  else
+    [[ $pkg == "$pattern" ]]
+  fi
+}
+
+# allowed_by PATTERNS PKG: whether PKG matches one of the space-separated PATTERNS.
+allowed_by() {
+  local p
+  for p in $1; do
+    if matches "$p" "$2"; then return 0; fi
+  done
+  return 1
+}
+
+# ours IMPORT: prints IMPORT relative to the module, if it is one of ours.
+ours() {
+  case $1 in
+    "$module") echo . ;;
+    "$module"/*) echo "${1#"$module"/}" ;;
+  esac
+}
+
+mapfile -t rule_lines < <(sed -e 's/#.*//' -e '/^[[:space:]]*$/d' <<<"$RULES")
+
+# rule_for PKG: prints the allowed imports of PKG's rule; fails when no line matches.
+rule_for() {
+  local line pattern allowed
+  for line in "${rule_lines[@]}"; do
+    read -r pattern allowed <<<"$line"
+    if matches "$pattern" "$1"; then
+      echo "$pattern|$allowed"
+      return 0
+    fi
+  done
+  return 1
+}
+
+if (($# > 0)); then
+  listing=$(cat "$1")
+else
+  cd "$(dirname "$0")/.."
+  listing=$(go list -f '{{.ImportPath}}|{{join .Imports " "}}|{{join .TestImports " "}} {{join .XTestImports " "}}' ./...) || {
+    echo "imports: go list ./... failed (above); the import rules were not checked" >&2
+    exit 1
+  }
+fi
+
+violations=()
+declare -A flagged # "pkg dep" reported by the table, "tests pkg" by the engine rule
+checked=0
+while IFS='|' read -r path imports testimports; do
+  [ -n "$path" ] || continue
+  pkg=$(ours "$path")
+  [ -n "$pkg" ] || continue
+  checked=$((checked + 1))
+
+  if rule=$(rule_for "$pkg"); then
+    pattern=${rule%%|*}
+    allowed=${rule#*|}
+    for imp in $imports; do
+      dep=$(ours "$imp")
+      [ -n "$dep" ] || continue
+      case $allowed in
+        '*') continue ;;
+        -) ;;
+        *) if allowed_by "$allowed" "$dep"; then continue; fi ;;
+      esac
+      if [ "$allowed" = - ]; then
+        may="nothing of ours"
+      else
+        may="only: $allowed"
+      fi
+      violations+=("$pkg imports $dep ($imp): $pkg may import $may (rule \"$pattern\")")
+      flagged[$pkg $dep]=1
+    done
+  fi
+
+  if ! allowed_by "$ENGINE_IMPORTERS" "$pkg"; then
+    for imp in $imports; do
+      if [ "$(ours "$imp")" = "$ENGINE" ] && [ -z "${flagged[$pkg $ENGINE]:-}" ]; then
+        violations+=("$pkg imports $ENGINE ($imp): only $ENGINE_IMPORTERS may")
+      fi
+    done
+    for imp in $testimports; do
+      # Once, though its internal and external tests may both import it.
+      if [ "$(ours "$imp")" = "$ENGINE" ] && [ -z "${flagged[tests $pkg]:-}" ]; then
+        violations+=("the tests of $pkg import $ENGINE ($imp): only $ENGINE_IMPORTERS may")
+        flagged[tests $pkg]=1
+      fi
+    done
+  fi
+done <<<"$listing"
+
+if ((${#violations[@]} > 0)); then
+  echo "imports: ${#violations[@]} import(s) break the rules at the top of hack/imports.sh:"
+  printf '  %s\n' "${violations[@]}"
+  exit 1
+fi
+echo "imports: $checked packages follow the rules of hack/imports.sh"
