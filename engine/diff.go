@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/cuengine/engine/contract"
+	"github.com/cuengine/engine/render"
 	"github.com/cuengine/engine/templates"
 )
 
@@ -41,8 +42,8 @@ type Differ struct {
 	Mapper meta.RESTMapper
 	Out    io.Writer
 	// Limits bound each rendering, as in the engine; zero fields take
-	// DefaultLimits.
-	Limits Limits
+	// render.DefaultLimits.
+	Limits render.Limits
 }
 
 // DiffKind diffs every live parent of the template's kind (or only the given
@@ -75,7 +76,7 @@ func (d *Differ) diffParent(ctx context.Context, t *templates.Template, parent *
 		return err
 	}
 	live := newLiveChildren(existing)
-	out, err := Render(t, parent, live.observed(parent), d.renderOptions())
+	out, err := render.Render(t, parent, live.observed(parent), d.renderOptions())
 	if err != nil {
 		sum.Failed++
 		fmt.Fprintf(d.Out, "# %s %s/%s: the new template fails: %s\n", parent.GetKind(), parent.GetNamespace(), parent.GetName(), templates.Summary(err, 3))
@@ -101,8 +102,8 @@ func (d *Differ) diffParent(ctx context.Context, t *templates.Template, parent *
 	return nil
 }
 
-func (d *Differ) renderOptions() RenderOptions {
-	return RenderOptions{Limits: d.Limits, Scoper: MapperScoper{Mapper: d.Mapper}}
+func (d *Differ) renderOptions() render.Options {
+	return render.Options{Limits: d.Limits, Scoper: render.MapperScoper{Mapper: d.Mapper}}
 }
 
 // diffChild dry-runs the apply of one desired child and diffs the result

@@ -8,6 +8,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/cuengine/engine/contract"
+	"github.com/cuengine/engine/render"
 	"github.com/cuengine/engine/templates"
 )
 
@@ -103,7 +104,7 @@ func (d *Differ) render(parent *unstructured.Unstructured, r Rendering, observed
 	fail := func(err error) error {
 		return &RenderError{Rendering: r.Name, Parent: fmt.Sprintf("%s %s/%s", parent.GetKind(), parent.GetNamespace(), parent.GetName()), Err: err}
 	}
-	out, err := Render(r.Template, parent, observed, d.renderOptions())
+	out, err := render.Render(r.Template, parent, observed, d.renderOptions())
 	if err != nil {
 		return nil, fail(fmt.Errorf("%s", templates.Summary(err, 3)))
 	}

@@ -7,6 +7,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/cuengine/engine/render"
 	"github.com/cuengine/engine/templates"
 )
 
@@ -39,8 +40,8 @@ func (e *HoldError) Error() string {
 
 // holdCheck is what the hold check renders a new revision with.
 type holdCheck struct {
-	scoper Scoper
-	limits Limits
+	scoper render.Scoper
+	limits render.Limits
 }
 
 // countDeletes evaluates t for a live parent, whose live children are list,
@@ -56,7 +57,7 @@ func (h holdCheck) countDeletes(t *templates.Template, parent *unstructured.Unst
 	if err != nil {
 		return err
 	}
-	out, err := Render(t, parent, live.observed(parent), RenderOptions{Limits: h.limits, Scoper: h.scoper})
+	out, err := render.Render(t, parent, live.observed(parent), render.Options{Limits: h.limits, Scoper: h.scoper})
 	if err != nil {
 		return nil
 	}

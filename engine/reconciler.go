@@ -15,6 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/cuengine/engine/providers"
+	"github.com/cuengine/engine/render"
 	"github.com/cuengine/engine/templates"
 )
 
@@ -28,12 +29,12 @@ type reconciler struct {
 	parents   client.Reader // the manager's cache
 	live      client.Reader // the apiserver itself, for objects outside the child cache
 	writer    client.Client
-	scoper    Scoper
+	scoper    render.Scoper
 	recorder  events.EventRecorder
 	providers *providers.Registry
 	// resourceResync is how often external resources are observed again.
 	resourceResync time.Duration
-	limits         Limits
+	limits         render.Limits
 
 	// settled holds, per parent, the fingerprint of the inputs of the
 	// last reconcile that found nothing to change (settled.go).

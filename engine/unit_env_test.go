@@ -35,6 +35,7 @@ import (
 
 	"github.com/cuengine/engine/contract"
 	"github.com/cuengine/engine/providers"
+	"github.com/cuengine/engine/render"
 	"github.com/cuengine/engine/templates"
 )
 
@@ -169,7 +170,7 @@ func newUnitEnv(t *testing.T, gvk schema.GroupVersionKind, objs ...client.Object
 		parents:        counted,
 		live:           counted,
 		writer:         counted,
-		scoper:         OfflineScoper{},
+		scoper:         render.OfflineScoper{},
 		recorder:       e.events,
 		providers:      registry,
 		resourceResync: unitResync,
