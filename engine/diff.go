@@ -75,8 +75,8 @@ func (d *Differ) diffParent(ctx context.Context, t *templates.Template, parent *
 	if err != nil {
 		return err
 	}
-	live := newLiveChildren(existing)
-	out, err := render.Render(t, parent, live.observed(parent), d.renderOptions())
+	live := render.NewLiveChildren(existing)
+	out, err := render.Render(t, parent, live.Observed(parent), d.renderOptions())
 	if err != nil {
 		sum.Failed++
 		fmt.Fprintf(d.Out, "# %s %s/%s: the new template fails: %s\n", parent.GetKind(), parent.GetNamespace(), parent.GetName(), templates.Summary(err, 3))
@@ -86,15 +86,15 @@ func (d *Differ) diffParent(ctx context.Context, t *templates.Template, parent *
 		sum.Failed++
 		fmt.Fprintf(d.Out, "# %s %s/%s: %v\n", parent.GetKind(), parent.GetNamespace(), parent.GetName(), err)
 	}
-	kept := make(map[childKey]bool, len(out.Children))
+	kept := make(map[render.ChildKey]bool, len(out.Children))
 	for _, obj := range out.Children {
-		kept[objectKeyOf(obj)] = true
-		if err := d.diffChild(ctx, parent, obj, live.get(obj), sum); err != nil {
+		kept[render.ObjectKeyOf(obj)] = true
+		if err := d.diffChild(ctx, parent, obj, live.Get(obj), sum); err != nil {
 			return err
 		}
 	}
 	for _, c := range existing {
-		if !kept[objectKeyOf(c)] {
+		if !kept[render.ObjectKeyOf(c)] {
 			sum.Pruned++
 			d.write(parent, c, "pruned", clean(c), "")
 		}
@@ -149,7 +149,7 @@ func (d *Differ) diffChild(ctx context.Context, parent, obj, live *unstructured.
 // can produce: the labelled objects that are provably its own.
 func (d *Differ) children(ctx context.Context, t *templates.Template, parent *unstructured.Unstructured) ([]*unstructured.Unstructured, error) {
 	var out []*unstructured.Unstructured
-	inv := inventoryOf(parent)
+	inv := render.InventoryOf(parent)
 	for _, gvk := range t.ChildKinds() {
 		list := &unstructured.UnstructuredList{}
 		list.SetGroupVersionKind(gvk.GroupVersion().WithKind(gvk.Kind + "List"))
@@ -160,7 +160,7 @@ func (d *Differ) children(ctx context.Context, t *templates.Template, parent *un
 			return nil, fmt.Errorf("listing %s: %w", gvk.Kind, err)
 		}
 		for i := range list.Items {
-			if isOurs(parent, &list.Items[i], inv) {
+			if render.IsOurs(parent, &list.Items[i], inv) {
 				out = append(out, &list.Items[i])
 			}
 		}

@@ -103,11 +103,11 @@ func (r *reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 	if r.isSettled(t, parent, owned, st) { // settled.go
 		return ctrl.Result{}, nil
 	}
-	live, err := owned.read() // observe.go
+	live, err := owned.Read() // render/children.go
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	eval, err := r.evaluate(t, parent, live.observed(parent), st) // evaluate.go
+	eval, err := r.evaluate(t, parent, live.Observed(parent), st) // evaluate.go
 	if err != nil {
 		return ctrl.Result{}, err
 	}
@@ -118,7 +118,7 @@ func (r *reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 	if eval, err = r.reevaluate(t, parent, eval, st); err != nil { // evaluate.go
 		return ctrl.Result{}, err
 	}
-	if recorded, err := r.record(ctx, parent, plan, nextInventory(eval.children, live), st); recorded || err != nil { // record.go
+	if recorded, err := r.record(ctx, parent, plan, render.NextInventory(eval.children, live), st); recorded || err != nil { // record.go
 		return ctrl.Result{}, err
 	}
 	writes, err := r.applyChildren(ctx, parent, eval.children, live, st) // apply.go

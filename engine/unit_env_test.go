@@ -535,7 +535,7 @@ func withRecords(t *testing.T, parent *unstructured.Unstructured, recs ...resour
 	if a == nil {
 		a = map[string]string{}
 	}
-	a[contract.AnnotationInventory] = inventory{}.encode()
+	a[contract.AnnotationInventory] = render.Inventory{}.Encode()
 	parent.SetAnnotations(a)
 	for _, rec := range recs {
 		setRecord(t, parent, rec)
