@@ -47,7 +47,7 @@ const (
 	ReasonRevisionNotFound = "RevisionNotFound"
 )
 
-// Reasons of the limits (engine.Limits), on the Synced condition.
+// Reasons of the limits (render.Limits), on the Synced condition.
 const (
 	ReasonEvaluationTimeout = "EvaluationTimeout"
 	ReasonTooManyChildren   = "TooManyChildren"

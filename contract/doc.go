@@ -25,7 +25,7 @@
 // the providers' reasons (providers.Reason*, which appear as Synced's
 // reason when a resource fails), the values of the rollout phase
 // annotation (engine.Phase), the JSON of a resource record and of the
-// inventory (engine/resources.go, engine/ownership.go), the deletion
+// inventory (engine/resources.go, render/ownership.go), the deletion
 // policies (templates.DeletionPolicy*), event reasons other than
 // ReasonTemplateReloadFailed, and the names of revisions (engine.RevisionName).
 //

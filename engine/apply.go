@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/cuengine/engine/contract"
+	"github.com/cuengine/engine/render"
 )
 
 // applyChildren server-side applies every desired child that is missing or
@@ -24,14 +25,14 @@ import (
 //
 // A child the cache does not hold costs no read: it is applied create-only
 // (createChild), and only a name already taken costs the ownership check.
-func (r *reconciler) applyChildren(ctx context.Context, parent *unstructured.Unstructured, desired []*unstructured.Unstructured, live *liveChildren, st *status) (int, error) {
+func (r *reconciler) applyChildren(ctx context.Context, parent *unstructured.Unstructured, desired []*unstructured.Unstructured, live *render.LiveChildren, st *status) (int, error) {
 	writes := 0
 	for _, d := range desired {
 		if err := r.children.watch(ctx, d.GroupVersionKind()); err != nil {
 			return writes, err
 		}
 		hash := appliedHash(d)
-		cur := live.get(d)
+		cur := live.Get(d)
 		if cur == nil {
 			created, taken, err := r.createChild(ctx, d, hash)
 			if err != nil {
@@ -132,7 +133,7 @@ func foreignOwner(ctx context.Context, reader client.Reader, parent, desired *un
 	if err != nil {
 		return nil, "", fmt.Errorf("reading %s %s: %w", desired.GetKind(), desired.GetName(), err)
 	}
-	if isOurs(parent, live, inventoryOf(parent)) {
+	if render.IsOurs(parent, live, render.InventoryOf(parent)) {
 		return live, "", nil
 	}
 	if ref := metav1.GetControllerOfNoCopy(live); ref != nil {

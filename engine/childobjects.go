@@ -25,8 +25,8 @@ import (
 // protobuf: several times cheaper to decode than JSON into unstructured, and
 // a fraction of its memory. Any other kind (CRD-based) is unstructured,
 // read in JSON. The reconciler works on unstructured objects: a typed child
-// is converted when a reconcile reads it (observe.go), not on every watch
-// event. Without a scheme every kind is unstructured.
+// is converted when a reconcile reads it (render.OwnedChildren.Read), not
+// on every watch event. Without a scheme every kind is unstructured.
 type childObjects struct{ scheme *runtime.Scheme }
 
 // typed reports whether the kind is held as its Go type.
@@ -93,22 +93,6 @@ func (c childObjects) items(gvk schema.GroupVersionKind, list client.ObjectList)
 		out[i] = o
 	}
 	return out, nil
-}
-
-// asUnstructured returns a child as unstructured, for reading: an
-// unstructured one as it is, a typed one converted.
-func asUnstructured(obj client.Object) (*unstructured.Unstructured, error) {
-	if u, ok := obj.(*unstructured.Unstructured); ok {
-		return u, nil
-	}
-	gvk := obj.GetObjectKind().GroupVersionKind()
-	m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(obj)
-	if err != nil {
-		return nil, fmt.Errorf("reading %s %s: %w", gvk.Kind, obj.GetName(), err)
-	}
-	u := &unstructured.Unstructured{Object: m}
-	u.SetGroupVersionKind(gvk)
-	return u, nil
 }
 
 // apiTypesMinor is the Kubernetes minor version of the API types the engine

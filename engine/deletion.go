@@ -18,6 +18,7 @@ import (
 
 	"github.com/cuengine/engine/contract"
 	"github.com/cuengine/engine/providers"
+	"github.com/cuengine/engine/render"
 	"github.com/cuengine/engine/templates"
 )
 
@@ -49,11 +50,11 @@ func (r *reconciler) reconcileDelete(ctx context.Context, t *templates.Template,
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	live, err := owned.read()
+	live, err := owned.Read()
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	order := newDependencyOrder(deletedWithParent(parent, live.list), records)
+	order := newDependencyOrder(deletedWithParent(parent, live.List()), records)
 	if done := r.deleteResources(ctx, t, parent, order, st); !done {
 		return ctrl.Result{}, nil
 	}
@@ -170,7 +171,7 @@ func deletionWaits(order *dependencyOrder) []deletionWait {
 // the records alone.
 func (r *reconciler) currentSpecs(t *templates.Template, parent *unstructured.Unstructured) map[string]map[string]any {
 	out := map[string]map[string]any{}
-	res, err := r.boundedRender(t, parent, observedResources(storedResources(parent)))
+	res, err := r.boundedRender(t, parent, render.ObservedResources(parent))
 	if err != nil {
 		return out
 	}

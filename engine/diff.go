@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/cuengine/engine/contract"
+	"github.com/cuengine/engine/render"
 	"github.com/cuengine/engine/templates"
 )
 
@@ -41,8 +42,8 @@ type Differ struct {
 	Mapper meta.RESTMapper
 	Out    io.Writer
 	// Limits bound each rendering, as in the engine; zero fields take
-	// DefaultLimits.
-	Limits Limits
+	// render.DefaultLimits.
+	Limits render.Limits
 }
 
 // DiffKind diffs every live parent of the template's kind (or only the given
@@ -74,8 +75,8 @@ func (d *Differ) diffParent(ctx context.Context, t *templates.Template, parent *
 	if err != nil {
 		return err
 	}
-	live := newLiveChildren(existing)
-	out, err := Render(t, parent, live.observed(parent), d.renderOptions())
+	live := render.NewLiveChildren(existing)
+	out, err := render.Render(t, parent, live.Observed(parent), d.renderOptions())
 	if err != nil {
 		sum.Failed++
 		fmt.Fprintf(d.Out, "# %s %s/%s: the new template fails: %s\n", parent.GetKind(), parent.GetNamespace(), parent.GetName(), templates.Summary(err, 3))
@@ -85,15 +86,15 @@ func (d *Differ) diffParent(ctx context.Context, t *templates.Template, parent *
 		sum.Failed++
 		fmt.Fprintf(d.Out, "# %s %s/%s: %v\n", parent.GetKind(), parent.GetNamespace(), parent.GetName(), err)
 	}
-	kept := make(map[childKey]bool, len(out.Children))
+	kept := make(map[render.ChildKey]bool, len(out.Children))
 	for _, obj := range out.Children {
-		kept[objectKeyOf(obj)] = true
-		if err := d.diffChild(ctx, parent, obj, live.get(obj), sum); err != nil {
+		kept[render.ObjectKeyOf(obj)] = true
+		if err := d.diffChild(ctx, parent, obj, live.Get(obj), sum); err != nil {
 			return err
 		}
 	}
 	for _, c := range existing {
-		if !kept[objectKeyOf(c)] {
+		if !kept[render.ObjectKeyOf(c)] {
 			sum.Pruned++
 			d.write(parent, c, "pruned", clean(c), "")
 		}
@@ -101,8 +102,8 @@ func (d *Differ) diffParent(ctx context.Context, t *templates.Template, parent *
 	return nil
 }
 
-func (d *Differ) renderOptions() RenderOptions {
-	return RenderOptions{Limits: d.Limits, Scoper: MapperScoper{Mapper: d.Mapper}}
+func (d *Differ) renderOptions() render.Options {
+	return render.Options{Limits: d.Limits, Scoper: render.MapperScoper{Mapper: d.Mapper}}
 }
 
 // diffChild dry-runs the apply of one desired child and diffs the result
@@ -148,7 +149,7 @@ func (d *Differ) diffChild(ctx context.Context, parent, obj, live *unstructured.
 // can produce: the labelled objects that are provably its own.
 func (d *Differ) children(ctx context.Context, t *templates.Template, parent *unstructured.Unstructured) ([]*unstructured.Unstructured, error) {
 	var out []*unstructured.Unstructured
-	inv := inventoryOf(parent)
+	inv := render.InventoryOf(parent)
 	for _, gvk := range t.ChildKinds() {
 		list := &unstructured.UnstructuredList{}
 		list.SetGroupVersionKind(gvk.GroupVersion().WithKind(gvk.Kind + "List"))
@@ -159,7 +160,7 @@ func (d *Differ) children(ctx context.Context, t *templates.Template, parent *un
 			return nil, fmt.Errorf("listing %s: %w", gvk.Kind, err)
 		}
 		for i := range list.Items {
-			if isOurs(parent, &list.Items[i], inv) {
+			if render.IsOurs(parent, &list.Items[i], inv) {
 				out = append(out, &list.Items[i])
 			}
 		}

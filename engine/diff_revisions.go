@@ -8,6 +8,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/cuengine/engine/contract"
+	"github.com/cuengine/engine/render"
 	"github.com/cuengine/engine/templates"
 )
 
@@ -44,7 +45,7 @@ func (d *Differ) DiffRenderings(ctx context.Context, parent *unstructured.Unstru
 	if err != nil {
 		return sum, err
 	}
-	observed := newLiveChildren(live).observed(parent)
+	observed := render.NewLiveChildren(live).Observed(parent)
 	before, err := d.render(parent, from, observed)
 	if err != nil {
 		return sum, err
@@ -55,17 +56,17 @@ func (d *Differ) DiffRenderings(ctx context.Context, parent *unstructured.Unstru
 	}
 	w := renderingWriter{d: d, parent: parent, from: from.Name, to: to.Name, sum: &sum}
 
-	old := make(map[childKey]*unstructured.Unstructured, len(before.children))
+	old := make(map[render.ChildKey]*unstructured.Unstructured, len(before.children))
 	for _, obj := range before.children {
-		old[objectKeyOf(obj)] = obj
+		old[render.ObjectKeyOf(obj)] = obj
 	}
-	kept := make(map[childKey]bool, len(after.children))
+	kept := make(map[render.ChildKey]bool, len(after.children))
 	for _, obj := range after.children {
-		kept[objectKeyOf(obj)] = true
-		w.compare(fmt.Sprintf("%s %s/%s", obj.GetKind(), obj.GetNamespace(), obj.GetName()), clean(old[objectKeyOf(obj)]), clean(obj))
+		kept[render.ObjectKeyOf(obj)] = true
+		w.compare(fmt.Sprintf("%s %s/%s", obj.GetKind(), obj.GetNamespace(), obj.GetName()), clean(old[render.ObjectKeyOf(obj)]), clean(obj))
 	}
 	for _, obj := range before.children {
-		if !kept[objectKeyOf(obj)] {
+		if !kept[render.ObjectKeyOf(obj)] {
 			w.compare(fmt.Sprintf("%s %s/%s", obj.GetKind(), obj.GetNamespace(), obj.GetName()), clean(obj), "")
 		}
 	}
@@ -103,7 +104,7 @@ func (d *Differ) render(parent *unstructured.Unstructured, r Rendering, observed
 	fail := func(err error) error {
 		return &RenderError{Rendering: r.Name, Parent: fmt.Sprintf("%s %s/%s", parent.GetKind(), parent.GetNamespace(), parent.GetName()), Err: err}
 	}
-	out, err := Render(r.Template, parent, observed, d.renderOptions())
+	out, err := render.Render(r.Template, parent, observed, d.renderOptions())
 	if err != nil {
 		return nil, fail(fmt.Errorf("%s", templates.Summary(err, 3)))
 	}
@@ -117,14 +118,14 @@ func (d *Differ) render(parent *unstructured.Unstructured, r Rendering, observed
 // template can produce, each once.
 func (d *Differ) liveChildren(ctx context.Context, parent *unstructured.Unstructured, ts ...*templates.Template) ([]*unstructured.Unstructured, error) {
 	var out []*unstructured.Unstructured
-	seen := map[childKey]bool{}
+	seen := map[render.ChildKey]bool{}
 	for _, t := range ts {
 		list, err := d.children(ctx, t, parent)
 		if err != nil {
 			return nil, err
 		}
 		for _, c := range list {
-			if k := keyOf(c); !seen[k] {
+			if k := render.KeyOf(c); !seen[k] {
 				seen[k] = true
 				out = append(out, c)
 			}

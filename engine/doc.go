@@ -4,7 +4,9 @@
 //
 // It owns applying and pruning children, status and conditions, finalizers,
 // events and the lifecycle of the per-kind controllers. It never loads CUE
-// files: it asks a compiled templates.Template to evaluate one parent.
+// files, nor evaluates a template itself: package render turns a compiled
+// templates.Template and one parent into the desired children, under the
+// limits.
 //
 // # One reconcile, step by step
 //
@@ -21,15 +23,17 @@
 //     template never blocks a deletion.
 //  2. observe.go: the parent's live children, from the label-selected child
 //     cache (built-in kinds typed, read in protobuf; others unstructured:
-//     childobjects.go).
+//     childobjects.go), those provably its own (render.OwnedOf).
 //  3. settled.go: the same inputs as the last reconcile that changed nothing
 //     (template revision, parent generation and metadata, children's
 //     resource versions) end the reconcile here. Otherwise the children are
 //     read as unstructured (typed ones converted), indexed by kind,
-//     namespace, name and local name.
+//     namespace, name and local name (render.LiveChildren).
 //  4. evaluate.go: the template turns the parent and what is observed into
 //     the desired children (policy enforced, engine labels and owner
-//     reference added), the external resources and the template's status.
+//     reference added), the external resources and the template's status,
+//     through render.Render, under the limits (limits.go remembers the
+//     parents that went over one).
 //  5. resources.go: each provider applies the resources whose names are
 //     recorded on the parent; a new resource only gets a name planned, and a
 //     resource dropped from the template is deleted.

@@ -20,6 +20,7 @@ import (
 
 	"github.com/cuengine/engine/contract"
 	"github.com/cuengine/engine/providers"
+	"github.com/cuengine/engine/render"
 	"github.com/cuengine/engine/templates"
 )
 
@@ -41,8 +42,9 @@ type Options struct {
 	InstallCRDs bool
 	// ForceCRDChanges applies CRD changes that could break stored objects.
 	ForceCRDChanges bool
-	// Limits bound what one parent may cost; zero fields take DefaultLimits.
-	Limits Limits
+	// Limits bound what one parent may cost; zero fields take
+	// render.DefaultLimits.
+	Limits render.Limits
 	// RevisionNamespace is where the templates' revisions are stored
 	// (ControllerRevisions); "" is "default".
 	RevisionNamespace string
@@ -71,7 +73,7 @@ type Engine struct {
 	parents   cache.Cache  // the manager's cache; under sharding, one selecting the shard's parents
 	writer    client.Client
 	apiReader client.Reader
-	scoper    Scoper
+	scoper    render.Scoper
 	recorder  events.EventRecorder
 
 	mu        sync.Mutex
@@ -107,13 +109,13 @@ func New(mgr manager.Manager, opts Options) (*Engine, error) {
 		opts.ResourceResync = 10 * time.Minute
 	}
 	if opts.Limits.EvaluationTimeout == 0 {
-		opts.Limits.EvaluationTimeout = DefaultLimits.EvaluationTimeout
+		opts.Limits.EvaluationTimeout = render.DefaultLimits.EvaluationTimeout
 	}
 	if opts.Limits.MaxChildren == 0 {
-		opts.Limits.MaxChildren = DefaultLimits.MaxChildren
+		opts.Limits.MaxChildren = render.DefaultLimits.MaxChildren
 	}
 	if opts.Limits.MaxRenderedBytes == 0 {
-		opts.Limits.MaxRenderedBytes = DefaultLimits.MaxRenderedBytes
+		opts.Limits.MaxRenderedBytes = render.DefaultLimits.MaxRenderedBytes
 	}
 	if opts.RevisionNamespace == "" {
 		opts.RevisionNamespace = "default"
@@ -158,7 +160,7 @@ func New(mgr manager.Manager, opts Options) (*Engine, error) {
 		parents:   parentCache,
 		writer:    mgr.GetClient(),
 		apiReader: mgr.GetAPIReader(),
-		scoper:    MapperScoper{Mapper: mgr.GetRESTMapper()},
+		scoper:    render.MapperScoper{Mapper: mgr.GetRESTMapper()},
 		recorder:  mgr.GetEventRecorder("engine"),
 		kinds:     map[schema.GroupVersionKind]*kindController{},
 		indexed:   map[schema.GroupVersionKind]bool{},

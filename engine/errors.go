@@ -10,6 +10,7 @@ import (
 
 	"github.com/cuengine/engine/contract"
 	"github.com/cuengine/engine/providers"
+	"github.com/cuengine/engine/render"
 )
 
 // errorClass says what a failed step needs before it can succeed.
@@ -67,7 +68,9 @@ func waitingError(reason string, after time.Duration, err error) error {
 }
 
 // classify is the one place that decides what an error means for the
-// reconcile: an error a step classified keeps its class; a provider error
+// reconcile: an error a step classified keeps its class; a rendering
+// refused (a *render.Error: a limit exceeded, a child the policy refuses)
+// is terminal with its reason; a provider error
 // is transient when the provider says it may go away, otherwise it waits
 // for the slow resource resync (a credential fixed, a name released); an
 // apiserver error is terminal when the request itself was refused (invalid,
@@ -77,6 +80,10 @@ func classify(err error, resourceResync time.Duration) (errorClass, string, time
 	var se *stepError
 	if errors.As(err, &se) {
 		return se.class, se.reason, se.after
+	}
+	var re *render.Error
+	if errors.As(err, &re) {
+		return terminal, re.Reason, 0
 	}
 	var pe *providers.Error
 	if errors.As(err, &pe) {

@@ -23,7 +23,7 @@ type evaluation struct {
 }
 
 // evaluate runs the template for the parent, within the limits
-// (limits.go). An evaluation error, or a limit exceeded, is a terminal
+// (render.Render, limits.go). An evaluation error, or a limit exceeded, is a terminal
 // problem: nothing changes until the parent or the template does.
 func (r *reconciler) evaluate(t *templates.Template, parent *unstructured.Unstructured, observed map[string]any, st *status) (*evaluation, error) {
 	out, err := r.boundedRender(t, parent, observed)

@@ -7,6 +7,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/cuengine/engine/render"
 	"github.com/cuengine/engine/templates"
 )
 
@@ -39,8 +40,8 @@ func (e *HoldError) Error() string {
 
 // holdCheck is what the hold check renders a new revision with.
 type holdCheck struct {
-	scoper Scoper
-	limits Limits
+	scoper render.Scoper
+	limits render.Limits
 }
 
 // countDeletes evaluates t for a live parent, whose live children are list,
@@ -48,24 +49,24 @@ type holdCheck struct {
 // parent t cannot evaluate is left to the reconcile, which reports it and
 // deletes nothing.
 func (h holdCheck) countDeletes(t *templates.Template, parent *unstructured.Unstructured, list []client.Object, held *HoldError) error {
-	owned := ownedOf(parent, list)
+	owned := render.OwnedOf(parent, list)
 	if len(owned) == 0 {
 		return nil
 	}
-	live, err := owned.read()
+	live, err := owned.Read()
 	if err != nil {
 		return err
 	}
-	out, err := Render(t, parent, live.observed(parent), RenderOptions{Limits: h.limits, Scoper: h.scoper})
+	out, err := render.Render(t, parent, live.Observed(parent), render.Options{Limits: h.limits, Scoper: h.scoper})
 	if err != nil {
 		return nil
 	}
-	kept := map[childKey]bool{}
+	kept := map[render.ChildKey]bool{}
 	for _, obj := range out.Children {
-		kept[objectKeyOf(obj)] = true
+		kept[render.ObjectKeyOf(obj)] = true
 	}
-	for _, c := range live.list {
-		if kept[objectKeyOf(c)] {
+	for _, c := range live.List() {
+		if kept[render.ObjectKeyOf(c)] {
 			continue
 		}
 		held.Deletes++

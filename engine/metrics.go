@@ -44,10 +44,6 @@ var (
 		Name: "engine_limit_exceeded_total",
 		Help: "Evaluations refused for going over a limit, by kind and limit (EvaluationTimeout, TooManyChildren, RenderTooLarge).",
 	}, []string{"kind", "limit"})
-	metricEvaluationsOverrunning = prometheus.NewGauge(prometheus.GaugeOpts{
-		Name: "engine_evaluations_overrunning",
-		Help: "Evaluations past --evaluation-timeout still running in the background (CUE cannot be interrupted); each holds a CPU while it runs.",
-	})
 	metricProviderCalls = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "engine_provider_calls_total",
 		Help: "Calls to external-resource providers, by provider, operation (apply, delete) and result (success, or the error's reason: Unavailable, CredentialsError, ...).",
@@ -60,7 +56,7 @@ var (
 )
 
 func init() {
-	metrics.Registry.MustRegister(metricRollouts, metricReloads, metricReloadHealthy, metricReloadSeconds, metricRevision, metricEvaluateSeconds, metricEvaluationsRemembered, metricLimitExceeded, metricEvaluationsOverrunning,
+	metrics.Registry.MustRegister(metricRollouts, metricReloads, metricReloadHealthy, metricReloadSeconds, metricRevision, metricEvaluateSeconds, metricEvaluationsRemembered, metricLimitExceeded,
 		metricProviderCalls, metricProviderSeconds)
 	metricReloadHealthy.Set(1)
 	for _, result := range []string{"success", "failure"} {

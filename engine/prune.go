@@ -7,6 +7,8 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/log"
+
+	"github.com/cuengine/engine/render"
 )
 
 // prune deletes the parent's children that the template no longer produces:
@@ -16,22 +18,22 @@ import (
 // to be the parent's. Dependents go first (order.go): a child that
 // something still there depends on waits, named in Ready, for the event
 // of that dependent's deletion. It returns the number of deletes.
-func (r *reconciler) prune(ctx context.Context, parent *unstructured.Unstructured, keep []*unstructured.Unstructured, live *liveChildren, st *status) (int, error) {
+func (r *reconciler) prune(ctx context.Context, parent *unstructured.Unstructured, keep []*unstructured.Unstructured, live *render.LiveChildren, st *status) (int, error) {
 	// Kept by object, whatever local name it had: an object the template
 	// now produces under another local name was just applied as that one.
-	kept := make(map[childKey]bool, len(keep))
+	kept := make(map[render.ChildKey]bool, len(keep))
 	for _, d := range keep {
-		kept[objectKeyOf(d)] = true
+		kept[render.ObjectKeyOf(d)] = true
 	}
 	records, err := recordedResources(parent)
 	if err != nil {
 		return 0, err
 	}
-	order := newDependencyOrder(live.list, records)
+	order := newDependencyOrder(live.List(), records)
 	var waits []deletionWait
 	deletes := 0
-	for _, c := range live.list {
-		if kept[objectKeyOf(c)] || c.GetDeletionTimestamp() != nil {
+	for _, c := range live.List() {
+		if kept[render.ObjectKeyOf(c)] || c.GetDeletionTimestamp() != nil {
 			continue
 		}
 		if deps := order.dependents(localName(c)); len(deps) > 0 {

@@ -10,12 +10,13 @@ import (
 	kstatus "sigs.k8s.io/cli-utils/pkg/kstatus/status"
 
 	"github.com/cuengine/engine/contract"
+	"github.com/cuengine/engine/render"
 	"github.com/cuengine/engine/templates"
 )
 
 // setReady decides Ready: the template's own ready field when it has one,
 // else every desired child exists and is ready, and so is every resource.
-func (s *status) setReady(eval *evaluation, live *liveChildren) {
+func (s *status) setReady(eval *evaluation, live *render.LiveChildren) {
 	if !s.synced.ok() {
 		s.ready = condition{status: metav1.ConditionFalse, reason: contract.ReasonNotSynced, message: "not synced: " + s.synced.reason}
 		return
@@ -33,7 +34,7 @@ func (s *status) setReady(eval *evaluation, live *liveChildren) {
 	// "missing" to "0 of 1 replicas" to ready changes it once, not thrice,
 	// so readiness progress costs no extra status writes.
 	for _, d := range eval.children {
-		if c := live.get(d); c == nil || !childReady(c) {
+		if c := live.Get(d); c == nil || !childReady(c) {
 			waiting = append(waiting, fmt.Sprintf("%s %s", d.GetKind(), d.GetName()))
 		}
 	}

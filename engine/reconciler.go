@@ -15,6 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/cuengine/engine/providers"
+	"github.com/cuengine/engine/render"
 	"github.com/cuengine/engine/templates"
 )
 
@@ -28,12 +29,12 @@ type reconciler struct {
 	parents   client.Reader // the manager's cache
 	live      client.Reader // the apiserver itself, for objects outside the child cache
 	writer    client.Client
-	scoper    Scoper
+	scoper    render.Scoper
 	recorder  events.EventRecorder
 	providers *providers.Registry
 	// resourceResync is how often external resources are observed again.
 	resourceResync time.Duration
-	limits         Limits
+	limits         render.Limits
 
 	// settled holds, per parent, the fingerprint of the inputs of the
 	// last reconcile that found nothing to change (settled.go).
@@ -102,11 +103,11 @@ func (r *reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 	if r.isSettled(t, parent, owned, st) { // settled.go
 		return ctrl.Result{}, nil
 	}
-	live, err := owned.read() // observe.go
+	live, err := owned.Read() // render/children.go
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	eval, err := r.evaluate(t, parent, live.observed(parent), st) // evaluate.go
+	eval, err := r.evaluate(t, parent, live.Observed(parent), st) // evaluate.go
 	if err != nil {
 		return ctrl.Result{}, err
 	}
@@ -117,7 +118,7 @@ func (r *reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 	if eval, err = r.reevaluate(t, parent, eval, st); err != nil { // evaluate.go
 		return ctrl.Result{}, err
 	}
-	if recorded, err := r.record(ctx, parent, plan, nextInventory(eval.children, live), st); recorded || err != nil { // record.go
+	if recorded, err := r.record(ctx, parent, plan, render.NextInventory(eval.children, live), st); recorded || err != nil { // record.go
 		return ctrl.Result{}, err
 	}
 	writes, err := r.applyChildren(ctx, parent, eval.children, live, st) // apply.go

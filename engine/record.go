@@ -12,6 +12,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	"github.com/cuengine/engine/contract"
+	"github.com/cuengine/engine/render"
 )
 
 // record is the one write to the parent's metadata, and the one write in
@@ -27,10 +28,10 @@ import (
 // The write is optimistic-locked, so a concurrent change fails it instead
 // of being overwritten. When it writes, the reconcile ends: the parent
 // changed under it, and the watch event of this write starts the next one.
-func (r *reconciler) record(ctx context.Context, parent *unstructured.Unstructured, plan *resourcePlan, inv inventory, st *status) (bool, error) {
+func (r *reconciler) record(ctx context.Context, parent *unstructured.Unstructured, plan *resourcePlan, inv render.Inventory, st *status) (bool, error) {
 	updated := parent.DeepCopy()
 	// A parent with the finalizer always carries an inventory, so that
-	// ownership of its children is never decided by labels (ownership.go).
+	// ownership of its children is never decided by labels (render.IsOurs).
 	finalizer := plan.finalizer || len(inv) > 0 || controllerutil.ContainsFinalizer(parent, contract.Finalizer)
 	changed := finalizer && controllerutil.AddFinalizer(updated, contract.Finalizer)
 	annotations := maps.Clone(updated.GetAnnotations())
@@ -45,7 +46,7 @@ func (r *reconciler) record(ctx context.Context, parent *unstructured.Unstructur
 		}
 	}
 	if finalizer {
-		annotations[contract.AnnotationInventory] = inv.encode()
+		annotations[contract.AnnotationInventory] = inv.Encode()
 	}
 	if !maps.Equal(annotations, parent.GetAnnotations()) {
 		changed = true

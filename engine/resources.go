@@ -14,6 +14,7 @@ import (
 
 	"github.com/cuengine/engine/contract"
 	"github.com/cuengine/engine/providers"
+	"github.com/cuengine/engine/render"
 	"github.com/cuengine/engine/templates"
 )
 
@@ -52,7 +53,7 @@ func (p *resourcePlan) drop(name string) {
 // comes in the reconcile after the record step stored its name. Recorded
 // resources the template dropped are deleted (or orphaned, per policy).
 // Provider failures are problems on the status, one per resource.
-func (r *reconciler) reconcileResources(ctx context.Context, parent *unstructured.Unstructured, eval *evaluation, live *liveChildren, st *status) (*resourcePlan, error) {
+func (r *reconciler) reconcileResources(ctx context.Context, parent *unstructured.Unstructured, eval *evaluation, live *render.LiveChildren, st *status) (*resourcePlan, error) {
 	records, err := recordedResources(parent)
 	if err != nil {
 		return nil, err
@@ -96,7 +97,7 @@ func (r *reconciler) reconcileResources(ctx context.Context, parent *unstructure
 			st.setResource(res.Name, newResourceStatus(rec, nil)) // mirror the recorded name
 		}
 	}
-	order := newDependencyOrder(live.list, records)
+	order := newDependencyOrder(live.List(), records)
 	var waits []deletionWait
 	for _, name := range slices.Sorted(maps.Keys(records)) {
 		if slices.ContainsFunc(eval.result.Resources, func(res templates.Resource) bool { return res.Name == name }) {

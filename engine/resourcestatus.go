@@ -71,18 +71,6 @@ func storedResources(parent *unstructured.Unstructured) map[string]resourceStatu
 	return out
 }
 
-// observedResources is the state of each resource that exists, by name:
-// what the template sees as observed.<name>.
-func observedResources(resources map[string]resourceStatus) map[string]any {
-	out := map[string]any{}
-	for name, rs := range resources {
-		if rs.Exists && rs.State != nil {
-			out[name] = rs.State
-		}
-	}
-	return out
-}
-
 // waitingResources names the resources that are not ready, sorted.
 func waitingResources(resources map[string]resourceStatus) []string {
 	var out []string

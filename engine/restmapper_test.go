@@ -7,6 +7,8 @@ import (
 	"github.com/stretchr/testify/require"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/cuengine/engine/render"
 )
 
 // countingMapper counts the RESTMapping questions it is asked.
@@ -75,7 +77,7 @@ func TestUnitRememberingMapper(t *testing.T) {
 	assert.Equal(t, asked+2, under.asked)
 
 	// The scoper answers through it.
-	namespaced, err := MapperScoper{Mapper: m}.Namespaced(namespaces)
+	namespaced, err := render.MapperScoper{Mapper: m}.Namespaced(namespaces)
 	require.NoError(t, err)
 	assert.False(t, namespaced)
 }

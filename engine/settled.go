@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 
+	"github.com/cuengine/engine/render"
 	"github.com/cuengine/engine/templates"
 )
 
@@ -24,7 +25,7 @@ const deferredStatusDelay = 10 * time.Second
 // isSettled reports whether the parent's inputs are those of the last
 // reconcile that found nothing to change: a resync or a repeated event then
 // needs no evaluation and no write.
-func (r *reconciler) isSettled(t *templates.Template, parent *unstructured.Unstructured, owned ownedChildren, st *status) bool {
+func (r *reconciler) isSettled(t *templates.Template, parent *unstructured.Unstructured, owned render.OwnedChildren, st *status) bool {
 	key := types.NamespacedName{Namespace: parent.GetNamespace(), Name: parent.GetName()}
 	var revision int64
 	if st.revision != nil {
@@ -62,7 +63,7 @@ func (r *reconciler) settle(eval *evaluation, applies, deletes int, resync time.
 // on: the template's content and revision number (a revision renumbered
 // changes only the status), the parent's spec generation and metadata, and
 // the identity and resource version of each existing child.
-func fingerprint(t *templates.Template, revision int64, parent *unstructured.Unstructured, existing ownedChildren) string {
+func fingerprint(t *templates.Template, revision int64, parent *unstructured.Unstructured, existing render.OwnedChildren) string {
 	h := sha256.New()
 	fmt.Fprintf(h, "%s\x00%d\x00%d\x00%s\x00", t.Hash, revision, parent.GetGeneration(), parent.GetUID())
 	writeMap(h, parent.GetLabels())

@@ -19,6 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/cuengine/engine/contract"
+	"github.com/cuengine/engine/render"
 	"github.com/cuengine/engine/templates"
 )
 
@@ -135,12 +136,17 @@ func (s *status) resourcesSeen() map[string]resourceStatus {
 }
 
 // templateFailed records an evaluation error and returns it classified: a
-// limit exceeded keeps its own reason (limits.go); otherwise InvalidSpec
+// limit exceeded keeps its own reason (render.Error); otherwise InvalidSpec
 // when the parent violates the schema, TemplateError when the template
 // fails for a valid parent.
 func (s *status) templateFailed(err error) error {
 	var classified *stepError
-	if !errors.As(err, &classified) {
+	var re *render.Error
+	switch {
+	case errors.As(err, &classified):
+	case errors.As(err, &re):
+		classified = &stepError{class: terminal, reason: re.Reason, err: re}
+	default:
 		reason := contract.ReasonTemplateError
 		var te *templates.Error
 		if errors.As(err, &te) && !slices.ContainsFunc(te.Problems, func(p templates.Problem) bool { return !strings.HasPrefix(p.Path, "parent.") }) {

@@ -21,6 +21,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/cuengine/engine/contract"
+	"github.com/cuengine/engine/render"
 )
 
 // TestUnitChildObjects: the kinds client-go's scheme knows are held typed,
@@ -54,7 +55,14 @@ func TestUnitChildObjects(t *testing.T) {
 	assert.Same(t, &list.Items[0], items[0], "the list's own item, not a copy")
 	assert.Equal(t, deploymentGVK, items[0].GetObjectKind().GroupVersionKind())
 
-	u, err := asUnstructured(items[0])
+	read := func(obj client.Object) (*unstructured.Unstructured, error) {
+		live, err := render.OwnedChildren{obj}.Read()
+		if err != nil {
+			return nil, err
+		}
+		return live.List()[0], nil
+	}
+	u, err := read(items[0])
 	require.NoError(t, err)
 	assert.Equal(t, "apps/v1", u.GetAPIVersion())
 	assert.Equal(t, "Deployment", u.GetKind())
@@ -69,7 +77,7 @@ func TestUnitChildObjects(t *testing.T) {
 
 	same := &unstructured.Unstructured{}
 	same.SetGroupVersionKind(unitWebsite)
-	got, err := asUnstructured(client.Object(same))
+	got, err := read(same)
 	require.NoError(t, err)
 	assert.Same(t, same, got, "an unstructured child is read as it is")
 }

@@ -203,9 +203,12 @@ func TestUnitTemplateError(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			e := newUnitEnv(t, tc.parent.GroupVersionKind(), tc.parent)
+			exceeded := e.limitExceeded()
 
 			_, err := e.reconcile(tc.parent)
 			assert.True(t, isTerminal(err), "a template error is terminal: %v", err)
+			assert.NoError(t, e.rememberedOverLimit(tc.parent), "a template error is not a limit exceeded")
+			assert.Equal(t, exceeded, e.limitExceeded(), "nor counted as one")
 			assert.Equal(t, cond{metav1.ConditionFalse, tc.reason, tc.msg}, condOf(e.condition(tc.parent, contract.ConditionSynced)))
 			assert.Equal(t, cond{metav1.ConditionFalse, contract.ReasonNotSynced, "the template could not be evaluated for this object"},
 				condOf(e.condition(tc.parent, contract.ConditionReady)))

@@ -35,6 +35,7 @@ import (
 
 	"github.com/cuengine/engine/contract"
 	"github.com/cuengine/engine/providers"
+	"github.com/cuengine/engine/render"
 	"github.com/cuengine/engine/templates"
 )
 
@@ -169,7 +170,7 @@ func newUnitEnv(t *testing.T, gvk schema.GroupVersionKind, objs ...client.Object
 		parents:        counted,
 		live:           counted,
 		writer:         counted,
-		scoper:         OfflineScoper{},
+		scoper:         render.OfflineScoper{},
 		recorder:       e.events,
 		providers:      registry,
 		resourceResync: unitResync,
@@ -534,7 +535,7 @@ func withRecords(t *testing.T, parent *unstructured.Unstructured, recs ...resour
 	if a == nil {
 		a = map[string]string{}
 	}
-	a[contract.AnnotationInventory] = inventory{}.encode()
+	a[contract.AnnotationInventory] = render.Inventory{}.Encode()
 	parent.SetAnnotations(a)
 	for _, rec := range recs {
 		setRecord(t, parent, rec)

@@ -18,6 +18,7 @@ import (
 
 	"github.com/cuengine/engine/contract"
 	"github.com/cuengine/engine/providers"
+	"github.com/cuengine/engine/render"
 )
 
 // TestUnitClassify: what each kind of error means for the reconcile, and
@@ -62,6 +63,10 @@ func TestUnitClassify(t *testing.T) {
 		{name: "deadline", err: context.DeadlineExceeded, class: transient, reason: contract.ReasonNotSynced, want: returned},
 		{name: "classified terminal keeps its reason", err: fmt.Errorf("step: %w", terminalError(contract.ReasonChildConflict, errors.New("taken"))),
 			class: terminal, reason: contract.ReasonChildConflict, want: terminalErr},
+		{name: "refused rendering keeps its reason", err: fmt.Errorf("rendering: %w", &render.Error{Reason: contract.ReasonRenderTooLarge, Err: errors.New("too large")}),
+			class: terminal, reason: contract.ReasonRenderTooLarge, want: terminalErr},
+		{name: "refused child keeps its reason", err: &render.Error{Reason: contract.ReasonChildRefused, Err: &render.ChildError{Child: "c", Msg: "elsewhere"}},
+			class: terminal, reason: contract.ReasonChildRefused, want: terminalErr},
 		{name: "classified waiting keeps its delay", err: waitingErr("Dependency", 3*time.Second, errors.New("not yet")),
 			class: waiting, reason: "Dependency", after: 3 * time.Second, want: requeued, result: ctrl.Result{RequeueAfter: 3 * time.Second}},
 		{name: "classified waiting, later requeue asked", err: waitingErr("Dependency", 3*time.Second, errors.New("not yet")), res: ctrl.Result{RequeueAfter: time.Hour},

@@ -16,17 +16,50 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	"github.com/cuengine/engine/contract"
+	"github.com/cuengine/engine/render"
 )
 
 var unitGreedy = schema.GroupVersionKind{Group: "unit.cuengine.dev", Version: "v1", Kind: "Greedy"}
 
+// overrunning reads engine_evaluations_overrunning (package render's) as
+// the engine's metrics endpoint serves it.
 func overrunning(t *testing.T) float64 {
 	t.Helper()
-	m := &dto.Metric{}
-	require.NoError(t, metricEvaluationsOverrunning.Write(m))
-	return m.GetGauge().GetValue()
+	families, err := metrics.Registry.Gather()
+	require.NoError(t, err)
+	for _, f := range families {
+		if f.GetName() == "engine_evaluations_overrunning" {
+			require.Len(t, f.GetMetric(), 1)
+			return f.GetMetric()[0].GetGauge().GetValue()
+		}
+	}
+	require.Fail(t, "engine_evaluations_overrunning is not registered")
+	return 0
+}
+
+// limitExceeded reads engine_limit_exceeded_total for the env's kind and
+// one limit (a contract.Reason*), or for every limit when none is given.
+func (e *unitEnv) limitExceeded(limits ...string) float64 {
+	e.t.Helper()
+	if len(limits) == 0 {
+		limits = []string{contract.ReasonEvaluationTimeout, contract.ReasonTooManyChildren, contract.ReasonRenderTooLarge}
+	}
+	var n float64
+	for _, limit := range limits {
+		m := &dto.Metric{}
+		require.NoError(e.t, metricLimitExceeded.WithLabelValues(contract.KindString(e.r.gvk), limit).Write(m))
+		n += m.GetCounter().GetValue()
+	}
+	return n
+}
+
+// rememberedOverLimit is the error the reconciler remembers for the
+// parent's inputs having gone over a limit, or nil.
+func (e *unitEnv) rememberedOverLimit(parent *unstructured.Unstructured) error {
+	return e.r.overLimit.check(e.kind.template(), parent)
 }
 
 // TestUnitEvaluationTimeout: an evaluation that outlives the timeout frees
@@ -39,13 +72,16 @@ func TestUnitEvaluationTimeout(t *testing.T) {
 	hostile := unitParent(unitGreedy, "hostile", map[string]any{"quad": int64(130)})
 	trivial := unitParent(unitGreedy, "trivial", map[string]any{})
 	e := newUnitEnv(t, unitGreedy, hostile, trivial)
-	e.r.limits = Limits{EvaluationTimeout: 300 * time.Millisecond}
+	e.r.limits = render.Limits{EvaluationTimeout: 300 * time.Millisecond}
 	before := overrunning(t)
+	exceeded := e.limitExceeded(contract.ReasonEvaluationTimeout)
 
 	_, err := e.reconcile(hostile)
 	require.True(t, isTerminal(err), "over a limit is terminal: %v", err)
 	msg := "evaluating the template took longer than 300ms (--evaluation-timeout); it is not evaluated again for this object until its spec or the template changes"
 	assert.Equal(t, cond{metav1.ConditionFalse, contract.ReasonEvaluationTimeout, msg}, condOf(e.condition(hostile, contract.ConditionSynced)))
+	assert.EqualError(t, e.rememberedOverLimit(hostile), msg, "remembered as over a limit")
+	assert.Equal(t, exceeded+1, e.limitExceeded(contract.ReasonEvaluationTimeout), "counted by its limit")
 	assert.Equal(t, before+1, overrunning(t), "the evaluation goes on in the background")
 	assert.Equal(t, []unitEvent{{"Warning", contract.ReasonEvaluationTimeout, msg}}, e.events.take())
 	evaluated := e.evaluations()
@@ -93,13 +129,17 @@ func TestUnitRenderLimits(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			p := unitParent(unitGreedy, "big", tc.spec)
 			e := newUnitEnv(t, unitGreedy, p)
-			e.r.limits = Limits{MaxChildren: 3, MaxRenderedBytes: 1000}
+			e.r.limits = render.Limits{MaxChildren: 3, MaxRenderedBytes: 1000}
+			exceeded := e.limitExceeded(tc.reason)
 			_, err := e.reconcile(p)
 			require.True(t, isTerminal(err), "%v", err)
 			c := e.condition(p, contract.ConditionSynced)
 			require.NotNil(t, c)
 			assert.Equal(t, tc.reason, c.Reason)
 			assert.Contains(t, c.Message, tc.msg)
+			require.Error(t, e.rememberedOverLimit(p), "remembered as over a limit")
+			assert.Equal(t, c.Message, e.rememberedOverLimit(p).Error())
+			assert.Equal(t, exceeded+1, e.limitExceeded(tc.reason), "counted by its limit")
 			assert.Equal(t, map[string]int{"status Greedy": 1}, e.takeWrites(), "no child written")
 			evaluated := e.evaluations()
 			_, err = e.reconcile(p)
@@ -149,7 +189,7 @@ func TestUnitDiffStopsAtTheEvaluationTimeout(t *testing.T) {
 	e := newUnitEnv(t, unitGreedy, hostile)
 	before := overrunning(t)
 	var out strings.Builder
-	d := &Differ{Client: e.store, Mapper: e.store.RESTMapper(), Out: &out, Limits: Limits{EvaluationTimeout: 300 * time.Millisecond}}
+	d := &Differ{Client: e.store, Mapper: e.store.RESTMapper(), Out: &out, Limits: render.Limits{EvaluationTimeout: 300 * time.Millisecond}}
 	sum, err := d.DiffKind(e.ctx, e.kind.template(), []*unstructured.Unstructured{hostile})
 	require.NoError(t, err)
 	assert.Equal(t, 1, sum.Failed)

@@ -17,6 +17,7 @@ import (
 
 	"github.com/cuengine/engine/contract"
 	"github.com/cuengine/engine/providers"
+	"github.com/cuengine/engine/render"
 	"github.com/cuengine/engine/templates"
 )
 
@@ -318,4 +319,34 @@ func TestUnitDeletionDeletesUnownedChildren(t *testing.T) {
 		{corev1.EventTypeNormal, "Deleted", "Deleted Namespace /tenant-acme"},
 		{corev1.EventTypeNormal, "Deleted", "Deleted ConfigMap tenant-acme/settings"},
 	}, e.events.take())
+}
+
+// TestUnitObservedResourcesReadStatus: what the template sees as
+// observed.<name> (render.ObservedResources) is the state that
+// status.resources records (resourceStatus.toMap) of each resource that
+// exists, and nothing of the others: as the engine reads its own entries
+// (storedResources).
+func TestUnitObservedResourcesReadStatus(t *testing.T) {
+	state := map[string]any{"arn": "arn:bucket", "size": int64(3)}
+	p := unitParent(unitStore, "store", map[string]any{})
+	entries := map[string]any{
+		"exists":     resourceStatus{Provider: "fake", ExternalName: "e1", Observed: true, Exists: true, Ready: true, State: state}.toMap(),
+		"stateless":  resourceStatus{Provider: "fake", ExternalName: "e2", Observed: true, Exists: true}.toMap(),
+		"gone":       resourceStatus{Provider: "fake", ExternalName: "e3", Observed: true, State: state}.toMap(),
+		"unobserved": resourceStatus{Provider: "fake", ExternalName: "e4"}.toMap(),
+		"garbage":    "not an entry",
+	}
+	require.NoError(t, unstructured.SetNestedField(p.Object, entries, "status", contract.StatusResources))
+
+	observed := render.ObservedResources(p)
+	assert.Equal(t, map[string]any{"exists": state}, observed)
+	stored := map[string]any{}
+	for name, rs := range storedResources(p) {
+		if rs.Exists && rs.State != nil {
+			stored[name] = rs.State
+		}
+	}
+	assert.Equal(t, stored, observed, "as the engine reads its entries")
+	observed["exists"].(map[string]any)["arn"] = "changed"
+	assert.Equal(t, "arn:bucket", render.ObservedResources(p)["exists"].(map[string]any)["arn"], "a copy: the template's input does not alias the parent")
 }

@@ -19,6 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
+	"github.com/cuengine/engine/render"
 	"github.com/cuengine/engine/templates"
 )
 
@@ -119,7 +120,7 @@ func TestUnitRolloutStepBlocksNoReader(t *testing.T) {
 	v1 := lockTemplate(t, "one")
 	k := &fakeKind{tpl: v1, sentTo: map[string]int64{}}
 	store := &revisionStore{c: c, reader: c, namespace: "default", gvk: v1.GVK}
-	k.ro = newRollout(k, v1.GVK, store, 10, holdCheck{limits: Limits{EvaluationTimeout: time.Second}})
+	k.ro = newRollout(k, v1.GVK, store, 10, holdCheck{limits: render.Limits{EvaluationTimeout: time.Second}})
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	require.NoError(t, k.ro.init(ctx))

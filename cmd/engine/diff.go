@@ -9,6 +9,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/cuengine/engine/engine"
+	"github.com/cuengine/engine/render"
 	"github.com/cuengine/engine/templates"
 )
 
@@ -17,7 +18,7 @@ type diffOptions struct {
 	file       string
 	kubeconfig string
 	revisions  revisionDiffOptions
-	limits     engine.Limits
+	limits     render.Limits
 }
 
 func newDiffCommand() *cobra.Command {

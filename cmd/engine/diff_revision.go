@@ -15,6 +15,7 @@ import (
 
 	"github.com/cuengine/engine/contract"
 	"github.com/cuengine/engine/engine"
+	"github.com/cuengine/engine/render"
 )
 
 // revisionDiffOptions are the flags of `engine diff --revision A [--against
@@ -104,7 +105,7 @@ func parseRevisionNumber(flag, v string) (int64, error) {
 }
 
 // run renders the object with revisions B and A and prints the diff.
-func (o *revisionDiffOptions) run(cmd *cobra.Command, kubeconfig string, limits engine.Limits) error {
+func (o *revisionDiffOptions) run(cmd *cobra.Command, kubeconfig string, limits render.Limits) error {
 	ctx := cmd.Context()
 	fail := func(err error) error { return &exitError{code: 2, msg: err.Error()} }
 	cfg, err := (&runOptions{kubeconfig: kubeconfig}).restConfig()

@@ -17,6 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/cuengine/engine/engine"
+	"github.com/cuengine/engine/render"
 	"github.com/cuengine/engine/templates"
 )
 
@@ -151,7 +152,7 @@ status: {`)
 	rendered, err := v1.Evaluate(templates.Input{Parent: a})
 	require.NoError(t, err)
 	require.Len(t, rendered.Children, 1)
-	deployment, err := engine.Desired(a, v1.Policy, engine.MapperScoper{Mapper: rc.c.RESTMapper()}, rendered.Children[0])
+	deployment, err := render.Desired(a, v1.Policy, render.MapperScoper{Mapper: rc.c.RESTMapper()}, rendered.Children[0])
 	require.NoError(t, err)
 	require.NoError(t, rc.c.Create(ctx, deployment))
 	deployment.Object["status"] = map[string]any{"replicas": int64(2), "readyReplicas": int64(2)}

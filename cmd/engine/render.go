@@ -17,7 +17,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/cuengine/engine/contract"
-	"github.com/cuengine/engine/engine"
+	"github.com/cuengine/engine/render"
 	"github.com/cuengine/engine/templates"
 )
 
@@ -25,7 +25,7 @@ type renderOptions struct {
 	templates string
 	file      string
 	observed  string
-	limits    engine.Limits
+	limits    render.Limits
 }
 
 func newRenderCommand() *cobra.Command {
@@ -86,8 +86,8 @@ func (o *renderOptions) run(stdin io.Reader, stdout, stderr io.Writer) error {
 	return nil
 }
 
-func renderOne(set *templates.Set, parent *unstructured.Unstructured, obs observedState, limits engine.Limits, stdout, stderr io.Writer) error {
-	r, err := render(set, parent, obs, limits)
+func renderOne(set *templates.Set, parent *unstructured.Unstructured, obs observedState, limits render.Limits, stdout, stderr io.Writer) error {
+	r, err := renderParent(set, parent, obs, limits)
 	if err != nil {
 		return err
 	}
@@ -113,11 +113,11 @@ type rendering struct {
 	children []*unstructured.Unstructured // as applied: with the engine's namespace, owner and labels
 }
 
-// render renders the template of parent (engine.Render, within limits)
+// renderParent renders the template of parent (render.Render, within limits)
 // with the observed state: the observations by name first, then again with
 // the live children the first rendering names, so a child that depends on
 // a resource is matched too.
-func render(set *templates.Set, parent *unstructured.Unstructured, obs observedState, limits engine.Limits) (*rendering, error) {
+func renderParent(set *templates.Set, parent *unstructured.Unstructured, obs observedState, limits render.Limits) (*rendering, error) {
 	t, ok := set.Lookup(parent.GroupVersionKind())
 	if !ok {
 		var known []string
@@ -129,9 +129,9 @@ func render(set *templates.Set, parent *unstructured.Unstructured, obs observedS
 	if parent.GetNamespace() == "" && t.CRD().Spec.Scope != "Cluster" {
 		parent.SetNamespace("default")
 	}
-	opts := engine.RenderOptions{Limits: limits, Scoper: engine.OfflineScoper{}}
+	opts := render.Options{Limits: limits, Scoper: render.OfflineScoper{}}
 	observed := maps.Clone(obs.byName)
-	out, err := engine.Render(t, parent, observed, opts)
+	out, err := render.Render(t, parent, observed, opts)
 	if err != nil {
 		return nil, err
 	}
@@ -140,7 +140,7 @@ func render(set *templates.Set, parent *unstructured.Unstructured, obs observedS
 			observed = map[string]any{}
 		}
 		maps.Copy(observed, live)
-		if out, err = engine.Render(t, parent, observed, opts); err != nil {
+		if out, err = render.Render(t, parent, observed, opts); err != nil {
 			return nil, err
 		}
 	}

@@ -24,6 +24,7 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/cuengine/engine/engine"
+	"github.com/cuengine/engine/render"
 	"github.com/cuengine/engine/templates"
 )
 
@@ -48,7 +49,7 @@ type runOptions struct {
 	requeueQPS              float64
 	resourceResync          time.Duration
 	rescanInterval          time.Duration
-	limits                  engine.Limits
+	limits                  render.Limits
 	revisionNamespace       string
 	revisionHistoryLimit    int
 	logFormat               string
@@ -278,8 +279,8 @@ func (everyReplica) NeedLeaderElection() bool { return false }
 // renders (run, diff, render, test) takes them, so that what it shows is
 // what the engine would do, and a runaway template stops each at the same
 // point with the same message.
-func addLimitFlags(f *pflag.FlagSet, l *engine.Limits) {
-	f.DurationVar(&l.EvaluationTimeout, "evaluation-timeout", engine.DefaultLimits.EvaluationTimeout, "longest evaluation of a template for one object; past it the object is Synced=False EvaluationTimeout until its spec or the template changes")
-	f.IntVar(&l.MaxChildren, "max-children", engine.DefaultLimits.MaxChildren, "most children and resources one object may render (TooManyChildren past it)")
-	f.IntVar(&l.MaxRenderedBytes, "max-rendered-bytes", engine.DefaultLimits.MaxRenderedBytes, "largest rendering of one object, as JSON bytes (RenderTooLarge past it)")
+func addLimitFlags(f *pflag.FlagSet, l *render.Limits) {
+	f.DurationVar(&l.EvaluationTimeout, "evaluation-timeout", render.DefaultLimits.EvaluationTimeout, "longest evaluation of a template for one object; past it the object is Synced=False EvaluationTimeout until its spec or the template changes")
+	f.IntVar(&l.MaxChildren, "max-children", render.DefaultLimits.MaxChildren, "most children and resources one object may render (TooManyChildren past it)")
+	f.IntVar(&l.MaxRenderedBytes, "max-rendered-bytes", render.DefaultLimits.MaxRenderedBytes, "largest rendering of one object, as JSON bytes (RenderTooLarge past it)")
 }

@@ -12,7 +12,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/cuengine/engine/engine"
+	"github.com/cuengine/engine/render"
 	"github.com/cuengine/engine/templates"
 )
 
@@ -22,7 +22,7 @@ type testOptions struct {
 	verbose   bool
 	junit     string
 	update    bool
-	limits    engine.Limits
+	limits    render.Limits
 }
 
 func newTestCommand() *cobra.Command {

@@ -77,7 +77,7 @@ func (o *testOptions) check(set *templates.Set, t *templates.Template, c testCas
 		logs = append(logs, fmt.Sprintf("warning: %s: unknown field %q dropped (not in the schema of %s), as the apiserver drops it", rel(caseParent), p, t.Path))
 	}
 	if evalErr == nil {
-		rendered, evalErr = render(set, stored, obs, o.limits)
+		rendered, evalErr = renderParent(set, stored, obs, o.limits)
 	}
 
 	var failures []string

@@ -1,4 +1,4 @@
-package engine
+package render
 
 import (
 	"k8s.io/apimachinery/pkg/api/meta"

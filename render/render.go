@@ -1,4 +1,4 @@
-package engine
+package render
 
 import (
 	"slices"
@@ -9,8 +9,8 @@ import (
 	"github.com/cuengine/engine/templates"
 )
 
-// RenderOptions are what a rendering is bound by and resolves scopes with.
-type RenderOptions struct {
+// Options are what a rendering is bound by and resolves scopes with.
+type Options struct {
 	// Limits bound the evaluation; zero fields take DefaultLimits.
 	Limits Limits
 	// Scoper tells namespaced kinds from cluster-scoped ones; nil is
@@ -26,8 +26,9 @@ type Rendered struct {
 	// engine's labels and owner reference, the policy enforced, namespaces
 	// first.
 	Children []*unstructured.Unstructured
-	// Refused are the children the policy refused, each a terminal
-	// ChildRefused error; the others are in Children.
+	// Refused are the children the policy refused, each an *Error of
+	// reason contract.ReasonChildRefused wrapping a *ChildError; the others
+	// are in Children.
 	Refused []error
 }
 
@@ -36,7 +37,11 @@ type Rendered struct {
 // --revision`, `render` and `test` all come through it, so each is bound
 // by the same limits and refuses the same children. An evaluation error or
 // a limit exceeded is an error; a refused child is not (Rendered.Refused).
-func Render(t *templates.Template, parent *unstructured.Unstructured, observed map[string]any, opts RenderOptions) (*Rendered, error) {
+// A limit exceeded is an *Error whose Reason names the limit
+// (contract.ReasonEvaluationTimeout, ReasonTooManyChildren,
+// ReasonRenderTooLarge); an evaluation error is the template's own
+// (templates.Error and the like), never an *Error.
+func Render(t *templates.Template, parent *unstructured.Unstructured, observed map[string]any, opts Options) (*Rendered, error) {
 	limits := opts.Limits.withDefaults()
 	out, err := evaluateWithin(t, templates.Input{Parent: parent, Observed: observed}, limits.EvaluationTimeout)
 	if err != nil {
@@ -53,7 +58,7 @@ func Render(t *templates.Template, parent *unstructured.Unstructured, observed m
 	for _, c := range out.Children {
 		obj, err := Desired(parent, t.Policy, scoper, c)
 		if err != nil {
-			r.Refused = append(r.Refused, terminalError(contract.ReasonChildRefused, err))
+			r.Refused = append(r.Refused, &Error{Reason: contract.ReasonChildRefused, Err: err})
 			continue
 		}
 		r.Children = append(r.Children, obj)

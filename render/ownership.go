@@ -1,4 +1,4 @@
-package engine
+package render
 
 import (
 	"encoding/json"
@@ -13,45 +13,49 @@ import (
 	"github.com/cuengine/engine/contract"
 )
 
-// inventory is the set of children recorded on a parent, by inventoryKey;
-// nil when the parent carries no inventory at all.
-type inventory map[string]bool
+// Inventory is the set of children recorded on a parent (in its
+// contract.AnnotationInventory annotation), by inventoryKey; nil when the
+// parent carries no inventory at all. It proves ownership of the children
+// that cannot carry an owner reference to the parent (IsOurs).
+type Inventory map[string]bool
 
 // inventoryKey names an object in an inventory (contract.ObjectRef).
 func inventoryKey(obj client.Object) string {
 	return contract.ObjectRef(obj.GetObjectKind().GroupVersionKind().GroupKind(), obj.GetNamespace(), obj.GetName())
 }
 
-// inventoryOf reads the parent's inventory. An annotation that does not
+// InventoryOf reads the parent's inventory. An annotation that does not
 // parse is an empty inventory: it proves nothing.
-func inventoryOf(parent *unstructured.Unstructured) inventory {
+func InventoryOf(parent *unstructured.Unstructured) Inventory {
 	raw, ok := parent.GetAnnotations()[contract.AnnotationInventory]
 	if !ok {
 		return nil
 	}
 	var keys []string
 	_ = json.Unmarshal([]byte(raw), &keys)
-	inv := make(inventory, len(keys))
+	inv := make(Inventory, len(keys))
 	for _, k := range keys {
 		inv[k] = true
 	}
 	return inv
 }
 
-func (inv inventory) encode() string {
+// Encode is the inventory as the parent's annotation stores it: a JSON
+// array of the keys, sorted.
+func (inv Inventory) Encode() string {
 	keys := append([]string{}, slices.Sorted(maps.Keys(inv))...) // [] when empty, not null
 	b, _ := json.Marshal(keys)
 	return string(b)
 }
 
-// isOurs reports whether obj is provably one of the parent's children.
+// IsOurs reports whether obj is provably one of the parent's children.
 // Labels prove nothing (anyone who may create an object may write them);
 // the proof is a controller owner reference to the parent, or, for an
 // object that cannot carry one, the parent's inventory. A parent that has
 // the engine's finalizer but no inventory yet was created by an engine that
 // kept none: its labelled objects are trusted until its first reconcile
 // records the inventory.
-func isOurs(parent *unstructured.Unstructured, obj client.Object, inv inventory) bool {
+func IsOurs(parent *unstructured.Unstructured, obj client.Object, inv Inventory) bool {
 	if ref := metav1.GetControllerOfNoCopy(obj); ref != nil {
 		return ref.UID == parent.GetUID()
 	}
@@ -61,11 +65,11 @@ func isOurs(parent *unstructured.Unstructured, obj client.Object, inv inventory)
 	return inv[inventoryKey(obj)]
 }
 
-// nextInventory is the inventory the parent must carry: every desired child
+// NextInventory is the inventory the parent must carry: every desired child
 // without an owner reference (recorded before it is created), and every
 // live one not pruned yet.
-func nextInventory(desired []*unstructured.Unstructured, live *liveChildren) inventory {
-	next := inventory{}
+func NextInventory(desired []*unstructured.Unstructured, live *LiveChildren) Inventory {
+	next := Inventory{}
 	for _, d := range desired {
 		if len(d.GetOwnerReferences()) == 0 {
 			next[inventoryKey(d)] = true

@@ -1,4 +1,4 @@
-package engine
+package render
 
 import (
 	"testing"
@@ -6,15 +6,33 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/cuengine/engine/templates"
 )
 
-// TestUnitDesiredPolicy: where a template may put children: the parent's
+const testNamespace = "ns"
+
+var tenantGVK = schema.GroupVersionKind{Group: "test.cuengine.dev", Version: "v1", Kind: "Tenant"}
+
+// testParent is a parent as the apiserver stores it: namespaced, with a
+// UID and a generation.
+func testParent(gvk schema.GroupVersionKind, name string, spec map[string]any) *unstructured.Unstructured {
+	u := &unstructured.Unstructured{Object: map[string]any{"spec": spec}}
+	u.SetGroupVersionKind(gvk)
+	u.SetNamespace(testNamespace)
+	u.SetName(name)
+	u.SetUID(types.UID("uid-" + name))
+	u.SetGeneration(1)
+	return u
+}
+
+// TestDesiredPolicy: where a template may put children: the parent's
 // namespace always, another namespace only when the policy allows all or
 // lists it, a cluster-scoped kind only with clusterScoped.
-func TestUnitDesiredPolicy(t *testing.T) {
-	parent := unitParent(unitTenant, "acme", map[string]any{})
+func TestDesiredPolicy(t *testing.T) {
+	parent := testParent(tenantGVK, "acme", map[string]any{})
 	configMap := func(ns string) templates.Child {
 		obj := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "v1", "kind": "ConfigMap", "metadata": map[string]any{"name": "c", "namespace": ns}}}
 		return templates.Child{Name: "c", Object: obj}
@@ -28,7 +46,7 @@ func TestUnitDesiredPolicy(t *testing.T) {
 		err    string
 		owned  bool
 	}{
-		{"own namespace", templates.Policy{}, unitNamespace, "", true},
+		{"own namespace", templates.Policy{}, testNamespace, "", true},
 		{"defaulted to the parent's", templates.Policy{}, "", "", true},
 		{"elsewhere without a policy", templates.Policy{}, "shared", `child c: ConfigMap "c" is in namespace "shared", not the parent's "ns"; set policy: crossNamespace: true in the template to allow it`, false},
 		{"listed", listed, "shared", "", false},

@@ -1,0 +1,42 @@
+// Package render is the one door from a compiled template and a parent to
+// the desired children: Render evaluates the template for the parent,
+// always under the Limits, and turns the template's children into the
+// objects the engine applies. The reconcile, the rollout's hold check,
+// `engine diff` (and `diff --revision`), `engine render` and `engine test`
+// all come through it, so each is bound by the same limits and refuses the
+// same children.
+//
+// It owns:
+//
+//   - Render and its Options: one evaluation (templates.Template.Evaluate)
+//     bounded by Limits.EvaluationTimeout, its result refused whole over
+//     Limits.MaxChildren or Limits.MaxRenderedBytes, each limit's reason a
+//     contract.Reason* constant; the evaluations that outlive the timeout
+//     are counted by the metric engine_evaluations_overrunning, registered
+//     in controller-runtime's metrics.Registry;
+//   - the desired children (Desired): the template's object with the
+//     namespace defaulted to the parent's, the engine's labels and
+//     annotations (contract), a controller owner reference to the parent,
+//     and the template's policy on where children may go enforced; whether
+//     a kind is namespaced comes from a Scoper (MapperScoper from the
+//     cluster's REST mapper, OfflineScoper without a cluster);
+//   - Error, the typed error of a rendering refused: a limit exceeded or
+//     a child the policy refuses (ChildError), with the Synced condition's
+//     reason. The engine classifies it terminal with that reason
+//     (engine/errors.go);
+//   - the live-children index: which listed objects are provably the
+//     parent's own (OwnedOf, IsOurs: an owner reference, or the parent's
+//     Inventory for children that cannot carry one; labels prove nothing),
+//     their content as unstructured (OwnedChildren.Read), matched to the
+//     desired children by ChildKey (KeyOf, ObjectKeyOf), and what the
+//     template sees as observed (LiveChildren.Observed: the children by
+//     local name, and the external resources' state as the parent's
+//     status.resources last recorded it).
+//
+// It does not write to the apiserver and keeps no reconcile state: it
+// reads the objects it is given and returns what to apply. Applying,
+// pruning, recording the inventory and the resources on the parent, the
+// status and its conditions, and the memory of the parents that went over
+// a limit are package engine's. It imports templates and contract, never
+// engine or providers.
+package render
