@@ -23,6 +23,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/cuengine/engine/contract"
+	"github.com/cuengine/engine/revisions"
 	"github.com/cuengine/engine/templates"
 )
 
@@ -35,12 +36,12 @@ const (
 
 // loadedRevision is a stored revision with its compiled template.
 type loadedRevision struct {
-	Revision
+	revisions.Revision
 	tpl *templates.Template
 }
 
 // rollout is a kind's revisions and the progress of the newest one, kept by
-// the leader. The ControllerRevisions are the record (revisions.go); this
+// the leader. The ControllerRevisions are the record (package revisions); this
 // is the leader's working copy, rebuilt from them and from the parents'
 // status.templateRevision when a leader starts.
 //
@@ -54,7 +55,7 @@ type loadedRevision struct {
 type rollout struct {
 	kind  rolloutKind
 	gvk   schema.GroupVersionKind
-	store *revisionStore
+	store *revisions.Store
 	// historyLimit is how many revisions prune keeps besides those in use.
 	historyLimit int
 	// hold is what the hold check evaluates with (hold.go).
@@ -68,7 +69,7 @@ type rollout struct {
 	// moving holds the parents this leader sent to the target, with when.
 	moving map[types.UID]time.Time
 	// followed is the target's phase when this replica last followed it.
-	followed Phase
+	followed revisions.Phase
 
 	// view is the published copy: never changed once stored.
 	view atomic.Pointer[rolloutView]
@@ -106,7 +107,7 @@ type rolloutView struct {
 	held string
 }
 
-func newRollout(kind rolloutKind, gvk schema.GroupVersionKind, store *revisionStore, historyLimit int, hold holdCheck) *rollout {
+func newRollout(kind rolloutKind, gvk schema.GroupVersionKind, store *revisions.Store, historyLimit int, hold holdCheck) *rollout {
 	return &rollout{kind: kind, gvk: gvk, store: store, historyLimit: historyLimit, hold: hold,
 		revs: map[string]*loadedRevision{}, moving: map[types.UID]time.Time{}, wake: make(chan struct{}, 1)}
 }
@@ -127,7 +128,7 @@ func (ro *rollout) publish() {
 	for uid := range ro.moving {
 		v.moving[uid] = true
 	}
-	if t := ro.target; t != nil && t.Phase == PhaseHeld && ro.kind.coordinates() {
+	if t := ro.target; t != nil && t.Phase == revisions.PhaseHeld && ro.kind.coordinates() {
 		v.held = fmt.Sprintf("revision %d held: %s", t.Number, t.Message)
 	}
 	ro.view.Store(v)
@@ -166,9 +167,9 @@ func (ro *rollout) templateFor(parent *unstructured.Unstructured) (*loadedRevisi
 	_, hash := contract.ParentRevision(parent)
 	cur := v.byHash[hash]
 	switch v.target.Phase {
-	case PhaseComplete:
+	case revisions.PhaseComplete:
 		return v.target, nil
-	case PhaseProgressing:
+	case revisions.PhaseProgressing:
 		if v.moving[parent.GetUID()] || cur == v.target || movedTo(parent) == v.target.Hash {
 			return v.target, nil
 		}
@@ -176,7 +177,7 @@ func (ro *rollout) templateFor(parent *unstructured.Unstructured) (*loadedRevisi
 			return v.target, nil // a new parent, once the canaries passed
 		}
 	}
-	if cur == nil || cur.Phase == PhaseRolledBack {
+	if cur == nil || cur.Phase == revisions.PhaseRolledBack {
 		return v.stable, nil
 	}
 	return cur, nil // where it is, until the rollout reaches it
@@ -200,17 +201,17 @@ func (ro *rollout) init(ctx context.Context) error {
 			return err == nil, err
 		})
 	}
-	crs, err := listRevisionObjects(ctx, ro.store.reader, ro.store.namespace, ro.store.gvk)
+	crs, err := ro.store.List(ctx)
 	if err != nil {
 		return err
 	}
 	defer ro.publish()
 	for i := range crs {
-		rev := RevisionOf(&crs[i])
+		rev := revisions.RevisionOf(&crs[i])
 		if _, ok := ro.revs[rev.Hash]; ok {
 			continue
 		}
-		t, err := ro.store.load(&crs[i])
+		t, err := ro.store.Load(&crs[i])
 		if err != nil {
 			// An old revision this engine cannot compile (written by a
 			// newer engine, say): parents on it move to the stable one.
@@ -229,7 +230,7 @@ func (ro *rollout) retarget(ctx context.Context, t *templates.Template) error {
 	if ro.target != nil && ro.target.Hash == t.Hash {
 		return nil
 	}
-	rev, first, err := ro.store.ensure(ctx, t)
+	rev, first, err := ro.store.Ensure(ctx, t)
 	if err != nil {
 		return err
 	}
@@ -241,20 +242,20 @@ func (ro *rollout) retarget(ctx context.Context, t *templates.Template) error {
 	lr.Revision = rev
 	if first {
 		// Nothing ran before it: it is complete at once.
-		lr.Phase, lr.Message = PhaseComplete, "the first revision of the kind"
+		lr.Phase, lr.Message = revisions.PhaseComplete, "the first revision of the kind"
 		lr.Wave = len(t.Rollout.Waves) - 1
-		if err := ro.store.record(ctx, lr.Revision); err != nil {
+		if err := ro.store.Record(ctx, lr.Revision); err != nil {
 			return err
 		}
 	}
 	// Any other revision still on its way (the previous target, or one a
 	// previous leader was rolling out when the files changed) is over.
 	for _, old := range ro.revs {
-		if old == lr || (old.Phase != PhasePending && old.Phase != PhaseHeld && old.Phase != PhaseProgressing) {
+		if old == lr || (old.Phase != revisions.PhasePending && old.Phase != revisions.PhaseHeld && old.Phase != revisions.PhaseProgressing) {
 			continue
 		}
-		old.Phase, old.Message = PhaseSuperseded, fmt.Sprintf("superseded by revision %d", lr.Number)
-		if err := ro.store.record(ctx, old.Revision); err != nil {
+		old.Phase, old.Message = revisions.PhaseSuperseded, fmt.Sprintf("superseded by revision %d", lr.Number)
+		if err := ro.store.Record(ctx, old.Revision); err != nil {
 			return err
 		}
 	}
@@ -270,7 +271,7 @@ func (ro *rollout) retarget(ctx context.Context, t *templates.Template) error {
 func (ro *rollout) restable() {
 	ro.stable = nil
 	for _, r := range ro.revs {
-		if r.Phase == PhaseComplete && (ro.stable == nil || r.Number > ro.stable.Number) {
+		if r.Phase == revisions.PhaseComplete && (ro.stable == nil || r.Number > ro.stable.Number) {
 			ro.stable = r
 		}
 	}
@@ -296,7 +297,7 @@ func (ro *rollout) prune(ctx context.Context) {
 			pinned[n] = true
 		}
 	}
-	err = ro.store.prune(ctx, ro.historyLimit, func(r Revision) bool { return used[r.Hash] || pinned[r.Number] })
+	err = ro.store.Prune(ctx, ro.historyLimit, func(r revisions.Revision) bool { return used[r.Hash] || pinned[r.Number] })
 	if err != nil {
 		log.FromContext(ctx).Error(err, "pruning old revisions")
 	}
@@ -344,9 +345,9 @@ func (ro *rollout) step(ctx context.Context) (time.Duration, error) {
 		return 0, err
 	}
 	switch ro.target.Phase {
-	case PhasePending:
+	case revisions.PhasePending:
 		return rolloutTickActive, ro.start(ctx, parents)
-	case PhaseHeld:
+	case revisions.PhaseHeld:
 		if ro.target.Undo {
 			// Rejected before any object ran it: nothing to move back.
 			return rolloutTickIdle, ro.rollBack(ctx, parents, "undone while held (engine rollout undo): no object ran it", contract.AnnotationRolloutUndo)
@@ -354,9 +355,9 @@ func (ro *rollout) step(ctx context.Context) (time.Duration, error) {
 		if ro.target.Approved {
 			return rolloutTickActive, ro.begin(ctx, parents, contract.AnnotationRolloutApproved)
 		}
-	case PhaseProgressing:
+	case revisions.PhaseProgressing:
 		return rolloutTickActive, ro.progress(ctx, parents)
-	case PhaseComplete:
+	case revisions.PhaseComplete:
 		if ro.target.Undo {
 			return rolloutTickActive, ro.rollBack(ctx, parents, "undone (engine rollout undo)", contract.AnnotationRolloutUndo)
 		}
@@ -368,11 +369,11 @@ func (ro *rollout) step(ctx context.Context) (time.Duration, error) {
 // at) now, the cases of step that need the fleet.
 func (ro *rollout) moves() bool {
 	switch t := ro.target; t.Phase {
-	case PhasePending, PhaseProgressing:
+	case revisions.PhasePending, revisions.PhaseProgressing:
 		return true
-	case PhaseHeld:
+	case revisions.PhaseHeld:
 		return t.Undo || t.Approved
-	case PhaseComplete:
+	case revisions.PhaseComplete:
 		return t.Undo
 	}
 	return false
@@ -382,11 +383,11 @@ func (ro *rollout) moves() bool {
 // target's ControllerRevision.
 func (ro *rollout) refresh(ctx context.Context) error {
 	cr := &appsv1.ControllerRevision{}
-	key := types.NamespacedName{Namespace: ro.store.namespace, Name: ro.target.Name}
-	if err := ro.store.reader.Get(ctx, key, cr); err != nil {
+	key := types.NamespacedName{Namespace: ro.store.Namespace, Name: ro.target.Name}
+	if err := ro.store.Reader.Get(ctx, key, cr); err != nil {
 		return fmt.Errorf("reading revision %d of %s: %w", ro.target.Number, contract.KindString(ro.gvk), err)
 	}
-	stored := RevisionOf(cr)
+	stored := revisions.RevisionOf(cr)
 	ro.target.Paused, ro.target.Approved, ro.target.Undo = stored.Paused, stored.Approved, stored.Undo
 	return nil
 }
@@ -403,12 +404,12 @@ func (ro *rollout) start(ctx context.Context, parents []unstructured.Unstructure
 			return err
 		}
 		if held.Deletes > 0 {
-			ro.target.Phase = PhaseHeld
+			ro.target.Phase = revisions.PhaseHeld
 			ro.target.Message = held.Error()
 			ro.target.HeldDeletes = held.Deletes
 			ro.event(corev1.EventTypeWarning, "RevisionHeld", "%s", ro.target.Message)
-			metricRollouts.WithLabelValues(contract.KindString(ro.gvk), string(PhaseHeld)).Inc()
-			return ro.store.record(ctx, ro.target.Revision)
+			metricRollouts.WithLabelValues(contract.KindString(ro.gvk), string(revisions.PhaseHeld)).Inc()
+			return ro.store.Record(ctx, ro.target.Revision)
 		}
 	}
 	return ro.begin(ctx, parents)
@@ -419,12 +420,12 @@ func (ro *rollout) begin(ctx context.Context, parents []unstructured.Unstructure
 	if ro.target.tpl.Rollout.Strategy == templates.RolloutImmediate {
 		return ro.complete(ctx, "rolled out to every object at once (strategy Immediate)", done...)
 	}
-	ro.target.Phase, ro.target.Wave = PhaseProgressing, 0
+	ro.target.Phase, ro.target.Wave = revisions.PhaseProgressing, 0
 	ro.target.Message = fmt.Sprintf("wave 1 of %d", len(ro.target.tpl.Rollout.Waves))
-	if err := ro.store.record(ctx, ro.target.Revision, done...); err != nil {
+	if err := ro.store.Record(ctx, ro.target.Revision, done...); err != nil {
 		return err
 	}
-	metricRollouts.WithLabelValues(contract.KindString(ro.gvk), string(PhaseProgressing)).Inc()
+	metricRollouts.WithLabelValues(contract.KindString(ro.gvk), string(revisions.PhaseProgressing)).Inc()
 	return ro.progress(ctx, parents)
 }
 
@@ -472,7 +473,7 @@ func (ro *rollout) progress(ctx context.Context, parents []unstructured.Unstruct
 	}
 	if ro.target.Message != msg {
 		ro.target.Message = msg
-		if err := ro.store.record(ctx, ro.target.Revision); err != nil {
+		if err := ro.store.Record(ctx, ro.target.Revision); err != nil {
 			return err
 		}
 	}
@@ -514,7 +515,7 @@ func (ro *rollout) progress(ctx context.Context, parents []unstructured.Unstruct
 	}
 	ro.target.Wave++
 	ro.target.Message = fmt.Sprintf("wave %d of %d", ro.target.Wave+1, len(policy.Waves))
-	if err := ro.store.record(ctx, ro.target.Revision); err != nil {
+	if err := ro.store.Record(ctx, ro.target.Revision); err != nil {
 		return err
 	}
 	return ro.progress(ctx, parents) // the next wave's parents, at once
@@ -522,14 +523,14 @@ func (ro *rollout) progress(ctx context.Context, parents []unstructured.Unstruct
 
 // complete makes the target the stable revision and moves every parent.
 func (ro *rollout) complete(ctx context.Context, msg string, done ...string) error {
-	ro.target.Phase, ro.target.Message = PhaseComplete, msg
+	ro.target.Phase, ro.target.Message = revisions.PhaseComplete, msg
 	ro.target.Wave = len(ro.target.tpl.Rollout.Waves) - 1
-	if err := ro.store.record(ctx, ro.target.Revision, done...); err != nil {
+	if err := ro.store.Record(ctx, ro.target.Revision, done...); err != nil {
 		return err
 	}
 	ro.restable()
 	clear(ro.moving)
-	metricRollouts.WithLabelValues(contract.KindString(ro.gvk), string(PhaseComplete)).Inc()
+	metricRollouts.WithLabelValues(contract.KindString(ro.gvk), string(revisions.PhaseComplete)).Inc()
 	ro.publish()
 	go ro.kind.requeueAll(ctx)
 	return nil
@@ -538,9 +539,9 @@ func (ro *rollout) complete(ctx context.Context, msg string, done ...string) err
 // rollBack returns every parent on the target to the stable revision; the
 // target is not tried again.
 func (ro *rollout) rollBack(ctx context.Context, parents []unstructured.Unstructured, why string, done ...string) error {
-	ro.target.Phase = PhaseRolledBack
+	ro.target.Phase = revisions.PhaseRolledBack
 	ro.target.Message = why
-	if err := ro.store.record(ctx, ro.target.Revision, done...); err != nil {
+	if err := ro.store.Record(ctx, ro.target.Revision, done...); err != nil {
 		return err
 	}
 	ro.restable()
@@ -557,7 +558,7 @@ func (ro *rollout) rollBack(ctx context.Context, parents []unstructured.Unstruct
 		}
 	}
 	ro.event(corev1.EventTypeWarning, "RevisionRolledBack", "revision %d rolled back to revision %d: %s", ro.target.Number, ro.stable.Number, why)
-	metricRollouts.WithLabelValues(contract.KindString(ro.gvk), string(PhaseRolledBack)).Inc()
+	metricRollouts.WithLabelValues(contract.KindString(ro.gvk), string(revisions.PhaseRolledBack)).Inc()
 	if ro.kind.sharded() {
 		// The shards see the phase and requeue their parents (follow).
 		clear(ro.moving)
@@ -583,7 +584,7 @@ func (ro *rollout) rollBack(ctx context.Context, parents []unstructured.Unstruct
 
 // event records an event on the target's ControllerRevision.
 func (ro *rollout) event(kind, reason, format string, args ...any) {
-	cr := &appsv1.ControllerRevision{ObjectMeta: metav1.ObjectMeta{Name: ro.target.Name, Namespace: ro.store.namespace}}
+	cr := &appsv1.ControllerRevision{ObjectMeta: metav1.ObjectMeta{Name: ro.target.Name, Namespace: ro.store.Namespace}}
 	cr.SetGroupVersionKind(appsv1.SchemeGroupVersion.WithKind("ControllerRevision"))
 	ro.kind.event(cr, kind, reason, format, args...)
 }

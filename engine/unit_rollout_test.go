@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/cuengine/engine/contract"
+	"github.com/cuengine/engine/revisions"
 	"github.com/cuengine/engine/templates"
 )
 
@@ -36,9 +37,9 @@ func rolloutParent(name, hash string, synced, ready metav1.ConditionStatus) *uns
 
 // testRollout is a rollout with revisions 1 (complete) and 2 (the target,
 // in the given phase and wave), without a cluster.
-func testRollout(phase Phase, wave int) *rollout {
-	one := &loadedRevision{Revision: Revision{Number: 1, Hash: "h1", Phase: PhaseComplete}, tpl: &templates.Template{Path: "v1"}}
-	two := &loadedRevision{Revision: Revision{Number: 2, Hash: "h2", Phase: phase, Wave: wave}, tpl: &templates.Template{Path: "v2"}}
+func testRollout(phase revisions.Phase, wave int) *rollout {
+	one := &loadedRevision{Revision: revisions.Revision{Number: 1, Hash: "h1", Phase: revisions.PhaseComplete}, tpl: &templates.Template{Path: "v1"}}
+	two := &loadedRevision{Revision: revisions.Revision{Number: 2, Hash: "h2", Phase: phase, Wave: wave}, tpl: &templates.Template{Path: "v2"}}
 	ro := newRollout(&fakeKind{}, schema.GroupVersionKind{Kind: "Test"}, nil, 10, holdCheck{})
 	ro.revs = map[string]*loadedRevision{"h1": one, "h2": two}
 	ro.target = two
@@ -57,23 +58,23 @@ func TestUnitTemplateFor(t *testing.T) {
 	pinned.SetAnnotations(map[string]string{contract.AnnotationTemplateRevision: "1"})
 	for _, tt := range []struct {
 		name   string
-		phase  Phase
+		phase  revisions.Phase
 		wave   int
 		moved  bool
 		parent *unstructured.Unstructured
 		want   int64
 	}{
-		{"complete: everyone on the target", PhaseComplete, 2, false, on1, 2},
-		{"progressing: a parent not moved stays", PhaseProgressing, 0, false, on1, 1},
-		{"progressing: a moved parent goes", PhaseProgressing, 0, true, on1, 2},
-		{"progressing: a parent on the target stays there", PhaseProgressing, 0, false, on2, 2},
-		{"progressing, first wave: a new parent gets the stable one", PhaseProgressing, 0, false, fresh, 1},
-		{"progressing, past the first wave: a new parent gets the target", PhaseProgressing, 1, false, fresh, 2},
-		{"held: a new parent gets the stable one", PhaseHeld, 0, false, fresh, 1},
-		{"held: nobody moves", PhaseHeld, 0, false, on1, 1},
-		{"pending: a parent already on its content stays", PhasePending, 0, false, on2, 2},
-		{"rolled back: back to the stable one", PhaseRolledBack, 0, false, on2, 1},
-		{"pinned: whatever the rollout", PhaseComplete, 2, false, pinned, 1},
+		{"complete: everyone on the target", revisions.PhaseComplete, 2, false, on1, 2},
+		{"progressing: a parent not moved stays", revisions.PhaseProgressing, 0, false, on1, 1},
+		{"progressing: a moved parent goes", revisions.PhaseProgressing, 0, true, on1, 2},
+		{"progressing: a parent on the target stays there", revisions.PhaseProgressing, 0, false, on2, 2},
+		{"progressing, first wave: a new parent gets the stable one", revisions.PhaseProgressing, 0, false, fresh, 1},
+		{"progressing, past the first wave: a new parent gets the target", revisions.PhaseProgressing, 1, false, fresh, 2},
+		{"held: a new parent gets the stable one", revisions.PhaseHeld, 0, false, fresh, 1},
+		{"held: nobody moves", revisions.PhaseHeld, 0, false, on1, 1},
+		{"pending: a parent already on its content stays", revisions.PhasePending, 0, false, on2, 2},
+		{"rolled back: back to the stable one", revisions.PhaseRolledBack, 0, false, on2, 1},
+		{"pinned: whatever the rollout", revisions.PhaseComplete, 2, false, pinned, 1},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			ro := testRollout(tt.phase, tt.wave)
@@ -90,7 +91,7 @@ func TestUnitTemplateFor(t *testing.T) {
 	t.Run("pinned to a revision that is not stored", func(t *testing.T) {
 		p := on1.DeepCopy()
 		p.SetAnnotations(map[string]string{contract.AnnotationTemplateRevision: "7"})
-		_, err := testRollout(PhaseComplete, 0).templateFor(p)
+		_, err := testRollout(revisions.PhaseComplete, 0).templateFor(p)
 		require.Error(t, err)
 		assert.Contains(t, err.Error(), "pinned (engine.cuengine.dev/template-revision) to revision 7, which is not stored")
 		_, reason, _ := classify(err, 0)
@@ -99,7 +100,7 @@ func TestUnitTemplateFor(t *testing.T) {
 	t.Run("pinned to something that is not a number", func(t *testing.T) {
 		p := on1.DeepCopy()
 		p.SetAnnotations(map[string]string{contract.AnnotationTemplateRevision: "latest"})
-		_, err := testRollout(PhaseComplete, 0).templateFor(p)
+		_, err := testRollout(revisions.PhaseComplete, 0).templateFor(p)
 		assert.ErrorContains(t, err, `annotation engine.cuengine.dev/template-revision="latest" is not a revision number`)
 	})
 }
@@ -168,19 +169,19 @@ func TestUnitHealthGates(t *testing.T) {
 // sharding, from the apiserver) only in the phases that move some.
 func TestUnitRolloutIdleListsNoFleet(t *testing.T) {
 	for _, tc := range []struct {
-		rev  Revision
+		rev  revisions.Revision
 		want bool
 	}{
-		{Revision{Phase: PhasePending}, true},
-		{Revision{Phase: PhaseProgressing}, true},
-		{Revision{Phase: PhaseProgressing, Paused: true}, true},
-		{Revision{Phase: PhaseHeld}, false},
-		{Revision{Phase: PhaseHeld, Approved: true}, true},
-		{Revision{Phase: PhaseHeld, Undo: true}, true},
-		{Revision{Phase: PhaseComplete}, false},
-		{Revision{Phase: PhaseComplete, Undo: true}, true},
-		{Revision{Phase: PhaseRolledBack}, false},
-		{Revision{Phase: PhaseSuperseded}, false},
+		{revisions.Revision{Phase: revisions.PhasePending}, true},
+		{revisions.Revision{Phase: revisions.PhaseProgressing}, true},
+		{revisions.Revision{Phase: revisions.PhaseProgressing, Paused: true}, true},
+		{revisions.Revision{Phase: revisions.PhaseHeld}, false},
+		{revisions.Revision{Phase: revisions.PhaseHeld, Approved: true}, true},
+		{revisions.Revision{Phase: revisions.PhaseHeld, Undo: true}, true},
+		{revisions.Revision{Phase: revisions.PhaseComplete}, false},
+		{revisions.Revision{Phase: revisions.PhaseComplete, Undo: true}, true},
+		{revisions.Revision{Phase: revisions.PhaseRolledBack}, false},
+		{revisions.Revision{Phase: revisions.PhaseSuperseded}, false},
 	} {
 		ro := &rollout{target: &loadedRevision{Revision: tc.rev}}
 		assert.Equal(t, tc.want, ro.moves(), "%+v", tc.rev)

@@ -15,7 +15,7 @@ import (
 	"k8s.io/client-go/discovery"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/cuengine/engine/engine"
+	"github.com/cuengine/engine/revisions"
 )
 
 // rolloutOptions are the flags of `engine rollout`.
@@ -139,13 +139,13 @@ func (s *rolloutSession) parents(ctx context.Context) ([]unstructured.Unstructur
 
 // wavesOf returns how many waves a revision's rollout policy has, read from
 // the template it stores; 0 when this engine cannot compile it.
-func (s *rolloutSession) wavesOf(rev engine.Revision) int {
+func (s *rolloutSession) wavesOf(rev revisions.Revision) int {
 	if n, ok := s.waves[rev.Name]; ok {
 		return n
 	}
 	n := 0
 	if cr := s.revs.objects[rev.Name]; cr != nil {
-		if t, err := engine.LoadRevision(cr, s.gvk); err == nil {
+		if t, err := revisions.LoadRevision(cr, s.gvk); err == nil {
 			n = len(t.Rollout.Waves)
 		}
 	}
@@ -195,7 +195,7 @@ func (o *rolloutOptions) resume(ctx context.Context, w io.Writer, s *rolloutSess
 	if err := s.send(ctx, w, req); err != nil {
 		return err
 	}
-	return o.waitFor(ctx, w, s, engine.PhaseComplete, engine.PhaseRolledBack, engine.PhaseSuperseded)
+	return o.waitFor(ctx, w, s, revisions.PhaseComplete, revisions.PhaseRolledBack, revisions.PhaseSuperseded)
 }
 
 func (o *rolloutOptions) undo(ctx context.Context, w io.Writer, s *rolloutSession) error {
@@ -207,7 +207,7 @@ func (o *rolloutOptions) undo(ctx context.Context, w io.Writer, s *rolloutSessio
 		return err
 	}
 	// A complete revision stays Complete until the engine sees the request.
-	return o.waitFor(ctx, w, s, engine.PhaseRolledBack, engine.PhaseSuperseded)
+	return o.waitFor(ctx, w, s, revisions.PhaseRolledBack, revisions.PhaseSuperseded)
 }
 
 // send writes a request into the target's annotations, with a merge patch

@@ -27,6 +27,7 @@ import (
 	"github.com/cuengine/engine/contract"
 	"github.com/cuengine/engine/engine"
 	"github.com/cuengine/engine/internal/localcluster"
+	"github.com/cuengine/engine/revisions"
 	"github.com/cuengine/engine/templates"
 )
 
@@ -67,8 +68,8 @@ func startRolloutCluster(t *testing.T, crd *apiextensionsv1.CustomResourceDefini
 	return &rolloutCluster{c: c, kubeconfig: cluster.Kubeconfig}
 }
 
-// record stores a revision of tpl as the engine does (engine/revisions.go).
-func (rc *rolloutCluster) record(t *testing.T, ns string, tpl *templates.Template, number int64, phase engine.Phase, wave int, message string) *appsv1.ControllerRevision {
+// record stores a revision of tpl as the engine does (package revisions).
+func (rc *rolloutCluster) record(t *testing.T, ns string, tpl *templates.Template, number int64, phase revisions.Phase, wave int, message string) *appsv1.ControllerRevision {
 	t.Helper()
 	return rc.store(t, tpl, storedRevision(ns, tpl.GVK, number, tpl.Hash, phase, wave, message, time.Time{}))
 }
@@ -77,7 +78,7 @@ func (rc *rolloutCluster) record(t *testing.T, ns string, tpl *templates.Templat
 // children, as the engine records it.
 func (rc *rolloutCluster) recordHeld(t *testing.T, ns string, tpl *templates.Template, number int64, held *engine.HoldError) *appsv1.ControllerRevision {
 	t.Helper()
-	cr := storedRevision(ns, tpl.GVK, number, tpl.Hash, engine.PhaseHeld, 0, held.Error(), time.Time{})
+	cr := storedRevision(ns, tpl.GVK, number, tpl.Hash, revisions.PhaseHeld, 0, held.Error(), time.Time{})
 	cr.Annotations[contract.AnnotationRolloutHeldDeletes] = strconv.Itoa(held.Deletes)
 	return rc.store(t, tpl, cr)
 }
@@ -119,7 +120,7 @@ func (rc *rolloutCluster) annotations(t *testing.T, cr *appsv1.ControllerRevisio
 
 // act plays the engine: it records a revision's rollout state and clears
 // the users' requests it acted on.
-func (rc *rolloutCluster) act(t *testing.T, cr *appsv1.ControllerRevision, phase engine.Phase, wave int, message string, clear ...string) {
+func (rc *rolloutCluster) act(t *testing.T, cr *appsv1.ControllerRevision, phase revisions.Phase, wave int, message string, clear ...string) {
 	t.Helper()
 	patch := map[string]any{
 		contract.AnnotationRolloutPhase:   string(phase),
@@ -147,9 +148,9 @@ func TestRolloutOnCluster(t *testing.T) {
 	}
 	hashes := strings.NewReplacer(v1.Hash, "<v1>", v2.Hash, "<v2>", v3.Hash, "<v3>", v4.Hash, "<v4>")
 
-	rc.record(t, "engine-system", v1, 1, engine.PhaseComplete, 0, "the first revision of the kind")
-	rc.record(t, "engine-system", v2, 2, engine.PhaseComplete, 2, "rolled out in 3 waves")
-	r3 := rc.record(t, "engine-system", v3, 3, engine.PhaseProgressing, 1, "wave 2 of 3")
+	rc.record(t, "engine-system", v1, 1, revisions.PhaseComplete, 0, "the first revision of the kind")
+	rc.record(t, "engine-system", v2, 2, revisions.PhaseComplete, 2, "rolled out in 3 waves")
+	r3 := rc.record(t, "engine-system", v3, 3, revisions.PhaseProgressing, 1, "wave 2 of 3")
 	rc.parent(t, "a", 2, v2.Hash, true, "")
 	rc.parent(t, "b", 2, v2.Hash, false, "")
 	rc.parent(t, "c", 3, v3.Hash, true, "")
@@ -224,7 +225,7 @@ $`), hashes.Replace(out))
 		assert.Equal(t, "revision 3 of MyKind.webapp.my.domain undone: the engine returns its objects to revision 2\n", out)
 		assert.Equal(t, "true", rc.annotations(t, r3)[contract.AnnotationRolloutUndo])
 
-		rc.act(t, r3, engine.PhaseRolledBack, 1, "undone (engine rollout undo)", contract.AnnotationRolloutUndo)
+		rc.act(t, r3, revisions.PhaseRolledBack, 1, "undone (engine rollout undo)", contract.AnnotationRolloutUndo)
 		_, errOut, code = rollout("undo", "mk")
 		assert.Equal(t, 1, code)
 		assert.Equal(t, "revision 3 of MyKind.webapp.my.domain is already rolled back: undone (engine rollout undo)", errOut)
@@ -247,7 +248,7 @@ $`), hashes.Replace(out))
 		// The engine sees the approval, rolls the revision out, and clears it.
 		out, errOut, code = waitedFor(t, rolloutArgs("resume", "mk", "--wait", "1m"), func(func() string) {
 			eventually(t, func() bool { return rc.annotations(t, r4)[contract.AnnotationRolloutApproved] == "true" })
-			rc.act(t, r4, engine.PhaseComplete, 2, "rolled out in 3 waves", contract.AnnotationRolloutApproved)
+			rc.act(t, r4, revisions.PhaseComplete, 2, "rolled out in 3 waves", contract.AnnotationRolloutApproved)
 		})
 		require.Equal(t, 0, code, errOut)
 		lines := strings.Split(strings.TrimSpace(out), "\n")
@@ -260,7 +261,7 @@ $`), hashes.Replace(out))
 		out, errOut, code := waitedFor(t, rolloutArgs("undo", "mk", "--wait", "1m"), func(printed func() string) {
 			eventually(t, func() bool { return rc.annotations(t, r4)[contract.AnnotationRolloutUndo] == "true" })
 			eventually(t, func() bool { return strings.Contains(printed(), "revision 4: Complete") })
-			rc.act(t, r4, engine.PhaseRolledBack, 2, "undone (engine rollout undo)", contract.AnnotationRolloutUndo)
+			rc.act(t, r4, revisions.PhaseRolledBack, 2, "undone (engine rollout undo)", contract.AnnotationRolloutUndo)
 		})
 		require.Equal(t, 0, code, errOut)
 		assert.Equal(t, `revision 4 of MyKind.webapp.my.domain undone: the engine returns its objects to revision 2
@@ -282,7 +283,7 @@ revision 4: RolledBack, wave 3/3: undone (engine rollout undo)
 		assert.Equal(t, 1, code)
 		assert.Equal(t, `unknown output format "yaml": use -o json, or no -o for a table`, errOut)
 
-		rc.record(t, "default", v1, 1, engine.PhaseComplete, 0, "the first revision of the kind")
+		rc.record(t, "default", v1, 1, revisions.PhaseComplete, 0, "the first revision of the kind")
 		_, errOut, code = rollout("status", "mk")
 		assert.Equal(t, 1, code)
 		assert.Equal(t, "revisions of MyKind.webapp.my.domain are in several namespaces (default, engine-system): choose the engine's with --revision-namespace", errOut)

@@ -16,7 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/duration"
 
 	"github.com/cuengine/engine/contract"
-	"github.com/cuengine/engine/engine"
+	"github.com/cuengine/engine/revisions"
 )
 
 // phasePaused is how status shows a Progressing revision that a user
@@ -65,11 +65,11 @@ type fleetStatus struct {
 // or are pinned to it. The rows are the revisions in use and the target,
 // by number. waves returns the number of waves of a revision's rollout
 // policy (0 when unknown).
-func fleetOf(kr *kindRevisions, parents []unstructured.Unstructured, waves func(engine.Revision) int) fleetStatus {
+func fleetOf(kr *kindRevisions, parents []unstructured.Unstructured, waves func(revisions.Revision) int) fleetStatus {
 	st := fleetStatus{Kind: kr.Kind, RevisionNamespace: kr.Namespace, Objects: len(parents)}
 	rows := map[string]*fleetRevision{}
 	byNumber := map[int64]*fleetRevision{}
-	row := func(rev engine.Revision) *fleetRevision {
+	row := func(rev revisions.Revision) *fleetRevision {
 		if r := rows[rev.Hash]; r != nil {
 			return r
 		}
@@ -79,8 +79,8 @@ func fleetOf(kr *kindRevisions, parents []unstructured.Unstructured, waves func(
 		byNumber[rev.Number] = r
 		return r
 	}
-	stored := map[string]engine.Revision{}
-	storedNumbers := map[int64]engine.Revision{}
+	stored := map[string]revisions.Revision{}
+	storedNumbers := map[int64]revisions.Revision{}
 	for _, rev := range kr.Revisions {
 		stored[rev.Hash] = rev
 		storedNumbers[rev.Number] = rev
@@ -108,7 +108,7 @@ func fleetOf(kr *kindRevisions, parents []unstructured.Unstructured, waves func(
 		}
 		rev, ok := stored[hash]
 		if !ok {
-			rev = engine.Revision{Number: number, Hash: hash}
+			rev = revisions.Revision{Number: number, Hash: hash}
 		}
 		r := row(rev)
 		if !ok {
@@ -130,8 +130,8 @@ func fleetOf(kr *kindRevisions, parents []unstructured.Unstructured, waves func(
 }
 
 // displayPhase is a revision's phase as status shows it.
-func displayPhase(rev engine.Revision) string {
-	if rev.Phase == engine.PhaseProgressing && rev.Paused {
+func displayPhase(rev revisions.Revision) string {
+	if rev.Phase == revisions.PhaseProgressing && rev.Paused {
 		return phasePaused
 	}
 	return string(rev.Phase)
@@ -141,9 +141,9 @@ func displayPhase(rev engine.Revision) string {
 // many its policy has, once it has started: 0, 0 before, or when waves
 // cannot tell. A complete revision is at its last wave (the engine records
 // the first revision of a kind as complete at wave 0).
-func waveOf(rev engine.Revision, waves func(engine.Revision) int) (wave, of int) {
+func waveOf(rev revisions.Revision, waves func(revisions.Revision) int) (wave, of int) {
 	switch rev.Phase {
-	case engine.PhaseProgressing, engine.PhaseComplete, engine.PhaseRolledBack:
+	case revisions.PhaseProgressing, revisions.PhaseComplete, revisions.PhaseRolledBack:
 	default:
 		return 0, 0
 	}
@@ -151,7 +151,7 @@ func waveOf(rev engine.Revision, waves func(engine.Revision) int) (wave, of int)
 	if n == 0 {
 		return 0, 0
 	}
-	if rev.Phase == engine.PhaseComplete {
+	if rev.Phase == revisions.PhaseComplete {
 		return n, n
 	}
 	return min(rev.Wave+1, n), n
@@ -188,11 +188,11 @@ func printStatus(w io.Writer, st fleetStatus, cmdKind string) {
 	}
 	t := st.Target
 	switch t.Phase {
-	case string(engine.PhaseHeld):
+	case string(revisions.PhaseHeld):
 		fmt.Fprintf(w, "revision %d (*) is held: %s\n`engine rollout resume %s` confirms it\n", t.Number, t.Message, cmdKind)
 	case phasePaused:
 		fmt.Fprintf(w, "revision %d (*) is paused at wave %s: `engine rollout resume %s` continues it\n", t.Number, waveString(t), cmdKind)
-	case string(engine.PhaseRolledBack):
+	case string(revisions.PhaseRolledBack):
 		fmt.Fprintf(w, "revision %d (*) was rolled back: %s\n", t.Number, t.Message)
 	default:
 		fmt.Fprintf(w, "revision %d (*) is %s: %s\n", t.Number, t.Phase, cmp.Or(t.Message, "the engine has not looked at it yet"))
