@@ -430,7 +430,8 @@ func (ro *rollout) begin(ctx context.Context, parents []unstructured.Unstructure
 }
 
 // progress moves the parents of the current wave, checks their health, and
-// starts the next wave once every parent moved so far is Ready.
+// starts the next wave once every parent moved so far is healthy on the
+// target (revisions.ReadyOn).
 func (ro *rollout) progress(ctx context.Context, parents []unstructured.Unstructured) error {
 	policy := ro.target.tpl.Rollout
 	if ro.target.Undo {
@@ -464,7 +465,7 @@ func (ro *rollout) progress(ctx context.Context, parents []unstructured.Unstruct
 	if ro.target.Paused {
 		ready := 0
 		for _, p := range moved {
-			if readyOn(p, ro.target.Hash) {
+			if revisions.ReadyOn(p, ro.target.Hash) {
 				ready++
 			}
 		}
@@ -506,7 +507,7 @@ func (ro *rollout) progress(ctx context.Context, parents []unstructured.Unstruct
 		return nil
 	}
 	for _, p := range moved {
-		if !readyOn(p, ro.target.Hash) {
+		if !revisions.ReadyOn(p, ro.target.Hash) {
 			return nil
 		}
 	}
@@ -654,26 +655,16 @@ func uidOrder(uid types.UID) string {
 	return fmt.Sprintf("%016x", h.Sum64())
 }
 
-// readyOn reports a parent that runs revision hash, reconciled at its
-// current generation, Synced and Ready.
-func readyOn(p *unstructured.Unstructured, hash string) bool {
-	_, h := contract.ParentRevision(p)
-	if h != hash || !contract.GenerationObserved(p) {
-		return false
-	}
-	return contract.ConditionIs(p, contract.ConditionSynced, metav1.ConditionTrue) && contract.ConditionIs(p, contract.ConditionReady, metav1.ConditionTrue)
-}
-
 // failedOn says why a parent moved to revision hash at since has failed
 // its health gate, or returns "": Synced=False on the revision, or not
-// Ready within the deadline.
+// healthy on it (revisions.ReadyOn) within the deadline.
 func failedOn(p *unstructured.Unstructured, hash string, since, now time.Time, deadline time.Duration) string {
 	_, h := contract.ParentRevision(p)
 	if h == hash && contract.GenerationObserved(p) {
 		if c := contract.FindCondition(p, contract.ConditionSynced); c != nil && c.Status == metav1.ConditionFalse {
 			return fmt.Sprintf("Synced=False %s: %s", c.Reason, c.Message)
 		}
-		if readyOn(p, hash) {
+		if revisions.ReadyOn(p, hash) {
 			return ""
 		}
 	}

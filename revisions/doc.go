@@ -14,7 +14,9 @@
 //     rollout's state into its annotations, pruning old ones; and reading
 //     them back (ListRevisions, RevisionOf, LoadRevision);
 //   - the vocabulary the engine writes there and the command line reads:
-//     Revision, and the phases of a rollout (Phase).
+//     Revision, and the phases of a rollout (Phase);
+//   - the one rule for a parent healthy on a revision (ReadyOn), which the
+//     rollout's health gates apply and `engine rollout status` counts.
 //
 // It does not own moving parents from one revision to another: that is the
 // rollout coordinator's (package engine, rollout.go), which decides the

@@ -64,7 +64,8 @@ the target.`,
 	status := kindArg("status", "Per revision, how many objects run it and are Ready, and where the rollout stands", `Status prints one row per revision that objects of the kind run, and the target
 (marked *): its phase (Pending, Held, Progressing, Paused, Complete,
 RolledBack, Superseded), the wave in progress, the objects on it, how many of
-them are Ready at their current generation, and how many are pinned to it
+them are Ready on it as the rollout's health gates count them (reconciled at
+their current generation, Synced and Ready), and how many are pinned to it
 (annotation engine.cuengine.dev/template-revision). Then why the target is
 where it is: what a held revision would delete, why one rolled back.`, o.status)
 	status.Flags().StringVarP(&o.output, "output", "o", "", `output format: "" (a table) or json`)

@@ -88,6 +88,15 @@ func parentStatus(number int64, hash string, ready, stale bool) map[string]any {
 	return st
 }
 
+// unsynced is an object whose Synced condition is False (its last apply
+// failed) while its Ready is as it was: not healthy on its revision
+// (revisions.ReadyOn), so not counted Ready.
+func unsynced(u unstructured.Unstructured) unstructured.Unstructured {
+	synced := u.Object["status"].(map[string]any)["conditions"].([]any)[0].(map[string]any)
+	synced["status"], synced["reason"], synced["message"] = "False", "ApplyFailed", "admission webhook denied the request"
+	return u
+}
+
 func TestUnitRolloutResolveKind(t *testing.T) {
 	resources := []*metav1.APIResourceList{
 		{GroupVersion: "webapp.my.domain/v1", APIResources: []metav1.APIResource{
@@ -202,8 +211,8 @@ func fleetFixture(t *testing.T, targetPhase revisions.Phase, requests ...string)
 func fleetParents() []unstructured.Unstructured {
 	return []unstructured.Unstructured{
 		myKind("a", 2, "bbbbbbbbbbbb", true, false, ""),
-		myKind("b", 2, "bbbbbbbbbbbb", true, false, ""),
-		myKind("c", 2, "bbbbbbbbbbbb", true, true, ""), // Ready, but for an older generation
+		unsynced(myKind("b", 2, "bbbbbbbbbbbb", true, false, "")), // Ready, but its last apply failed
+		myKind("c", 2, "bbbbbbbbbbbb", true, true, ""),            // Ready, but for an older generation
 		myKind("d", 3, "cccccccccccc", true, false, ""),
 		myKind("e", 3, "cccccccccccc", false, false, ""),
 		myKind("f", 1, "aaaaaaaaaaaa", true, false, "1"),
@@ -230,7 +239,7 @@ func TestUnitRolloutStatusTable(t *testing.T) {
 		want: `MyKind.webapp.my.domain/v1: 10 objects, revisions in namespace engine-system
 REVISION  HASH          PHASE         WAVE  OBJECTS  READY  PINNED
 1         aaaaaaaaaaaa  Complete      1/1   1        1      1
-2         bbbbbbbbbbbb  Complete      1/1   5        2      0
+2         bbbbbbbbbbbb  Complete      1/1   5        1      0
 3*        cccccccccccc  Paused        2/3   2        1      0
 7         0123456789ab  (not stored)  -     1        1      0
 1 object reports no revision yet (not reconciled since the engine records revisions)

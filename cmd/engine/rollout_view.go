@@ -11,7 +11,6 @@ import (
 	"text/tabwriter"
 	"time"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/util/duration"
 
@@ -35,9 +34,10 @@ type fleetRevision struct {
 	// cannot be read back.
 	Wave  int `json:"wave,omitempty"`
 	Waves int `json:"waves,omitempty"`
-	// Objects run the revision; Ready of them are Ready at their current
-	// generation; Pinned are pinned to it (they may run another one until
-	// the engine reconciles them).
+	// Objects run the revision; Ready of them are healthy on it by the
+	// rule the rollout's health gates use (revisions.ReadyOn: reconciled
+	// at their current generation, Synced and Ready); Pinned are pinned to
+	// it (they may run another one until the engine reconciles them).
 	Objects int    `json:"objects"`
 	Ready   int    `json:"ready"`
 	Pinned  int    `json:"pinned"`
@@ -61,8 +61,8 @@ type fleetStatus struct {
 	BadPins         int           `json:"badPins,omitempty"`
 }
 
-// fleetOf counts, per revision, the objects that run it, are Ready on it,
-// or are pinned to it. The rows are the revisions in use and the target,
+// fleetOf counts, per revision, the objects that run it, are healthy on
+// it (revisions.ReadyOn), or are pinned to it. The rows are the revisions in use and the target,
 // by number. waves returns the number of waves of a revision's rollout
 // policy (0 when unknown).
 func fleetOf(kr *kindRevisions, parents []unstructured.Unstructured, waves func(revisions.Revision) int) fleetStatus {
@@ -115,7 +115,7 @@ func fleetOf(kr *kindRevisions, parents []unstructured.Unstructured, waves func(
 			r.Phase = ""
 		}
 		r.Objects++
-		if parentReady(p) {
+		if revisions.ReadyOn(p, hash) {
 			r.Ready++
 		}
 	}
@@ -155,12 +155,6 @@ func waveOf(rev revisions.Revision, waves func(revisions.Revision) int) (wave, o
 		return n, n
 	}
 	return min(rev.Wave+1, n), n
-}
-
-// parentReady: the Ready condition is True, for the object's current
-// generation.
-func parentReady(p *unstructured.Unstructured) bool {
-	return contract.GenerationObserved(p) && contract.ConditionIs(p, contract.ConditionReady, metav1.ConditionTrue)
 }
 
 // printStatus writes the fleet view as a table, then what the target's
