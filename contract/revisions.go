@@ -46,7 +46,8 @@ const (
 	// revision (one that deletes children) roll out.
 	AnnotationRolloutApproved = "engine.cuengine.dev/rollout-approved"
 	// AnnotationRolloutUndo, "true", set by a user, rolls the revision
-	// back: every parent returns to the previous complete revision.
+	// back: every parent returns to the previous complete revision
+	// (revisions.UndoTarget).
 	AnnotationRolloutUndo = "engine.cuengine.dev/rollout-undo"
 )
 

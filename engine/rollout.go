@@ -280,6 +280,16 @@ func (ro *rollout) restable() {
 	}
 }
 
+// stored is the stored revisions, by number.
+func (ro *rollout) stored() []revisions.Revision {
+	out := make([]revisions.Revision, 0, len(ro.revs))
+	for _, r := range ro.revs {
+		out = append(out, r.Revision)
+	}
+	slices.SortFunc(out, func(a, b revisions.Revision) int { return cmp.Compare(a.Number, b.Number) })
+	return out
+}
+
 // prune deletes revisions beyond the history limit that no parent runs or
 // is pinned to.
 func (ro *rollout) prune(ctx context.Context) {
@@ -537,26 +547,20 @@ func (ro *rollout) complete(ctx context.Context, msg string, done ...string) err
 	return nil
 }
 
-// rollBack returns every parent on the target to the stable revision; the
-// target is not tried again.
+// rollBack returns every parent on the target to the revision an undo
+// returns to (revisions.UndoTarget), which is the stable one from then on;
+// the target is not tried again.
 func (ro *rollout) rollBack(ctx context.Context, parents []unstructured.Unstructured, why string, done ...string) error {
 	ro.target.Phase = revisions.PhaseRolledBack
 	ro.target.Message = why
 	if err := ro.store.Record(ctx, ro.target.Revision, done...); err != nil {
 		return err
 	}
-	ro.restable()
-	if ro.stable == ro.target {
-		// Nothing complete to go back to: parents stay where they are.
-		ro.stable = nil
-		for _, r := range ro.revs {
-			if r != ro.target && (ro.stable == nil || r.Number > ro.stable.Number) {
-				ro.stable = r
-			}
-		}
-		if ro.stable == nil {
-			ro.stable = ro.target
-		}
+	// The target's parents go to the revision an undo returns to; when
+	// there is none, they stay on the target.
+	ro.stable = ro.target
+	if to, ok := revisions.UndoTarget(ro.stored(), ro.target.Revision); ok {
+		ro.stable = ro.revs[to.Hash]
 	}
 	ro.event(corev1.EventTypeWarning, "RevisionRolledBack", "revision %d rolled back to revision %d: %s", ro.target.Number, ro.stable.Number, why)
 	metricRollouts.WithLabelValues(contract.KindString(ro.gvk), string(revisions.PhaseRolledBack)).Inc()

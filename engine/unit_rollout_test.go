@@ -1,15 +1,20 @@
 package engine
 
 import (
+	"context"
+	"fmt"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	appsv1 "k8s.io/api/apps/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	"github.com/cuengine/engine/contract"
 	"github.com/cuengine/engine/revisions"
@@ -180,5 +185,43 @@ func TestUnitRolloutIdleListsNoFleet(t *testing.T) {
 	} {
 		ro := &rollout{target: &loadedRevision{Revision: tc.rev}}
 		assert.Equal(t, tc.want, ro.moves(), "%+v", tc.rev)
+	}
+}
+
+// TestUnitRollBackTo: a rolled-back target's parents go where an undo
+// returns them (revisions.UndoTarget): the newest complete revision; when
+// none is complete, the newest other one; when there is none, nowhere.
+func TestUnitRollBackTo(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		phases []revisions.Phase // of revisions 1, 2, ...; the last is the target
+		want   int64
+	}{
+		{"the newest complete", []revisions.Phase{revisions.PhaseComplete, revisions.PhaseComplete, revisions.PhaseRolledBack, revisions.PhaseProgressing}, 2},
+		{"undone once complete", []revisions.Phase{revisions.PhaseComplete, revisions.PhaseComplete}, 1},
+		{"none complete: the newest other", []revisions.Phase{revisions.PhaseSuperseded, revisions.PhaseRolledBack, revisions.PhaseProgressing}, 2},
+		{"the only revision: it stays", []revisions.Phase{revisions.PhaseProgressing}, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			scheme := runtime.NewScheme()
+			require.NoError(t, appsv1.AddToScheme(scheme))
+			c := fake.NewClientBuilder().WithScheme(scheme).Build()
+			k := &fakeKind{sentTo: map[string]int64{}}
+			k.ro = newRollout(k, schema.GroupVersionKind{Kind: "Test"}, &revisions.Store{Client: c, Reader: c, Namespace: "default"}, 10, holdCheck{})
+			for i, phase := range tc.phases {
+				n := int64(i + 1)
+				hash := fmt.Sprintf("h%d", n)
+				lr := &loadedRevision{Revision: revisions.Revision{Name: "test-" + hash, Number: n, Hash: hash, Phase: phase}, tpl: &templates.Template{Path: hash}}
+				k.ro.revs[hash] = lr
+				k.ro.target = lr
+				require.NoError(t, c.Create(context.Background(), &appsv1.ControllerRevision{ObjectMeta: metav1.ObjectMeta{Name: lr.Name, Namespace: "default"}, Revision: n}))
+			}
+			k.ro.restable()
+			k.ro.publish()
+			on := rolloutParent("on-target", k.ro.target.Hash, metav1.ConditionTrue, metav1.ConditionFalse)
+			require.NoError(t, k.ro.rollBack(context.Background(), []unstructured.Unstructured{*on}, "failed"))
+			assert.Equal(t, revisions.PhaseRolledBack, k.ro.target.Phase)
+			assert.Equal(t, tc.want, k.sentTo["on-target"], "the revision its reconcile gets")
+		})
 	}
 }

@@ -16,7 +16,10 @@
 //   - the vocabulary the engine writes there and the command line reads:
 //     Revision, and the phases of a rollout (Phase);
 //   - the one rule for a parent healthy on a revision (ReadyOn), which the
-//     rollout's health gates apply and `engine rollout status` counts.
+//     rollout's health gates apply and `engine rollout status` counts;
+//   - the one rule for the revision a rollback returns to (UndoTarget),
+//     which the rollout coordinator moves the parents to and `engine
+//     rollout undo` names.
 //
 // It does not own moving parents from one revision to another: that is the
 // rollout coordinator's (package engine, rollout.go), which decides the

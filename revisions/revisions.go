@@ -32,7 +32,8 @@ const (
 	// PhaseComplete: every parent that is not pinned runs it.
 	PhaseComplete Phase = "Complete"
 	// PhaseRolledBack: it failed its health gates or was undone; parents
-	// returned to the previous complete revision, and it is not retried.
+	// returned to the previous complete revision (UndoTarget), and it is
+	// not retried.
 	PhaseRolledBack Phase = "RolledBack"
 	// PhaseSuperseded: a newer revision replaced it before it completed.
 	PhaseSuperseded Phase = "Superseded"

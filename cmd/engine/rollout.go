@@ -81,9 +81,10 @@ children the current revision produces) it confirms the deletions, and the
 revision rolls out.`, o.resume)
 	resume.Flags().DurationVar(&o.wait, "wait", 0, "wait up to this long for the rollout to end (Complete or RolledBack), printing its progress")
 	undo := kindArg("undo", "Return every object to the previous complete revision", `Undo rolls the target revision back, in the middle of its rollout or after it
-completed: every object on it returns to the previous complete revision, and
-the target is not tried again (its phase is RolledBack). The next edit of
-the templates starts a new rollout.`, o.undo)
+completed: every object on it returns to the previous complete revision (when
+no other revision is complete, to the newest other one), and the target is
+not tried again (its phase is RolledBack). It says which revision that is.
+The next edit of the templates starts a new rollout.`, o.undo)
 	undo.Flags().DurationVar(&o.wait, "wait", 0, "wait up to this long for the engine to roll back, printing its progress")
 	cmd.AddCommand(status, history, pause, resume, undo)
 	return cmd

@@ -76,7 +76,8 @@ func resumeRequest(kr *kindRevisions, arg string) (request, error) {
 	return request{}, fmt.Errorf("nothing to resume: %s is %s", name, t.Phase)
 }
 
-// undoRequest rolls the target back to the previous complete revision.
+// undoRequest rolls the target back to the revision the engine returns
+// its objects to (revisions.UndoTarget): the previous complete one.
 func undoRequest(kr *kindRevisions, arg string) (request, error) {
 	t := kr.target()
 	name := kr.revisionName(t)
@@ -92,25 +93,16 @@ func undoRequest(kr *kindRevisions, arg string) (request, error) {
 	if t.Undo {
 		return request{}, fmt.Errorf("undo of %s is already requested; the engine has not acted on it yet (is it running?)", name)
 	}
-	prev := previousComplete(kr)
-	if prev == nil {
-		return request{}, fmt.Errorf("nothing to go back to: no revision of %s before %d is Complete (`engine rollout history %s` lists them)", kr.Kind, t.Number, arg)
+	// Where the engine sends them, by its rule.
+	to, ok := revisions.UndoTarget(kr.Revisions, t)
+	if !ok {
+		return request{}, fmt.Errorf("nothing to go back to: %s is the kind's only stored revision (`engine rollout history %s`)", name, arg)
 	}
-	return request{
-		annotations: map[string]any{contract.AnnotationRolloutUndo: "true"},
-		done:        fmt.Sprintf("%s undone: the engine returns its objects to revision %d", name, prev.Number),
-	}, nil
-}
-
-// previousComplete is the revision an undo returns to: the newest complete
-// one other than the target, as the engine chooses it.
-func previousComplete(kr *kindRevisions) *revisions.Revision {
-	for _, rev := range slices.Backward(kr.Revisions[:len(kr.Revisions)-1]) {
-		if rev.Phase == revisions.PhaseComplete {
-			return &rev
-		}
+	done := fmt.Sprintf("%s undone: the engine returns its objects to revision %d", name, to.Number)
+	if to.Phase != revisions.PhaseComplete {
+		done += fmt.Sprintf(" (%s: no other revision is Complete)", to.Phase)
 	}
-	return nil
+	return request{annotations: map[string]any{contract.AnnotationRolloutUndo: "true"}, done: done}, nil
 }
 
 // rolloutPollInterval is how often --wait reads the revision.

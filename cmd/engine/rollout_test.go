@@ -393,13 +393,26 @@ func TestUnitRolloutRequests(t *testing.T) {
 	}
 }
 
-func TestUnitRolloutUndoNeedsACompleteRevision(t *testing.T) {
+// TestUnitRolloutUndoWithoutACompleteRevision: with no other revision
+// Complete, the engine returns the objects to the newest other one
+// (revisions.UndoTarget), and undo says so; with no other revision at all,
+// there is nothing to go back to.
+func TestUnitRolloutUndoWithoutACompleteRevision(t *testing.T) {
 	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	kr, err := selectRevisions([]appsv1.ControllerRevision{
 		*storedRevision("engine-system", myKindGVK, 1, "aaaaaaaaaaaa", revisions.PhaseRolledBack, 0, "", t0),
-		*storedRevision("engine-system", myKindGVK, 2, "bbbbbbbbbbbb", revisions.PhaseProgressing, 0, "", t0),
+		*storedRevision("engine-system", myKindGVK, 2, "bbbbbbbbbbbb", revisions.PhaseSuperseded, 0, "", t0),
+		*storedRevision("engine-system", myKindGVK, 3, "cccccccccccc", revisions.PhaseProgressing, 0, "", t0),
+	}, myKindGVK.GroupKind(), "")
+	require.NoError(t, err)
+	req, err := undoRequest(kr, "mk")
+	require.NoError(t, err)
+	assert.Equal(t, "revision 3 of MyKind.webapp.my.domain undone: the engine returns its objects to revision 2 (Superseded: no other revision is Complete)", req.done)
+
+	kr, err = selectRevisions([]appsv1.ControllerRevision{
+		*storedRevision("engine-system", myKindGVK, 1, "aaaaaaaaaaaa", revisions.PhaseComplete, 0, "the first revision of the kind", t0),
 	}, myKindGVK.GroupKind(), "")
 	require.NoError(t, err)
 	_, err = undoRequest(kr, "mk")
-	assert.EqualError(t, err, "nothing to go back to: no revision of MyKind.webapp.my.domain/v1 before 2 is Complete (`engine rollout history mk` lists them)")
+	assert.EqualError(t, err, "nothing to go back to: revision 1 of MyKind.webapp.my.domain is the kind's only stored revision (`engine rollout history mk`)")
 }
