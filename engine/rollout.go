@@ -267,8 +267,20 @@ func (ro *rollout) retarget(ctx context.Context, t *templates.Template) error {
 	return nil
 }
 
-// restable makes the newest complete revision the stable one.
+// restable makes the newest complete revision the stable one: where
+// parents that have not moved stay, and new ones start. Once the target is
+// rolled back, it is where the target's parents go, the revision an undo
+// returns to (revisions.UndoTarget): the same unless none is complete, and
+// the same whether this leader rolled it back, a restarted one reads it,
+// or a shard follows it.
 func (ro *rollout) restable() {
+	if ro.target.Phase == revisions.PhaseRolledBack {
+		ro.stable = ro.target // no other revision: its parents stay
+		if to, ok := revisions.UndoTarget(ro.stored(), ro.target.Revision); ok {
+			ro.stable = ro.revs[to.Hash]
+		}
+		return
+	}
 	ro.stable = nil
 	for _, r := range ro.revs {
 		if r.Phase == revisions.PhaseComplete && (ro.stable == nil || r.Number > ro.stable.Number) {
@@ -556,12 +568,7 @@ func (ro *rollout) rollBack(ctx context.Context, parents []unstructured.Unstruct
 	if err := ro.store.Record(ctx, ro.target.Revision, done...); err != nil {
 		return err
 	}
-	// The target's parents go to the revision an undo returns to; when
-	// there is none, they stay on the target.
-	ro.stable = ro.target
-	if to, ok := revisions.UndoTarget(ro.stored(), ro.target.Revision); ok {
-		ro.stable = ro.revs[to.Hash]
-	}
+	ro.restable() // the revision an undo returns to
 	ro.event(corev1.EventTypeWarning, "RevisionRolledBack", "revision %d rolled back to revision %d: %s", ro.target.Number, ro.stable.Number, why)
 	metricRollouts.WithLabelValues(contract.KindString(ro.gvk), string(revisions.PhaseRolledBack)).Inc()
 	if ro.kind.sharded() {

@@ -190,7 +190,9 @@ func TestUnitRolloutIdleListsNoFleet(t *testing.T) {
 
 // TestUnitRollBackTo: a rolled-back target's parents go where an undo
 // returns them (revisions.UndoTarget): the newest complete revision; when
-// none is complete, the newest other one; when there is none, nowhere.
+// none is complete, the newest other one; when there is none, nowhere. A
+// leader that reads the rollout back (restarted, or a shard following)
+// sends them, and new parents, to the same one.
 func TestUnitRollBackTo(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
@@ -222,6 +224,22 @@ func TestUnitRollBackTo(t *testing.T) {
 			require.NoError(t, k.ro.rollBack(context.Background(), []unstructured.Unstructured{*on}, "failed"))
 			assert.Equal(t, revisions.PhaseRolledBack, k.ro.target.Phase)
 			assert.Equal(t, tc.want, k.sentTo["on-target"], "the revision its reconcile gets")
+
+			// A restarted leader, or a shard that follows, reads the
+			// rolled-back target from the store: the same revision.
+			again := newRollout(k, schema.GroupVersionKind{Kind: "Test"}, nil, 10, holdCheck{})
+			for hash, lr := range k.ro.revs {
+				c := *lr
+				again.revs[hash] = &c
+			}
+			again.target = again.revs[k.ro.target.Hash]
+			again.restable()
+			again.publish()
+			for _, p := range []*unstructured.Unstructured{on, rolloutParent("new", "", metav1.ConditionUnknown, metav1.ConditionUnknown)} {
+				got, err := again.templateFor(p)
+				require.NoError(t, err)
+				assert.Equal(t, tc.want, got.Number, "%s, read back", p.GetName())
+			}
 		})
 	}
 }
