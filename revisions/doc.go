@@ -11,8 +11,9 @@
 //
 //   - the store of the ControllerRevisions (Store): recording a template
 //     as a revision, renumbering one whose content comes back, writing a
-//     rollout's state into its annotations, pruning old ones; and reading
-//     them back (ListRevisions, RevisionOf, LoadRevision);
+//     rollout's state into its annotations, pruning old ones; the object
+//     it writes (ObjectOf), and reading them back (ListRevisions,
+//     RevisionOf, LoadRevision);
 //   - the vocabulary the engine writes there and the command line reads:
 //     Revision, and the phases of a rollout (Phase);
 //   - the one rule for a parent healthy on a revision (ReadyOn), which the

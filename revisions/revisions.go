@@ -10,6 +10,8 @@ import (
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -94,6 +96,47 @@ func RevisionOf(cr *appsv1.ControllerRevision) Revision {
 		Paused:      a[contract.AnnotationRolloutPaused] == "true",
 		Approved:    a[contract.AnnotationRolloutApproved] == "true",
 		Undo:        a[contract.AnnotationRolloutUndo] == "true",
+	}
+}
+
+// ObjectOf is the ControllerRevision that records rev of the kind gvk in
+// namespace, holding the template's files: what the Store writes, and what
+// RevisionOf reads back as rev (its Name and Kind from gvk and rev.Hash).
+// Of the rollout's state, what is zero is left out: a wave of 0, no
+// message, no held count (rev.HeldDeletes < 0, or not Held), no requests.
+func ObjectOf(namespace string, gvk schema.GroupVersionKind, rev Revision, files map[string]string) *appsv1.ControllerRevision {
+	a := map[string]string{
+		contract.AnnotationTemplateKind: contract.KindString(gvk),
+		contract.AnnotationTemplatePath: rev.Path,
+		contract.AnnotationTemplateHash: rev.Hash,
+		contract.AnnotationRolloutPhase: string(cmp.Or(rev.Phase, PhasePending)),
+	}
+	if rev.Wave != 0 {
+		a[contract.AnnotationRolloutWave] = strconv.Itoa(rev.Wave)
+	}
+	if rev.Message != "" {
+		a[contract.AnnotationRolloutMessage] = rev.Message
+	}
+	if rev.Phase == PhaseHeld && rev.HeldDeletes >= 0 {
+		a[contract.AnnotationRolloutHeldDeletes] = strconv.Itoa(rev.HeldDeletes)
+	}
+	for key, set := range map[string]bool{contract.AnnotationRolloutPaused: rev.Paused, contract.AnnotationRolloutApproved: rev.Approved, contract.AnnotationRolloutUndo: rev.Undo} {
+		if set {
+			a[key] = "true"
+		}
+	}
+	// A map of strings: it cannot fail to marshal.
+	data, _ := json.Marshal(revisionData{Files: files})
+	return &appsv1.ControllerRevision{
+		ObjectMeta: metav1.ObjectMeta{
+			Name:              RevisionName(gvk, rev.Hash),
+			Namespace:         namespace,
+			CreationTimestamp: metav1.NewTime(rev.Created),
+			Labels:            map[string]string{contract.LabelTemplateKind: contract.TemplateKindLabel(gvk.GroupKind())},
+			Annotations:       a,
+		},
+		Data:     runtime.RawExtension{Raw: data},
+		Revision: rev.Number,
 	}
 }
 

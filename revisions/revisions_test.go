@@ -90,3 +90,29 @@ func TestRevisionOf(t *testing.T) {
 		})
 	}
 }
+
+// TestObjectOf: RevisionOf reads back what ObjectOf writes.
+func TestObjectOf(t *testing.T) {
+	created := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	for _, rev := range []revisions.Revision{
+		{Number: 1, Hash: "aaaaaaaaaaaa", Path: "mykind.cue", Phase: revisions.PhaseComplete, Message: "the first revision of the kind", HeldDeletes: -1},
+		{Number: 2, Hash: "bbbbbbbbbbbb", Path: "kinds/mykind.cue", Created: created, Phase: revisions.PhaseProgressing, Wave: 2, Message: "wave 3 of 4", Paused: true, HeldDeletes: -1},
+		{Number: 3, Hash: "cccccccccccc", Path: "mykind.cue", Phase: revisions.PhaseHeld, HeldDeletes: 0, Approved: true},
+		{Number: 4, Hash: "dddddddddddd", Path: "mykind.cue", Phase: revisions.PhaseHeld, HeldDeletes: -1},
+		{Number: 5, Hash: "eeeeeeeeeeee", Path: "mykind.cue", Phase: revisions.PhaseComplete, HeldDeletes: -1, Undo: true},
+	} {
+		t.Run(rev.Hash, func(t *testing.T) {
+			cr := revisions.ObjectOf("engine-system", myKind, rev, map[string]string{rev.Path: "// a template"})
+			assert.Equal(t, "engine-system", cr.Namespace)
+			assert.Equal(t, map[string]string{contract.LabelTemplateKind: "mykind.webapp.my.domain"}, cr.Labels)
+			want := rev
+			want.Name, want.Kind = "mykind.webapp.my.domain-"+rev.Hash, "MyKind.webapp.my.domain/v1"
+			assert.Equal(t, want, revisions.RevisionOf(cr))
+		})
+	}
+	t.Run("a held count only on a held revision", func(t *testing.T) {
+		cr := revisions.ObjectOf("ns", myKind, revisions.Revision{Hash: "ffffffffffff", Phase: revisions.PhaseComplete, HeldDeletes: 3}, nil)
+		assert.NotContains(t, cr.Annotations, contract.AnnotationRolloutHeldDeletes)
+		assert.Equal(t, revisions.PhasePending, revisions.RevisionOf(revisions.ObjectOf("ns", myKind, revisions.Revision{Hash: "ffffffffffff"}, nil)).Phase, "no phase: Pending")
+	})
+}

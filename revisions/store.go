@@ -9,7 +9,6 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -57,25 +56,7 @@ func (s *Store) Ensure(ctx context.Context, t *templates.Template) (rev Revision
 	if n := len(existing); n > 0 {
 		number = existing[n-1].Revision + 1
 	}
-	data, err := json.Marshal(revisionData{Files: t.Files()})
-	if err != nil {
-		return Revision{}, false, err
-	}
-	cr := &appsv1.ControllerRevision{
-		ObjectMeta: metav1.ObjectMeta{
-			Name:      RevisionName(s.GVK, t.Hash),
-			Namespace: s.Namespace,
-			Labels:    map[string]string{contract.LabelTemplateKind: contract.TemplateKindLabel(s.GVK.GroupKind())},
-			Annotations: map[string]string{
-				contract.AnnotationTemplateKind: contract.KindString(s.GVK),
-				contract.AnnotationTemplatePath: t.Path,
-				contract.AnnotationTemplateHash: t.Hash,
-				contract.AnnotationRolloutPhase: string(PhasePending),
-			},
-		},
-		Data:     runtime.RawExtension{Raw: data},
-		Revision: number,
-	}
+	cr := ObjectOf(s.Namespace, s.GVK, Revision{Number: number, Hash: t.Hash, Path: t.Path, Phase: PhasePending}, t.Files())
 	if err := s.Client.Create(ctx, cr); err != nil {
 		if apierrors.IsAlreadyExists(err) {
 			// Recorded by another replica meanwhile (or listed before it
