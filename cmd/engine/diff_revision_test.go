@@ -2,17 +2,14 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -138,10 +135,7 @@ status: {`)
 	rc.record(t, "engine-system", v3, 3, revisions.PhaseComplete, 0, "")
 	rc.record(t, "engine-system", v4, 4, revisions.PhaseComplete, 0, "")
 	// A revision labelled as MyKind's that holds another kind's template.
-	misfiled := storedRevision("engine-system", myKindGVK, 5, other.Hash, revisions.PhaseComplete, 0, "", time.Time{})
-	files, err := json.Marshal(map[string]any{"files": other.Files()})
-	require.NoError(t, err)
-	misfiled.Data = runtime.RawExtension{Raw: files}
+	misfiled := revisions.ObjectOf("engine-system", myKindGVK, revisions.Revision{Number: 5, Hash: other.Hash, Path: other.Path, Phase: revisions.PhaseComplete}, other.Files())
 	require.NoError(t, rc.c.Create(ctx, misfiled))
 
 	// Object a runs revision 1; its Deployment reports 2 ready replicas.

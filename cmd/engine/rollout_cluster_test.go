@@ -8,7 +8,6 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -20,8 +19,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/cuengine/engine/contract"
@@ -68,28 +66,41 @@ func startRolloutCluster(t *testing.T, crd *apiextensionsv1.CustomResourceDefini
 	return &rolloutCluster{c: c, kubeconfig: cluster.Kubeconfig}
 }
 
-// record stores a revision of tpl as the engine does (package revisions).
+// store is the engine's revision store of a kind in namespace ns.
+func (rc *rolloutCluster) store(ns string, gvk schema.GroupVersionKind) *revisions.Store {
+	return &revisions.Store{Client: rc.c, Reader: rc.c, Namespace: ns, GVK: gvk}
+}
+
+// record stores a revision of tpl as the engine does, through its store:
+// recorded (the next number, which must be number), then its rollout
+// state written.
 func (rc *rolloutCluster) record(t *testing.T, ns string, tpl *templates.Template, number int64, phase revisions.Phase, wave int, message string) *appsv1.ControllerRevision {
 	t.Helper()
-	return rc.store(t, tpl, storedRevision(ns, tpl.GVK, number, tpl.Hash, phase, wave, message, time.Time{}))
+	return rc.recordRevision(t, ns, tpl, number, func(rev *revisions.Revision) {
+		rev.Phase, rev.Wave, rev.Message = phase, wave, message
+	})
 }
 
 // recordHeld stores a revision of tpl held because it would delete
 // children, as the engine records it.
 func (rc *rolloutCluster) recordHeld(t *testing.T, ns string, tpl *templates.Template, number int64, held *engine.HoldError) *appsv1.ControllerRevision {
 	t.Helper()
-	cr := storedRevision(ns, tpl.GVK, number, tpl.Hash, revisions.PhaseHeld, 0, held.Error(), time.Time{})
-	cr.Annotations[contract.AnnotationRolloutHeldDeletes] = strconv.Itoa(held.Deletes)
-	return rc.store(t, tpl, cr)
+	return rc.recordRevision(t, ns, tpl, number, func(rev *revisions.Revision) {
+		rev.Phase, rev.Message, rev.HeldDeletes = revisions.PhaseHeld, held.Error(), held.Deletes
+	})
 }
 
-func (rc *rolloutCluster) store(t *testing.T, tpl *templates.Template, cr *appsv1.ControllerRevision) *appsv1.ControllerRevision {
+func (rc *rolloutCluster) recordRevision(t *testing.T, ns string, tpl *templates.Template, number int64, state func(*revisions.Revision)) *appsv1.ControllerRevision {
 	t.Helper()
-	data, err := json.Marshal(map[string]any{"files": tpl.Files()})
+	ctx := context.Background()
+	s := rc.store(ns, tpl.GVK)
+	rev, _, err := s.Ensure(ctx, tpl)
 	require.NoError(t, err)
-	cr.Annotations[contract.AnnotationTemplatePath] = tpl.Path
-	cr.Data = runtime.RawExtension{Raw: data}
-	require.NoError(t, rc.c.Create(context.Background(), cr))
+	require.Equal(t, number, rev.Number, "the store numbers the revisions in the order they are recorded")
+	state(&rev)
+	require.NoError(t, s.Record(ctx, rev))
+	cr := &appsv1.ControllerRevision{}
+	require.NoError(t, rc.c.Get(ctx, client.ObjectKey{Namespace: ns, Name: rev.Name}, cr))
 	return cr
 }
 
@@ -119,20 +130,12 @@ func (rc *rolloutCluster) annotations(t *testing.T, cr *appsv1.ControllerRevisio
 }
 
 // act plays the engine: it records a revision's rollout state and clears
-// the users' requests it acted on.
+// the users' requests it acted on, through the engine's store.
 func (rc *rolloutCluster) act(t *testing.T, cr *appsv1.ControllerRevision, phase revisions.Phase, wave int, message string, clear ...string) {
 	t.Helper()
-	patch := map[string]any{
-		contract.AnnotationRolloutPhase:   string(phase),
-		contract.AnnotationRolloutWave:    fmt.Sprint(wave),
-		contract.AnnotationRolloutMessage: message,
-	}
-	for _, a := range clear {
-		patch[a] = nil
-	}
-	body, err := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": patch}})
-	require.NoError(t, err)
-	require.NoError(t, rc.c.Patch(context.Background(), cr.DeepCopy(), client.RawPatch(types.MergePatchType, body)))
+	rev := revisions.RevisionOf(cr)
+	rev.Phase, rev.Wave, rev.Message = phase, wave, message
+	require.NoError(t, rc.store(cr.Namespace, myKindGVK).Record(context.Background(), rev, clear...))
 }
 
 // TestRolloutOnCluster runs the commands on a real apiserver, the test

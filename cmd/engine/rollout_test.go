@@ -3,7 +3,6 @@ package main
 import (
 	"bytes"
 	"context"
-	"fmt"
 	"testing"
 	"time"
 
@@ -24,26 +23,12 @@ import (
 var myKindGVK = schema.GroupVersionKind{Group: "webapp.my.domain", Version: "v1", Kind: "MyKind"}
 
 // storedRevision is a ControllerRevision as the engine records it
-// (package revisions), with its rollout state.
+// (revisions.ObjectOf), with its rollout state, and the users' requests
+// (annotations set to "true", as kubectl or engine rollout writes them).
 func storedRevision(ns string, gvk schema.GroupVersionKind, number int64, hash string, phase revisions.Phase, wave int, message string, created time.Time, requests ...string) *appsv1.ControllerRevision {
-	cr := &appsv1.ControllerRevision{
-		ObjectMeta: metav1.ObjectMeta{
-			Name:              revisions.RevisionName(gvk, hash),
-			Namespace:         ns,
-			CreationTimestamp: metav1.NewTime(created),
-			// contract.TemplateKindLabel for a short kind: its kind and group, lower-case.
-			Labels: map[string]string{contract.LabelTemplateKind: "mykind.webapp.my.domain"},
-			Annotations: map[string]string{
-				contract.AnnotationTemplateKind:   contract.KindString(gvk),
-				contract.AnnotationTemplatePath:   "mykind.cue",
-				contract.AnnotationTemplateHash:   hash,
-				contract.AnnotationRolloutPhase:   string(phase),
-				contract.AnnotationRolloutWave:    fmt.Sprint(wave),
-				contract.AnnotationRolloutMessage: message,
-			},
-		},
-		Revision: number,
-	}
+	cr := revisions.ObjectOf(ns, gvk, revisions.Revision{
+		Number: number, Hash: hash, Path: "mykind.cue", Created: created, Phase: phase, Wave: wave, Message: message, HeldDeletes: -1,
+	}, nil)
 	for _, a := range requests {
 		cr.Annotations[a] = "true"
 	}
