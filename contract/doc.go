@@ -24,10 +24,10 @@
 // It does not own what the engine does with them (package engine), nor:
 // the providers' reasons (providers.Reason*, which appear as Synced's
 // reason when a resource fails), the values of the rollout phase
-// annotation (engine.Phase), the JSON of a resource record and of the
+// annotation (revisions.Phase), the JSON of a resource record and of the
 // inventory (engine/resources.go, render/ownership.go), the deletion
 // policies (templates.DeletionPolicy*), event reasons other than
-// ReasonTemplateReloadFailed, and the names of revisions (engine.RevisionName).
+// ReasonTemplateReloadFailed, and the names of revisions (revisions.RevisionName).
 //
 // It imports nothing of this module, only the standard library and
 // k8s.io/apimachinery, so any package can use it without depending on the

@@ -39,7 +39,7 @@ func ParseKindString(s string) (gvk schema.GroupVersionKind, ok bool) {
 // TemplateKindLabel is the value of LabelTemplateKind for a kind:
 // "mykind.webapp.my.domain", or a digest of it when it is longer than a
 // label value may be. It is also the prefix of the names of the kind's
-// revisions (engine.RevisionName).
+// revisions (revisions.RevisionName).
 func TemplateKindLabel(gk schema.GroupKind) string {
 	v := strings.ToLower(gk.Kind + "." + gk.Group)
 	if len(v) > 63 {

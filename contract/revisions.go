@@ -9,7 +9,7 @@ import (
 )
 
 // Every accepted version of a kind's template is a revision: an apps/v1
-// ControllerRevision in the engine's namespace (engine/revisions.go). The
+// ControllerRevision in the engine's namespace (package revisions). The
 // rollout of a revision (engine/rollout.go) is recorded in the revision's
 // annotations, so every replica and a restarted engine agree on it, and
 // kubectl can read and change it:
@@ -29,7 +29,7 @@ const (
 	// AnnotationTemplateHash is the template's content hash.
 	AnnotationTemplateHash = "engine.cuengine.dev/template-hash"
 
-	// AnnotationRolloutPhase is where the revision's rollout stands (engine.Phase).
+	// AnnotationRolloutPhase is where the revision's rollout stands (revisions.Phase).
 	AnnotationRolloutPhase = "engine.cuengine.dev/rollout-phase"
 	// AnnotationRolloutWave is the index of the wave in progress.
 	AnnotationRolloutWave = "engine.cuengine.dev/rollout-wave"
@@ -46,7 +46,8 @@ const (
 	// revision (one that deletes children) roll out.
 	AnnotationRolloutApproved = "engine.cuengine.dev/rollout-approved"
 	// AnnotationRolloutUndo, "true", set by a user, rolls the revision
-	// back: every parent returns to the previous complete revision.
+	// back: every parent returns to the previous complete revision
+	// (revisions.UndoTarget).
 	AnnotationRolloutUndo = "engine.cuengine.dev/rollout-undo"
 )
 

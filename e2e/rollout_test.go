@@ -17,7 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/cuengine/engine/contract"
-	"github.com/cuengine/engine/engine"
+	"github.com/cuengine/engine/revisions"
 )
 
 // rolloutPolicy makes the MyKind template roll out in three waves.
@@ -107,11 +107,11 @@ func TestProgressiveRollout(t *testing.T) {
 				return false, nil
 			}
 			moved := f.onRevision(2, pinned)
-			if r.Phase == engine.PhaseProgressing {
+			if r.Phase == revisions.PhaseProgressing {
 				require.LessOrEqual(t, moved, allowance[r.Wave], "wave %d (%s) must not move more than %d", r.Wave+1, r.Message, allowance[r.Wave])
 			}
 			seen[moved] = true
-			return r.Phase == engine.PhaseComplete, nil
+			return r.Phase == revisions.PhaseComplete, nil
 		})
 		assert.True(t, seen[1] && seen[5], "saw the canary alone, then the first quarter: %v", seen)
 		eventually(t, "every MyKind but the pinned one Ready on nginx:1.27", 2*time.Minute, allOn(2, "nginx:1.27"))
@@ -127,7 +127,7 @@ func TestProgressiveRollout(t *testing.T) {
 		before, err := fleet(context.Background())
 		require.NoError(t, err)
 		edit(t, "nginx:1.28", "\nready: false\n")
-		eventually(t, "revision 3 rolled back", 2*time.Minute, phaseIs(3, engine.PhaseRolledBack))
+		eventually(t, "revision 3 rolled back", 2*time.Minute, phaseIs(3, revisions.PhaseRolledBack))
 		r, err := revision(context.Background(), 3)
 		require.NoError(t, err)
 		assert.Contains(t, r.Message, "1 objects failed (more than maxFailures 0): "+ns+"/mk-")
@@ -160,13 +160,13 @@ func TestProgressiveRollout(t *testing.T) {
 		full := strings.Replace(base, `"nginx:latest"`, `"nginx:1.27"`, 1)
 		half := full[:strings.Index(full, "children:")]
 		writeFile(t, path, half)
-		eventually(t, "the first half held as revision 4", time.Minute, phaseIs(4, engine.PhaseHeld))
+		eventually(t, "the first half held as revision 4", time.Minute, phaseIs(4, revisions.PhaseHeld))
 		code, body := readyz(eng.probe)
 		assert.Equal(t, 500, code)
 		assert.Contains(t, body, "revision 4 held: the new version of mykind.cue would delete 20 children")
 		writeFile(t, path, full)
-		eventually(t, "revision 4 superseded by the complete file (revision 2's content, renumbered 5)", time.Minute, phaseIs(4, engine.PhaseSuperseded))
-		eventually(t, "revision 5 complete", time.Minute, phaseIs(5, engine.PhaseComplete))
+		eventually(t, "revision 4 superseded by the complete file (revision 2's content, renumbered 5)", time.Minute, phaseIs(4, revisions.PhaseSuperseded))
+		eventually(t, "revision 5 complete", time.Minute, phaseIs(5, revisions.PhaseComplete))
 		after, err := fleet(context.Background())
 		require.NoError(t, err)
 		for name, d := range after.deploy {
@@ -183,7 +183,7 @@ func TestProgressiveRollout(t *testing.T) {
 			return err == nil, nil
 		})
 		annotateRevision(t, rev, contract.AnnotationRolloutPaused+"=true")
-		var paused engine.Revision
+		var paused revisions.Revision
 		eventually(t, "the rollout paused with its wave Ready", 2*time.Minute, func(ctx context.Context) (bool, error) {
 			r, err := revision(ctx, rev)
 			paused = r
@@ -197,11 +197,11 @@ func TestProgressiveRollout(t *testing.T) {
 		assert.Less(t, paused.Wave, 2, "paused before the last wave")
 
 		kubectl(t, "-n", revNS, "annotate", "controllerrevision", paused.Name, contract.AnnotationRolloutPaused+"-")
-		eventually(t, "revision 6 complete after resume", 3*time.Minute, phaseIs(rev, engine.PhaseComplete))
+		eventually(t, "revision 6 complete after resume", 3*time.Minute, phaseIs(rev, revisions.PhaseComplete))
 		eventually(t, "every MyKind on nginx:1.29", 2*time.Minute, allOn(rev, "nginx:1.29"))
 
 		annotateRevision(t, rev, contract.AnnotationRolloutUndo+"=true")
-		eventually(t, "revision 6 rolled back", time.Minute, phaseIs(rev, engine.PhaseRolledBack))
+		eventually(t, "revision 6 rolled back", time.Minute, phaseIs(rev, revisions.PhaseRolledBack))
 		eventually(t, "every MyKind back on revision 5 (nginx:1.27)", 2*time.Minute, allOn(5, "nginx:1.27"))
 	})
 
@@ -215,7 +215,7 @@ func TestProgressiveRollout(t *testing.T) {
 		})
 		eng.kill()
 		eng = launchEngine(t, outer, dir, scope...)
-		eventually(t, "revision 7 complete", 3*time.Minute, phaseIs(7, engine.PhaseComplete))
+		eventually(t, "revision 7 complete", 3*time.Minute, phaseIs(7, revisions.PhaseComplete))
 		eventually(t, "every MyKind on nginx:1.30", 2*time.Minute, allOn(7, "nginx:1.30"))
 		after, err := fleet(context.Background())
 		require.NoError(t, err)
@@ -278,20 +278,20 @@ func (w *rolloutWorld) fleet(ctx context.Context) (fleetView, error) {
 }
 
 // revision reads revision n of MyKind.
-func (w *rolloutWorld) revision(ctx context.Context, n int64) (engine.Revision, error) {
+func (w *rolloutWorld) revision(ctx context.Context, n int64) (revisions.Revision, error) {
 	list, err := kube.AppsV1().ControllerRevisions(w.revNS).List(ctx, metav1.ListOptions{})
 	if err != nil {
-		return engine.Revision{}, err
+		return revisions.Revision{}, err
 	}
 	for i := range list.Items {
-		if r := engine.RevisionOf(&list.Items[i]); r.Number == n {
+		if r := revisions.RevisionOf(&list.Items[i]); r.Number == n {
 			return r, nil
 		}
 	}
-	return engine.Revision{}, fmt.Errorf("revision %d not recorded yet", n)
+	return revisions.Revision{}, fmt.Errorf("revision %d not recorded yet", n)
 }
 
-func (w *rolloutWorld) phaseIs(n int64, phase engine.Phase) func(ctx context.Context) (bool, error) {
+func (w *rolloutWorld) phaseIs(n int64, phase revisions.Phase) func(ctx context.Context) (bool, error) {
 	return func(ctx context.Context) (bool, error) {
 		r, err := w.revision(ctx, n)
 		return err == nil && r.Phase == phase, nil
@@ -405,7 +405,7 @@ func TestRolloutLeaderFailover(t *testing.T) {
 		h, err := leader(ctx)
 		return h != "" && h != firstLeader, err
 	})
-	eventually(t, "revision 2 complete", 3*time.Minute, w.phaseIs(2, engine.PhaseComplete))
+	eventually(t, "revision 2 complete", 3*time.Minute, w.phaseIs(2, revisions.PhaseComplete))
 	eventually(t, "every MyKind on nginx:1.27", 2*time.Minute, w.allOn(2, "nginx:1.27"))
 	after, err := w.fleet(context.Background())
 	require.NoError(t, err)

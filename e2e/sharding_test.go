@@ -22,7 +22,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/cuengine/engine/contract"
-	"github.com/cuengine/engine/engine"
+	"github.com/cuengine/engine/revisions"
 )
 
 // shardedEngine is one replica of a sharded engine.
@@ -331,7 +331,7 @@ func TestShardedRollout(t *testing.T) {
 	require.NoError(t, err)
 
 	writeFile(t, path, strings.Replace(base, `"nginx:latest"`, `"nginx:1.27"`, 1))
-	eventually(t, "revision 2 complete", 3*time.Minute, w.phaseIs(2, engine.PhaseComplete))
+	eventually(t, "revision 2 complete", 3*time.Minute, w.phaseIs(2, revisions.PhaseComplete))
 	eventually(t, "every MyKind on nginx:1.27", 2*time.Minute, w.allOn(2, "nginx:1.27"))
 	after, err := w.fleet(context.Background())
 	require.NoError(t, err)

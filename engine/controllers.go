@@ -28,6 +28,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	"github.com/cuengine/engine/contract"
+	"github.com/cuengine/engine/revisions"
 	"github.com/cuengine/engine/templates"
 )
 
@@ -62,7 +63,7 @@ func newKindController(e *Engine, t *templates.Template) *kindController {
 		requeue: make(chan event.TypedGenericEvent[*unstructured.Unstructured])}
 	kc.tpl.Store(t)
 	kc.busy = newWorkers(e.opts.MaxConcurrentReconciles, e.opts.StallAfter)
-	kc.ro = newRollout(kc, t.GVK, &revisionStore{c: e.writer, reader: e.apiReader, namespace: e.opts.RevisionNamespace, gvk: t.GVK},
+	kc.ro = newRollout(kc, t.GVK, &revisions.Store{Client: e.writer, Reader: e.apiReader, Namespace: e.opts.RevisionNamespace, GVK: t.GVK},
 		e.opts.RevisionHistoryLimit, holdCheck{scoper: e.scoper, limits: e.opts.Limits})
 	kc.rec = &reconciler{
 		gvk:            t.GVK,
@@ -118,7 +119,7 @@ func (kc *kindController) sharded() bool { return kc.e.sharded() }
 func (kc *kindController) coordinates() bool { return kc.e.coordinates() }
 
 // templateFor implements kindTemplate: the parent's revision (rollout.go).
-func (kc *kindController) templateFor(parent *unstructured.Unstructured) (*templates.Template, *Revision, error) {
+func (kc *kindController) templateFor(parent *unstructured.Unstructured) (*templates.Template, *revisions.Revision, error) {
 	rev, err := kc.ro.templateFor(parent)
 	if err != nil {
 		return nil, nil, err

@@ -21,6 +21,7 @@ import (
 
 	"github.com/cuengine/engine/contract"
 	"github.com/cuengine/engine/engine"
+	"github.com/cuengine/engine/revisions"
 	"github.com/cuengine/engine/templates"
 )
 
@@ -68,8 +69,8 @@ func TestTemplateWrittenInTwoHalvesDeletesNothing(t *testing.T) {
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{Metrics: metricsserver.Options{BindAddress: "0"}, HealthProbeBindAddress: "0"})
 	require.NoError(t, err)
 	ns := namespace(t)
-	revisions := ns // this test's revisions, apart from the other tests'
-	eng, err := engine.New(mgr, engine.Options{RevisionNamespace: revisions})
+	revisionNS := ns // this test's revisions, apart from the other tests'
+	eng, err := engine.New(mgr, engine.Options{RevisionNamespace: revisionNS})
 	require.NoError(t, err)
 	eng.SetTemplates(full.Set)
 	done := make(chan error)
@@ -99,7 +100,7 @@ func TestTemplateWrittenInTwoHalvesDeletesNothing(t *testing.T) {
 		return engine.KindStatus{}
 	}
 	phases := func(ctx context.Context) ([]string, error) {
-		revs, err := engine.ListRevisions(ctx, k8s, revisions, shelfGVK)
+		revs, err := revisions.ListRevisions(ctx, k8s, revisionNS, shelfGVK)
 		var out []string
 		for _, r := range revs {
 			out = append(out, fmt.Sprintf("%d %s", r.Number, r.Phase))
@@ -119,7 +120,7 @@ func TestTemplateWrittenInTwoHalvesDeletesNothing(t *testing.T) {
 		return slices.Equal(got, []string{"1 Complete", "2 Held"}), err
 	})
 	assert.Contains(t, shelfStatus().Held, "revision 2 held: the new version of shelf.cue would delete 2 children (Shelf "+ns+"/a: ConfigMap "+ns+"/a; Shelf "+ns+"/b: ConfigMap "+ns+"/b)")
-	revs, err := engine.ListRevisions(ctx, k8s, revisions, shelfGVK)
+	revs, err := revisions.ListRevisions(ctx, k8s, revisionNS, shelfGVK)
 	require.NoError(t, err)
 	assert.Equal(t, []int{-1, 2}, []int{revs[0].HeldDeletes, revs[1].HeldDeletes}, "the count is recorded on the held revision only")
 
@@ -158,7 +159,7 @@ func TestTemplateWrittenInTwoHalvesDeletesNothing(t *testing.T) {
 	})
 	require.NoError(t, k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: "a"}, &corev1.ConfigMap{}), "not deleted while held")
 	cr := &appsv1.ControllerRevision{}
-	require.NoError(t, k8s.Get(ctx, client.ObjectKey{Namespace: revisions, Name: engine.RevisionName(shelfGVK, reloadEvent(t, dir, shelfHead+"// the books go\n").Set.Templates()[0].Hash)}, cr))
+	require.NoError(t, k8s.Get(ctx, client.ObjectKey{Namespace: revisionNS, Name: revisions.RevisionName(shelfGVK, reloadEvent(t, dir, shelfHead+"// the books go\n").Set.Templates()[0].Hash)}, cr))
 	cr.Annotations[contract.AnnotationRolloutApproved] = "true"
 	require.NoError(t, k8s.Update(ctx, cr))
 	eventually(t, "the deletion served once confirmed", func(ctx context.Context) (bool, error) {

@@ -5,6 +5,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	"github.com/cuengine/engine/contract"
+	"github.com/cuengine/engine/revisions"
 )
 
 // Prometheus metrics of the engine, served on the manager's metrics endpoint
@@ -76,7 +77,7 @@ func initKindMetrics(kind string) {
 	for _, limit := range []string{contract.ReasonEvaluationTimeout, contract.ReasonTooManyChildren, contract.ReasonRenderTooLarge} {
 		metricLimitExceeded.WithLabelValues(kind, limit)
 	}
-	for _, phase := range []Phase{PhaseProgressing, PhaseHeld, PhaseComplete, PhaseRolledBack} {
+	for _, phase := range []revisions.Phase{revisions.PhaseProgressing, revisions.PhaseHeld, revisions.PhaseComplete, revisions.PhaseRolledBack} {
 		metricRollouts.WithLabelValues(kind, string(phase))
 	}
 }

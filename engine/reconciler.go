@@ -16,6 +16,7 @@ import (
 
 	"github.com/cuengine/engine/providers"
 	"github.com/cuengine/engine/render"
+	"github.com/cuengine/engine/revisions"
 	"github.com/cuengine/engine/templates"
 )
 
@@ -52,7 +53,7 @@ type kindTemplate interface {
 	// templateFor returns the template a parent is reconciled with: the
 	// revision it is pinned to or that the rollout puts it on (rollout.go).
 	// The revision is nil when the kind keeps none.
-	templateFor(parent *unstructured.Unstructured) (*templates.Template, *Revision, error)
+	templateFor(parent *unstructured.Unstructured) (*templates.Template, *revisions.Revision, error)
 	// retired reports that the template was removed: parents being
 	// deleted are still finished, nothing else is done.
 	retired() bool

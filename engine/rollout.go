@@ -23,6 +23,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/cuengine/engine/contract"
+	"github.com/cuengine/engine/revisions"
 	"github.com/cuengine/engine/templates"
 )
 
@@ -35,12 +36,12 @@ const (
 
 // loadedRevision is a stored revision with its compiled template.
 type loadedRevision struct {
-	Revision
+	revisions.Revision
 	tpl *templates.Template
 }
 
 // rollout is a kind's revisions and the progress of the newest one, kept by
-// the leader. The ControllerRevisions are the record (revisions.go); this
+// the leader. The ControllerRevisions are the record (package revisions); this
 // is the leader's working copy, rebuilt from them and from the parents'
 // status.templateRevision when a leader starts.
 //
@@ -54,7 +55,7 @@ type loadedRevision struct {
 type rollout struct {
 	kind  rolloutKind
 	gvk   schema.GroupVersionKind
-	store *revisionStore
+	store *revisions.Store
 	// historyLimit is how many revisions prune keeps besides those in use.
 	historyLimit int
 	// hold is what the hold check evaluates with (hold.go).
@@ -68,7 +69,7 @@ type rollout struct {
 	// moving holds the parents this leader sent to the target, with when.
 	moving map[types.UID]time.Time
 	// followed is the target's phase when this replica last followed it.
-	followed Phase
+	followed revisions.Phase
 
 	// view is the published copy: never changed once stored.
 	view atomic.Pointer[rolloutView]
@@ -106,7 +107,7 @@ type rolloutView struct {
 	held string
 }
 
-func newRollout(kind rolloutKind, gvk schema.GroupVersionKind, store *revisionStore, historyLimit int, hold holdCheck) *rollout {
+func newRollout(kind rolloutKind, gvk schema.GroupVersionKind, store *revisions.Store, historyLimit int, hold holdCheck) *rollout {
 	return &rollout{kind: kind, gvk: gvk, store: store, historyLimit: historyLimit, hold: hold,
 		revs: map[string]*loadedRevision{}, moving: map[types.UID]time.Time{}, wake: make(chan struct{}, 1)}
 }
@@ -127,7 +128,7 @@ func (ro *rollout) publish() {
 	for uid := range ro.moving {
 		v.moving[uid] = true
 	}
-	if t := ro.target; t != nil && t.Phase == PhaseHeld && ro.kind.coordinates() {
+	if t := ro.target; t != nil && t.Phase == revisions.PhaseHeld && ro.kind.coordinates() {
 		v.held = fmt.Sprintf("revision %d held: %s", t.Number, t.Message)
 	}
 	ro.view.Store(v)
@@ -166,9 +167,9 @@ func (ro *rollout) templateFor(parent *unstructured.Unstructured) (*loadedRevisi
 	_, hash := contract.ParentRevision(parent)
 	cur := v.byHash[hash]
 	switch v.target.Phase {
-	case PhaseComplete:
+	case revisions.PhaseComplete:
 		return v.target, nil
-	case PhaseProgressing:
+	case revisions.PhaseProgressing:
 		if v.moving[parent.GetUID()] || cur == v.target || movedTo(parent) == v.target.Hash {
 			return v.target, nil
 		}
@@ -176,7 +177,7 @@ func (ro *rollout) templateFor(parent *unstructured.Unstructured) (*loadedRevisi
 			return v.target, nil // a new parent, once the canaries passed
 		}
 	}
-	if cur == nil || cur.Phase == PhaseRolledBack {
+	if cur == nil || cur.Phase == revisions.PhaseRolledBack {
 		return v.stable, nil
 	}
 	return cur, nil // where it is, until the rollout reaches it
@@ -200,17 +201,17 @@ func (ro *rollout) init(ctx context.Context) error {
 			return err == nil, err
 		})
 	}
-	crs, err := listRevisionObjects(ctx, ro.store.reader, ro.store.namespace, ro.store.gvk)
+	crs, err := ro.store.List(ctx)
 	if err != nil {
 		return err
 	}
 	defer ro.publish()
 	for i := range crs {
-		rev := RevisionOf(&crs[i])
+		rev := revisions.RevisionOf(&crs[i])
 		if _, ok := ro.revs[rev.Hash]; ok {
 			continue
 		}
-		t, err := ro.store.load(&crs[i])
+		t, err := ro.store.Load(&crs[i])
 		if err != nil {
 			// An old revision this engine cannot compile (written by a
 			// newer engine, say): parents on it move to the stable one.
@@ -229,7 +230,7 @@ func (ro *rollout) retarget(ctx context.Context, t *templates.Template) error {
 	if ro.target != nil && ro.target.Hash == t.Hash {
 		return nil
 	}
-	rev, first, err := ro.store.ensure(ctx, t)
+	rev, first, err := ro.store.Ensure(ctx, t)
 	if err != nil {
 		return err
 	}
@@ -241,20 +242,20 @@ func (ro *rollout) retarget(ctx context.Context, t *templates.Template) error {
 	lr.Revision = rev
 	if first {
 		// Nothing ran before it: it is complete at once.
-		lr.Phase, lr.Message = PhaseComplete, "the first revision of the kind"
+		lr.Phase, lr.Message = revisions.PhaseComplete, "the first revision of the kind"
 		lr.Wave = len(t.Rollout.Waves) - 1
-		if err := ro.store.record(ctx, lr.Revision); err != nil {
+		if err := ro.store.Record(ctx, lr.Revision); err != nil {
 			return err
 		}
 	}
 	// Any other revision still on its way (the previous target, or one a
 	// previous leader was rolling out when the files changed) is over.
 	for _, old := range ro.revs {
-		if old == lr || (old.Phase != PhasePending && old.Phase != PhaseHeld && old.Phase != PhaseProgressing) {
+		if old == lr || (old.Phase != revisions.PhasePending && old.Phase != revisions.PhaseHeld && old.Phase != revisions.PhaseProgressing) {
 			continue
 		}
-		old.Phase, old.Message = PhaseSuperseded, fmt.Sprintf("superseded by revision %d", lr.Number)
-		if err := ro.store.record(ctx, old.Revision); err != nil {
+		old.Phase, old.Message = revisions.PhaseSuperseded, fmt.Sprintf("superseded by revision %d", lr.Number)
+		if err := ro.store.Record(ctx, old.Revision); err != nil {
 			return err
 		}
 	}
@@ -266,17 +267,39 @@ func (ro *rollout) retarget(ctx context.Context, t *templates.Template) error {
 	return nil
 }
 
-// restable makes the newest complete revision the stable one.
+// restable makes the newest complete revision the stable one: where
+// parents that have not moved stay, and new ones start. Once the target is
+// rolled back, it is where the target's parents go, the revision an undo
+// returns to (revisions.UndoTarget): the same unless none is complete, and
+// the same whether this leader rolled it back, a restarted one reads it,
+// or a shard follows it.
 func (ro *rollout) restable() {
+	if ro.target.Phase == revisions.PhaseRolledBack {
+		ro.stable = ro.target // no other revision: its parents stay
+		if to, ok := revisions.UndoTarget(ro.stored(), ro.target.Revision); ok {
+			ro.stable = ro.revs[to.Hash]
+		}
+		return
+	}
 	ro.stable = nil
 	for _, r := range ro.revs {
-		if r.Phase == PhaseComplete && (ro.stable == nil || r.Number > ro.stable.Number) {
+		if r.Phase == revisions.PhaseComplete && (ro.stable == nil || r.Number > ro.stable.Number) {
 			ro.stable = r
 		}
 	}
 	if ro.stable == nil {
 		ro.stable = ro.target // none complete (revisions from before rollouts): the files
 	}
+}
+
+// stored is the stored revisions, by number.
+func (ro *rollout) stored() []revisions.Revision {
+	out := make([]revisions.Revision, 0, len(ro.revs))
+	for _, r := range ro.revs {
+		out = append(out, r.Revision)
+	}
+	slices.SortFunc(out, func(a, b revisions.Revision) int { return cmp.Compare(a.Number, b.Number) })
+	return out
 }
 
 // prune deletes revisions beyond the history limit that no parent runs or
@@ -296,7 +319,7 @@ func (ro *rollout) prune(ctx context.Context) {
 			pinned[n] = true
 		}
 	}
-	err = ro.store.prune(ctx, ro.historyLimit, func(r Revision) bool { return used[r.Hash] || pinned[r.Number] })
+	err = ro.store.Prune(ctx, ro.historyLimit, func(r revisions.Revision) bool { return used[r.Hash] || pinned[r.Number] })
 	if err != nil {
 		log.FromContext(ctx).Error(err, "pruning old revisions")
 	}
@@ -344,9 +367,9 @@ func (ro *rollout) step(ctx context.Context) (time.Duration, error) {
 		return 0, err
 	}
 	switch ro.target.Phase {
-	case PhasePending:
+	case revisions.PhasePending:
 		return rolloutTickActive, ro.start(ctx, parents)
-	case PhaseHeld:
+	case revisions.PhaseHeld:
 		if ro.target.Undo {
 			// Rejected before any object ran it: nothing to move back.
 			return rolloutTickIdle, ro.rollBack(ctx, parents, "undone while held (engine rollout undo): no object ran it", contract.AnnotationRolloutUndo)
@@ -354,9 +377,9 @@ func (ro *rollout) step(ctx context.Context) (time.Duration, error) {
 		if ro.target.Approved {
 			return rolloutTickActive, ro.begin(ctx, parents, contract.AnnotationRolloutApproved)
 		}
-	case PhaseProgressing:
+	case revisions.PhaseProgressing:
 		return rolloutTickActive, ro.progress(ctx, parents)
-	case PhaseComplete:
+	case revisions.PhaseComplete:
 		if ro.target.Undo {
 			return rolloutTickActive, ro.rollBack(ctx, parents, "undone (engine rollout undo)", contract.AnnotationRolloutUndo)
 		}
@@ -368,11 +391,11 @@ func (ro *rollout) step(ctx context.Context) (time.Duration, error) {
 // at) now, the cases of step that need the fleet.
 func (ro *rollout) moves() bool {
 	switch t := ro.target; t.Phase {
-	case PhasePending, PhaseProgressing:
+	case revisions.PhasePending, revisions.PhaseProgressing:
 		return true
-	case PhaseHeld:
+	case revisions.PhaseHeld:
 		return t.Undo || t.Approved
-	case PhaseComplete:
+	case revisions.PhaseComplete:
 		return t.Undo
 	}
 	return false
@@ -382,11 +405,11 @@ func (ro *rollout) moves() bool {
 // target's ControllerRevision.
 func (ro *rollout) refresh(ctx context.Context) error {
 	cr := &appsv1.ControllerRevision{}
-	key := types.NamespacedName{Namespace: ro.store.namespace, Name: ro.target.Name}
-	if err := ro.store.reader.Get(ctx, key, cr); err != nil {
+	key := types.NamespacedName{Namespace: ro.store.Namespace, Name: ro.target.Name}
+	if err := ro.store.Reader.Get(ctx, key, cr); err != nil {
 		return fmt.Errorf("reading revision %d of %s: %w", ro.target.Number, contract.KindString(ro.gvk), err)
 	}
-	stored := RevisionOf(cr)
+	stored := revisions.RevisionOf(cr)
 	ro.target.Paused, ro.target.Approved, ro.target.Undo = stored.Paused, stored.Approved, stored.Undo
 	return nil
 }
@@ -403,12 +426,12 @@ func (ro *rollout) start(ctx context.Context, parents []unstructured.Unstructure
 			return err
 		}
 		if held.Deletes > 0 {
-			ro.target.Phase = PhaseHeld
+			ro.target.Phase = revisions.PhaseHeld
 			ro.target.Message = held.Error()
 			ro.target.HeldDeletes = held.Deletes
 			ro.event(corev1.EventTypeWarning, "RevisionHeld", "%s", ro.target.Message)
-			metricRollouts.WithLabelValues(contract.KindString(ro.gvk), string(PhaseHeld)).Inc()
-			return ro.store.record(ctx, ro.target.Revision)
+			metricRollouts.WithLabelValues(contract.KindString(ro.gvk), string(revisions.PhaseHeld)).Inc()
+			return ro.store.Record(ctx, ro.target.Revision)
 		}
 	}
 	return ro.begin(ctx, parents)
@@ -419,17 +442,18 @@ func (ro *rollout) begin(ctx context.Context, parents []unstructured.Unstructure
 	if ro.target.tpl.Rollout.Strategy == templates.RolloutImmediate {
 		return ro.complete(ctx, "rolled out to every object at once (strategy Immediate)", done...)
 	}
-	ro.target.Phase, ro.target.Wave = PhaseProgressing, 0
+	ro.target.Phase, ro.target.Wave = revisions.PhaseProgressing, 0
 	ro.target.Message = fmt.Sprintf("wave 1 of %d", len(ro.target.tpl.Rollout.Waves))
-	if err := ro.store.record(ctx, ro.target.Revision, done...); err != nil {
+	if err := ro.store.Record(ctx, ro.target.Revision, done...); err != nil {
 		return err
 	}
-	metricRollouts.WithLabelValues(contract.KindString(ro.gvk), string(PhaseProgressing)).Inc()
+	metricRollouts.WithLabelValues(contract.KindString(ro.gvk), string(revisions.PhaseProgressing)).Inc()
 	return ro.progress(ctx, parents)
 }
 
 // progress moves the parents of the current wave, checks their health, and
-// starts the next wave once every parent moved so far is Ready.
+// starts the next wave once every parent moved so far is healthy on the
+// target (revisions.ReadyOn).
 func (ro *rollout) progress(ctx context.Context, parents []unstructured.Unstructured) error {
 	policy := ro.target.tpl.Rollout
 	if ro.target.Undo {
@@ -463,7 +487,7 @@ func (ro *rollout) progress(ctx context.Context, parents []unstructured.Unstruct
 	if ro.target.Paused {
 		ready := 0
 		for _, p := range moved {
-			if readyOn(p, ro.target.Hash) {
+			if revisions.ReadyOn(p, ro.target.Hash) {
 				ready++
 			}
 		}
@@ -472,7 +496,7 @@ func (ro *rollout) progress(ctx context.Context, parents []unstructured.Unstruct
 	}
 	if ro.target.Message != msg {
 		ro.target.Message = msg
-		if err := ro.store.record(ctx, ro.target.Revision); err != nil {
+		if err := ro.store.Record(ctx, ro.target.Revision); err != nil {
 			return err
 		}
 	}
@@ -505,7 +529,7 @@ func (ro *rollout) progress(ctx context.Context, parents []unstructured.Unstruct
 		return nil
 	}
 	for _, p := range moved {
-		if !readyOn(p, ro.target.Hash) {
+		if !revisions.ReadyOn(p, ro.target.Hash) {
 			return nil
 		}
 	}
@@ -514,7 +538,7 @@ func (ro *rollout) progress(ctx context.Context, parents []unstructured.Unstruct
 	}
 	ro.target.Wave++
 	ro.target.Message = fmt.Sprintf("wave %d of %d", ro.target.Wave+1, len(policy.Waves))
-	if err := ro.store.record(ctx, ro.target.Revision); err != nil {
+	if err := ro.store.Record(ctx, ro.target.Revision); err != nil {
 		return err
 	}
 	return ro.progress(ctx, parents) // the next wave's parents, at once
@@ -522,42 +546,31 @@ func (ro *rollout) progress(ctx context.Context, parents []unstructured.Unstruct
 
 // complete makes the target the stable revision and moves every parent.
 func (ro *rollout) complete(ctx context.Context, msg string, done ...string) error {
-	ro.target.Phase, ro.target.Message = PhaseComplete, msg
+	ro.target.Phase, ro.target.Message = revisions.PhaseComplete, msg
 	ro.target.Wave = len(ro.target.tpl.Rollout.Waves) - 1
-	if err := ro.store.record(ctx, ro.target.Revision, done...); err != nil {
+	if err := ro.store.Record(ctx, ro.target.Revision, done...); err != nil {
 		return err
 	}
 	ro.restable()
 	clear(ro.moving)
-	metricRollouts.WithLabelValues(contract.KindString(ro.gvk), string(PhaseComplete)).Inc()
+	metricRollouts.WithLabelValues(contract.KindString(ro.gvk), string(revisions.PhaseComplete)).Inc()
 	ro.publish()
 	go ro.kind.requeueAll(ctx)
 	return nil
 }
 
-// rollBack returns every parent on the target to the stable revision; the
-// target is not tried again.
+// rollBack returns every parent on the target to the revision an undo
+// returns to (revisions.UndoTarget), which is the stable one from then on;
+// the target is not tried again.
 func (ro *rollout) rollBack(ctx context.Context, parents []unstructured.Unstructured, why string, done ...string) error {
-	ro.target.Phase = PhaseRolledBack
+	ro.target.Phase = revisions.PhaseRolledBack
 	ro.target.Message = why
-	if err := ro.store.record(ctx, ro.target.Revision, done...); err != nil {
+	if err := ro.store.Record(ctx, ro.target.Revision, done...); err != nil {
 		return err
 	}
-	ro.restable()
-	if ro.stable == ro.target {
-		// Nothing complete to go back to: parents stay where they are.
-		ro.stable = nil
-		for _, r := range ro.revs {
-			if r != ro.target && (ro.stable == nil || r.Number > ro.stable.Number) {
-				ro.stable = r
-			}
-		}
-		if ro.stable == nil {
-			ro.stable = ro.target
-		}
-	}
+	ro.restable() // the revision an undo returns to
 	ro.event(corev1.EventTypeWarning, "RevisionRolledBack", "revision %d rolled back to revision %d: %s", ro.target.Number, ro.stable.Number, why)
-	metricRollouts.WithLabelValues(contract.KindString(ro.gvk), string(PhaseRolledBack)).Inc()
+	metricRollouts.WithLabelValues(contract.KindString(ro.gvk), string(revisions.PhaseRolledBack)).Inc()
 	if ro.kind.sharded() {
 		// The shards see the phase and requeue their parents (follow).
 		clear(ro.moving)
@@ -583,7 +596,7 @@ func (ro *rollout) rollBack(ctx context.Context, parents []unstructured.Unstruct
 
 // event records an event on the target's ControllerRevision.
 func (ro *rollout) event(kind, reason, format string, args ...any) {
-	cr := &appsv1.ControllerRevision{ObjectMeta: metav1.ObjectMeta{Name: ro.target.Name, Namespace: ro.store.namespace}}
+	cr := &appsv1.ControllerRevision{ObjectMeta: metav1.ObjectMeta{Name: ro.target.Name, Namespace: ro.store.Namespace}}
 	cr.SetGroupVersionKind(appsv1.SchemeGroupVersion.WithKind("ControllerRevision"))
 	ro.kind.event(cr, kind, reason, format, args...)
 }
@@ -653,26 +666,16 @@ func uidOrder(uid types.UID) string {
 	return fmt.Sprintf("%016x", h.Sum64())
 }
 
-// readyOn reports a parent that runs revision hash, reconciled at its
-// current generation, Synced and Ready.
-func readyOn(p *unstructured.Unstructured, hash string) bool {
-	_, h := contract.ParentRevision(p)
-	if h != hash || !contract.GenerationObserved(p) {
-		return false
-	}
-	return contract.ConditionIs(p, contract.ConditionSynced, metav1.ConditionTrue) && contract.ConditionIs(p, contract.ConditionReady, metav1.ConditionTrue)
-}
-
 // failedOn says why a parent moved to revision hash at since has failed
 // its health gate, or returns "": Synced=False on the revision, or not
-// Ready within the deadline.
+// healthy on it (revisions.ReadyOn) within the deadline.
 func failedOn(p *unstructured.Unstructured, hash string, since, now time.Time, deadline time.Duration) string {
 	_, h := contract.ParentRevision(p)
 	if h == hash && contract.GenerationObserved(p) {
 		if c := contract.FindCondition(p, contract.ConditionSynced); c != nil && c.Status == metav1.ConditionFalse {
 			return fmt.Sprintf("Synced=False %s: %s", c.Reason, c.Message)
 		}
-		if readyOn(p, hash) {
+		if revisions.ReadyOn(p, hash) {
 			return ""
 		}
 	}

@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/cuengine/engine/contract"
+	"github.com/cuengine/engine/revisions"
 )
 
 // Rollouts under sharding: one replica (the sharder) coordinates each
@@ -35,7 +36,7 @@ func (ro *rollout) send(ctx context.Context, p *unstructured.Unstructured) error
 	if err != nil {
 		return err
 	}
-	if err := ro.store.c.Patch(ctx, p, client.RawPatch(types.MergePatchType, patch)); err != nil && !apierrors.IsNotFound(err) {
+	if err := ro.store.Client.Patch(ctx, p, client.RawPatch(types.MergePatchType, patch)); err != nil && !apierrors.IsNotFound(err) {
 		return fmt.Errorf("moving %s/%s to revision %d: %w", p.GetNamespace(), p.GetName(), ro.target.Number, err)
 	}
 	return nil
@@ -55,7 +56,7 @@ var errNoRevision = errors.New("no revision of the kind is stored yet")
 // one, and requeues its parents when the target or its phase changes (the
 // moves of single parents come as annotations, send).
 func (ro *rollout) follow(ctx context.Context) (time.Duration, error) {
-	crs, err := listRevisionObjects(ctx, ro.store.reader, ro.store.namespace, ro.store.gvk)
+	crs, err := ro.store.List(ctx)
 	if err != nil {
 		return 0, err
 	}
@@ -63,10 +64,10 @@ func (ro *rollout) follow(ctx context.Context) (time.Duration, error) {
 	stored := map[string]bool{}
 	var newest *loadedRevision
 	for i := range crs {
-		rev := RevisionOf(&crs[i])
+		rev := revisions.RevisionOf(&crs[i])
 		lr := ro.revs[rev.Hash]
 		if lr == nil {
-			t, err := ro.store.load(&crs[i])
+			t, err := ro.store.Load(&crs[i])
 			if err != nil {
 				log.FromContext(ctx).Error(err, "cannot load a stored revision; its parents move to the stable revision", "kind", contract.KindString(ro.gvk))
 				continue

@@ -24,6 +24,7 @@ import (
 
 	"github.com/cuengine/engine/contract"
 	"github.com/cuengine/engine/engine"
+	"github.com/cuengine/engine/revisions"
 	"github.com/cuengine/engine/templates"
 )
 
@@ -181,8 +182,8 @@ func TestProgressiveRolloutsWhileReadinessIsPolled(t *testing.T) {
 			if stuck {
 				return true, nil // reported below
 			}
-			revs, err := engine.ListRevisions(ctx, k8s, ns, crateGVK)
-			if err != nil || len(revs) == 0 || revs[len(revs)-1].Number != number || revs[len(revs)-1].Phase != engine.PhaseComplete {
+			revs, err := revisions.ListRevisions(ctx, k8s, ns, crateGVK)
+			if err != nil || len(revs) == 0 || revs[len(revs)-1].Number != number || revs[len(revs)-1].Phase != revisions.PhaseComplete {
 				return false, err
 			}
 			return onRevision(number)(ctx)

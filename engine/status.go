@@ -20,6 +20,7 @@ import (
 
 	"github.com/cuengine/engine/contract"
 	"github.com/cuengine/engine/render"
+	"github.com/cuengine/engine/revisions"
 	"github.com/cuengine/engine/templates"
 )
 
@@ -38,7 +39,7 @@ type status struct {
 	ready     condition
 	// revision is the template revision the parent was reconciled with,
 	// for status.templateRevision; nil keeps the stored one.
-	revision *Revision
+	revision *revisions.Revision
 	// skip: this reconcile's status is not worth writing (children or the
 	// parent were written: the reconcile their watch event brings sees the
 	// result), or there is no parent left to write it to.

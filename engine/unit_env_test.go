@@ -36,6 +36,7 @@ import (
 	"github.com/cuengine/engine/contract"
 	"github.com/cuengine/engine/providers"
 	"github.com/cuengine/engine/render"
+	"github.com/cuengine/engine/revisions"
 	"github.com/cuengine/engine/templates"
 )
 
@@ -368,7 +369,7 @@ type unitKind struct {
 
 func (k *unitKind) template() *templates.Template { return k.tpl }
 func (k *unitKind) retired() bool                 { return k.gone }
-func (k *unitKind) templateFor(*unstructured.Unstructured) (*templates.Template, *Revision, error) {
+func (k *unitKind) templateFor(*unstructured.Unstructured) (*templates.Template, *revisions.Revision, error) {
 	return k.tpl, nil, nil
 }
 

@@ -1,17 +1,23 @@
 package engine
 
 import (
+	"context"
+	"fmt"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	appsv1 "k8s.io/api/apps/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	"github.com/cuengine/engine/contract"
+	"github.com/cuengine/engine/revisions"
 	"github.com/cuengine/engine/templates"
 )
 
@@ -36,9 +42,9 @@ func rolloutParent(name, hash string, synced, ready metav1.ConditionStatus) *uns
 
 // testRollout is a rollout with revisions 1 (complete) and 2 (the target,
 // in the given phase and wave), without a cluster.
-func testRollout(phase Phase, wave int) *rollout {
-	one := &loadedRevision{Revision: Revision{Number: 1, Hash: "h1", Phase: PhaseComplete}, tpl: &templates.Template{Path: "v1"}}
-	two := &loadedRevision{Revision: Revision{Number: 2, Hash: "h2", Phase: phase, Wave: wave}, tpl: &templates.Template{Path: "v2"}}
+func testRollout(phase revisions.Phase, wave int) *rollout {
+	one := &loadedRevision{Revision: revisions.Revision{Number: 1, Hash: "h1", Phase: revisions.PhaseComplete}, tpl: &templates.Template{Path: "v1"}}
+	two := &loadedRevision{Revision: revisions.Revision{Number: 2, Hash: "h2", Phase: phase, Wave: wave}, tpl: &templates.Template{Path: "v2"}}
 	ro := newRollout(&fakeKind{}, schema.GroupVersionKind{Kind: "Test"}, nil, 10, holdCheck{})
 	ro.revs = map[string]*loadedRevision{"h1": one, "h2": two}
 	ro.target = two
@@ -57,23 +63,23 @@ func TestUnitTemplateFor(t *testing.T) {
 	pinned.SetAnnotations(map[string]string{contract.AnnotationTemplateRevision: "1"})
 	for _, tt := range []struct {
 		name   string
-		phase  Phase
+		phase  revisions.Phase
 		wave   int
 		moved  bool
 		parent *unstructured.Unstructured
 		want   int64
 	}{
-		{"complete: everyone on the target", PhaseComplete, 2, false, on1, 2},
-		{"progressing: a parent not moved stays", PhaseProgressing, 0, false, on1, 1},
-		{"progressing: a moved parent goes", PhaseProgressing, 0, true, on1, 2},
-		{"progressing: a parent on the target stays there", PhaseProgressing, 0, false, on2, 2},
-		{"progressing, first wave: a new parent gets the stable one", PhaseProgressing, 0, false, fresh, 1},
-		{"progressing, past the first wave: a new parent gets the target", PhaseProgressing, 1, false, fresh, 2},
-		{"held: a new parent gets the stable one", PhaseHeld, 0, false, fresh, 1},
-		{"held: nobody moves", PhaseHeld, 0, false, on1, 1},
-		{"pending: a parent already on its content stays", PhasePending, 0, false, on2, 2},
-		{"rolled back: back to the stable one", PhaseRolledBack, 0, false, on2, 1},
-		{"pinned: whatever the rollout", PhaseComplete, 2, false, pinned, 1},
+		{"complete: everyone on the target", revisions.PhaseComplete, 2, false, on1, 2},
+		{"progressing: a parent not moved stays", revisions.PhaseProgressing, 0, false, on1, 1},
+		{"progressing: a moved parent goes", revisions.PhaseProgressing, 0, true, on1, 2},
+		{"progressing: a parent on the target stays there", revisions.PhaseProgressing, 0, false, on2, 2},
+		{"progressing, first wave: a new parent gets the stable one", revisions.PhaseProgressing, 0, false, fresh, 1},
+		{"progressing, past the first wave: a new parent gets the target", revisions.PhaseProgressing, 1, false, fresh, 2},
+		{"held: a new parent gets the stable one", revisions.PhaseHeld, 0, false, fresh, 1},
+		{"held: nobody moves", revisions.PhaseHeld, 0, false, on1, 1},
+		{"pending: a parent already on its content stays", revisions.PhasePending, 0, false, on2, 2},
+		{"rolled back: back to the stable one", revisions.PhaseRolledBack, 0, false, on2, 1},
+		{"pinned: whatever the rollout", revisions.PhaseComplete, 2, false, pinned, 1},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			ro := testRollout(tt.phase, tt.wave)
@@ -90,7 +96,7 @@ func TestUnitTemplateFor(t *testing.T) {
 	t.Run("pinned to a revision that is not stored", func(t *testing.T) {
 		p := on1.DeepCopy()
 		p.SetAnnotations(map[string]string{contract.AnnotationTemplateRevision: "7"})
-		_, err := testRollout(PhaseComplete, 0).templateFor(p)
+		_, err := testRollout(revisions.PhaseComplete, 0).templateFor(p)
 		require.Error(t, err)
 		assert.Contains(t, err.Error(), "pinned (engine.cuengine.dev/template-revision) to revision 7, which is not stored")
 		_, reason, _ := classify(err, 0)
@@ -99,7 +105,7 @@ func TestUnitTemplateFor(t *testing.T) {
 	t.Run("pinned to something that is not a number", func(t *testing.T) {
 		p := on1.DeepCopy()
 		p.SetAnnotations(map[string]string{contract.AnnotationTemplateRevision: "latest"})
-		_, err := testRollout(PhaseComplete, 0).templateFor(p)
+		_, err := testRollout(revisions.PhaseComplete, 0).templateFor(p)
 		assert.ErrorContains(t, err, `annotation engine.cuengine.dev/template-revision="latest" is not a revision number`)
 	})
 }
@@ -135,17 +141,16 @@ func TestUnitRolloutOrder(t *testing.T) {
 	assert.Equal(t, first, names(rolloutOrder(reversed)))
 }
 
-// TestUnitHealthGates: a moved parent passes when it is Ready on the
-// revision, fails at once when Synced=False on it, and fails when it is not
-// Ready by the deadline.
+// TestUnitHealthGates: a moved parent passes when it is healthy on the
+// revision (revisions.ReadyOn, whose own cases are revisions'
+// TestReadyOn), fails at once when Synced=False on it, and fails when it
+// is not healthy by the deadline.
 func TestUnitHealthGates(t *testing.T) {
 	since := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	within, past := since.Add(10*time.Second), since.Add(time.Minute)
 	const deadline = 30 * time.Second
 
 	ready := rolloutParent("ready", "h2", metav1.ConditionTrue, metav1.ConditionTrue)
-	assert.True(t, readyOn(ready, "h2"))
-	assert.False(t, readyOn(ready, "h1"), "ready, but on another revision")
 	assert.Empty(t, failedOn(ready, "h2", since, past, deadline))
 
 	refused := rolloutParent("refused", "h2", metav1.ConditionFalse, metav1.ConditionFalse)
@@ -158,31 +163,83 @@ func TestUnitHealthGates(t *testing.T) {
 	notMoved := rolloutParent("stuck", "h1", metav1.ConditionTrue, metav1.ConditionTrue)
 	assert.Empty(t, failedOn(notMoved, "h2", since, within, deadline))
 	assert.Equal(t, "not Ready 30s after its update (progressDeadline): not updated to the revision", failedOn(notMoved, "h2", since, past, deadline))
-
-	stale := rolloutParent("stale", "h2", metav1.ConditionTrue, metav1.ConditionTrue)
-	stale.SetGeneration(2)
-	assert.False(t, readyOn(stale, "h2"), "its status is of an older generation")
 }
 
 // TestUnitRolloutIdleListsNoFleet: the coordinator lists every parent (under
 // sharding, from the apiserver) only in the phases that move some.
 func TestUnitRolloutIdleListsNoFleet(t *testing.T) {
 	for _, tc := range []struct {
-		rev  Revision
+		rev  revisions.Revision
 		want bool
 	}{
-		{Revision{Phase: PhasePending}, true},
-		{Revision{Phase: PhaseProgressing}, true},
-		{Revision{Phase: PhaseProgressing, Paused: true}, true},
-		{Revision{Phase: PhaseHeld}, false},
-		{Revision{Phase: PhaseHeld, Approved: true}, true},
-		{Revision{Phase: PhaseHeld, Undo: true}, true},
-		{Revision{Phase: PhaseComplete}, false},
-		{Revision{Phase: PhaseComplete, Undo: true}, true},
-		{Revision{Phase: PhaseRolledBack}, false},
-		{Revision{Phase: PhaseSuperseded}, false},
+		{revisions.Revision{Phase: revisions.PhasePending}, true},
+		{revisions.Revision{Phase: revisions.PhaseProgressing}, true},
+		{revisions.Revision{Phase: revisions.PhaseProgressing, Paused: true}, true},
+		{revisions.Revision{Phase: revisions.PhaseHeld}, false},
+		{revisions.Revision{Phase: revisions.PhaseHeld, Approved: true}, true},
+		{revisions.Revision{Phase: revisions.PhaseHeld, Undo: true}, true},
+		{revisions.Revision{Phase: revisions.PhaseComplete}, false},
+		{revisions.Revision{Phase: revisions.PhaseComplete, Undo: true}, true},
+		{revisions.Revision{Phase: revisions.PhaseRolledBack}, false},
+		{revisions.Revision{Phase: revisions.PhaseSuperseded}, false},
 	} {
 		ro := &rollout{target: &loadedRevision{Revision: tc.rev}}
 		assert.Equal(t, tc.want, ro.moves(), "%+v", tc.rev)
+	}
+}
+
+// TestUnitRollBackTo: a rolled-back target's parents go where an undo
+// returns them (revisions.UndoTarget): the newest complete revision; when
+// none is complete, the newest other one; when there is none, nowhere. A
+// leader that reads the rollout back (restarted, or a shard following)
+// sends them, and new parents, to the same one.
+func TestUnitRollBackTo(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		phases []revisions.Phase // of revisions 1, 2, ...; the last is the target
+		want   int64
+	}{
+		{"the newest complete", []revisions.Phase{revisions.PhaseComplete, revisions.PhaseComplete, revisions.PhaseRolledBack, revisions.PhaseProgressing}, 2},
+		{"undone once complete", []revisions.Phase{revisions.PhaseComplete, revisions.PhaseComplete}, 1},
+		{"none complete: the newest other", []revisions.Phase{revisions.PhaseSuperseded, revisions.PhaseRolledBack, revisions.PhaseProgressing}, 2},
+		{"the only revision: it stays", []revisions.Phase{revisions.PhaseProgressing}, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			scheme := runtime.NewScheme()
+			require.NoError(t, appsv1.AddToScheme(scheme))
+			c := fake.NewClientBuilder().WithScheme(scheme).Build()
+			k := &fakeKind{sentTo: map[string]int64{}}
+			k.ro = newRollout(k, schema.GroupVersionKind{Kind: "Test"}, &revisions.Store{Client: c, Reader: c, Namespace: "default"}, 10, holdCheck{})
+			for i, phase := range tc.phases {
+				n := int64(i + 1)
+				hash := fmt.Sprintf("h%d", n)
+				lr := &loadedRevision{Revision: revisions.Revision{Name: "test-" + hash, Number: n, Hash: hash, Phase: phase}, tpl: &templates.Template{Path: hash}}
+				k.ro.revs[hash] = lr
+				k.ro.target = lr
+				require.NoError(t, c.Create(context.Background(), &appsv1.ControllerRevision{ObjectMeta: metav1.ObjectMeta{Name: lr.Name, Namespace: "default"}, Revision: n}))
+			}
+			k.ro.restable()
+			k.ro.publish()
+			on := rolloutParent("on-target", k.ro.target.Hash, metav1.ConditionTrue, metav1.ConditionFalse)
+			require.NoError(t, k.ro.rollBack(context.Background(), []unstructured.Unstructured{*on}, "failed"))
+			assert.Equal(t, revisions.PhaseRolledBack, k.ro.target.Phase)
+			assert.Equal(t, tc.want, k.sentTo["on-target"], "the revision its reconcile gets")
+
+			// A restarted leader, or a shard that follows, reads the
+			// rolled-back target from the store: the same revision.
+			again := newRollout(k, schema.GroupVersionKind{Kind: "Test"}, nil, 10, holdCheck{})
+			for hash, lr := range k.ro.revs {
+				c := *lr
+				again.revs[hash] = &c
+			}
+			again.target = again.revs[k.ro.target.Hash]
+			again.restable()
+			again.publish()
+			for _, p := range []*unstructured.Unstructured{on, rolloutParent("new", "", metav1.ConditionUnknown, metav1.ConditionUnknown)} {
+				got, err := again.templateFor(p)
+				require.NoError(t, err)
+				assert.Equal(t, tc.want, got.Number, "%s, read back", p.GetName())
+			}
+		})
 	}
 }

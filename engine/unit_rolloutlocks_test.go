@@ -20,6 +20,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	"github.com/cuengine/engine/render"
+	"github.com/cuengine/engine/revisions"
 	"github.com/cuengine/engine/templates"
 )
 
@@ -119,12 +120,12 @@ func TestUnitRolloutStepBlocksNoReader(t *testing.T) {
 	c := fake.NewClientBuilder().WithScheme(scheme).Build()
 	v1 := lockTemplate(t, "one")
 	k := &fakeKind{tpl: v1, sentTo: map[string]int64{}}
-	store := &revisionStore{c: c, reader: c, namespace: "default", gvk: v1.GVK}
+	store := &revisions.Store{Client: c, Reader: c, Namespace: "default", GVK: v1.GVK}
 	k.ro = newRollout(k, v1.GVK, store, 10, holdCheck{limits: render.Limits{EvaluationTimeout: time.Second}})
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	require.NoError(t, k.ro.init(ctx))
-	first, err := ListRevisions(ctx, c, "default", v1.GVK)
+	first, err := revisions.ListRevisions(ctx, c, "default", v1.GVK)
 	require.NoError(t, err)
 	require.Len(t, first, 1)
 
@@ -184,10 +185,10 @@ func TestUnitRolloutStepBlocksNoReader(t *testing.T) {
 	readers.Wait()
 	assert.Empty(t, blocked)
 
-	revs, err := ListRevisions(ctx, c, "default", v1.GVK)
+	revs, err := revisions.ListRevisions(ctx, c, "default", v1.GVK)
 	require.NoError(t, err)
 	require.Len(t, revs, 2)
-	assert.Equal(t, PhaseProgressing, revs[1].Phase, "the hold check found nothing to delete: the rollout began")
+	assert.Equal(t, revisions.PhaseProgressing, revs[1].Phase, "the hold check found nothing to delete: the rollout began")
 	require.Len(t, k.sentTo, 1, "the first wave is one canary")
 	for name, n := range k.sentTo {
 		assert.Equal(t, int64(2), n, "%s, enqueued, is reconciled with the target", name)
@@ -198,14 +199,14 @@ func TestUnitRolloutStepBlocksNoReader(t *testing.T) {
 // TestUnitRolloutViewIsACopy: what a reconcile got from templateFor does
 // not change under it when the coordinator moves on.
 func TestUnitRolloutViewIsACopy(t *testing.T) {
-	ro := testRollout(PhaseProgressing, 0)
+	ro := testRollout(revisions.PhaseProgressing, 0)
 	on2 := rolloutParent("on2", "h2", metav1.ConditionTrue, metav1.ConditionTrue)
 	got, err := ro.templateFor(on2)
 	require.NoError(t, err)
-	ro.target.Phase, ro.target.Message = PhaseRolledBack, "failed"
-	assert.Equal(t, PhaseProgressing, got.Phase, "not changed before it is published")
+	ro.target.Phase, ro.target.Message = revisions.PhaseRolledBack, "failed"
+	assert.Equal(t, revisions.PhaseProgressing, got.Phase, "not changed before it is published")
 	ro.publish()
-	assert.Equal(t, PhaseProgressing, got.Phase, "nor after")
+	assert.Equal(t, revisions.PhaseProgressing, got.Phase, "nor after")
 	again, err := ro.templateFor(on2)
 	require.NoError(t, err)
 	assert.Equal(t, int64(1), again.Number, "a later reconcile sees the rollback")

@@ -64,7 +64,7 @@ func RBAC(set *Set, opts RBACOptions) (*rbacv1.ClusterRole, *rbacv1.ClusterRoleB
 		rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"events"}, Verbs: []string{"create", "patch"}},
 		rbacv1.PolicyRule{APIGroups: []string{"events.k8s.io"}, Resources: []string{"events"}, Verbs: []string{"create", "patch"}},
 		rbacv1.PolicyRule{APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"}, Verbs: []string{"get", "list", "watch", "create", "update", "patch"}},
-		// The templates' revisions and their rollouts (engine/revisions.go).
+		// The templates' revisions and their rollouts (package revisions).
 		rbacv1.PolicyRule{APIGroups: []string{"apps"}, Resources: []string{"controllerrevisions"}, Verbs: []string{"get", "list", "watch", "create", "update", "patch", "delete"}},
 	)
 	if opts.InstallCRDs {

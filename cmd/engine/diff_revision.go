@@ -16,6 +16,7 @@ import (
 	"github.com/cuengine/engine/contract"
 	"github.com/cuengine/engine/engine"
 	"github.com/cuengine/engine/render"
+	"github.com/cuengine/engine/revisions"
 )
 
 // revisionDiffOptions are the flags of `engine diff --revision A [--against
@@ -155,8 +156,8 @@ func (o *revisionDiffOptions) run(cmd *cobra.Command, kubeconfig string, limits 
 		return fail(err)
 	}
 	var renderings [2]engine.Rendering
-	for i, rev := range []engine.Revision{from, to} {
-		t, err := engine.LoadRevision(kr.objects[rev.Name], gvk)
+	for i, rev := range []revisions.Revision{from, to} {
+		t, err := revisions.LoadRevision(kr.objects[rev.Name], gvk)
 		if err != nil {
 			return fail(err)
 		}
@@ -189,7 +190,7 @@ func (o *revisionDiffOptions) objectNamespace(kubeconfig string) (string, error)
 }
 
 // numbered returns the stored revision with a number.
-func (k *kindRevisions) numbered(n int64, arg string) (engine.Revision, error) {
+func (k *kindRevisions) numbered(n int64, arg string) (revisions.Revision, error) {
 	for _, rev := range k.Revisions {
 		if rev.Number == n {
 			return rev, nil
@@ -200,13 +201,13 @@ func (k *kindRevisions) numbered(n int64, arg string) (engine.Revision, error) {
 		numbers[i] = strconv.FormatInt(rev.Number, 10)
 	}
 	kind, _, _ := strings.Cut(k.Kind, "/")
-	return engine.Revision{}, fmt.Errorf("%s has no revision %d: its stored revisions are %s (`engine rollout history %s`)", kind, n, strings.Join(numbers, ", "), arg)
+	return revisions.Revision{}, fmt.Errorf("%s has no revision %d: its stored revisions are %s (`engine rollout history %s`)", kind, n, strings.Join(numbers, ", "), arg)
 }
 
 // base returns the revision a diff starts from: number n, or, when n is 0,
 // the one the object runs, found by its hash (a revision renumbered since
 // keeps its hash).
-func (k *kindRevisions) base(parent *unstructured.Unstructured, n int64, arg string) (engine.Revision, error) {
+func (k *kindRevisions) base(parent *unstructured.Unstructured, n int64, arg string) (revisions.Revision, error) {
 	if n > 0 {
 		return k.numbered(n, arg)
 	}
@@ -219,11 +220,11 @@ func (k *kindRevisions) base(parent *unstructured.Unstructured, n int64, arg str
 				return rev, nil
 			}
 		}
-		return engine.Revision{}, fmt.Errorf("%s runs revision %d (%s), which is no longer stored: name the revision to compare with, --against B", object, number, hash)
+		return revisions.Revision{}, fmt.Errorf("%s runs revision %d (%s), which is no longer stored: name the revision to compare with, --against B", object, number, hash)
 	case number > 0:
 		return k.numbered(number, arg)
 	}
-	return engine.Revision{}, fmt.Errorf("%s runs no revision yet (its status.templateRevision is empty): name the revision to compare with, --against B", object)
+	return revisions.Revision{}, fmt.Errorf("%s runs no revision yet (its status.templateRevision is empty): name the revision to compare with, --against B", object)
 }
 
 // objectName is "ns/name", or "name" for a cluster-scoped object.

@@ -2,22 +2,19 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/cuengine/engine/engine"
 	"github.com/cuengine/engine/render"
+	"github.com/cuengine/engine/revisions"
 	"github.com/cuengine/engine/templates"
 )
 
@@ -63,7 +60,7 @@ func TestUnitDiffRevisionArgs(t *testing.T) {
 }
 
 func TestUnitDiffRevisionBase(t *testing.T) {
-	kr := &kindRevisions{Kind: "MyKind.webapp.my.domain/v1", Revisions: []engine.Revision{
+	kr := &kindRevisions{Kind: "MyKind.webapp.my.domain/v1", Revisions: []revisions.Revision{
 		{Number: 2, Hash: "h2"}, {Number: 5, Hash: "h1"}, // h1 renumbered from 1 to 5
 	}}
 	for _, tc := range []struct {
@@ -133,15 +130,12 @@ status: {`)
 
 	rc := startRolloutCluster(t, v1.CRD())
 	ctx := context.Background()
-	rc.record(t, "engine-system", v1, 1, engine.PhaseComplete, 0, "")
-	rc.record(t, "engine-system", v2, 2, engine.PhaseComplete, 0, "")
-	rc.record(t, "engine-system", v3, 3, engine.PhaseComplete, 0, "")
-	rc.record(t, "engine-system", v4, 4, engine.PhaseComplete, 0, "")
+	rc.record(t, "engine-system", v1, 1, revisions.PhaseComplete, 0, "")
+	rc.record(t, "engine-system", v2, 2, revisions.PhaseComplete, 0, "")
+	rc.record(t, "engine-system", v3, 3, revisions.PhaseComplete, 0, "")
+	rc.record(t, "engine-system", v4, 4, revisions.PhaseComplete, 0, "")
 	// A revision labelled as MyKind's that holds another kind's template.
-	misfiled := storedRevision("engine-system", myKindGVK, 5, other.Hash, engine.PhaseComplete, 0, "", time.Time{})
-	files, err := json.Marshal(map[string]any{"files": other.Files()})
-	require.NoError(t, err)
-	misfiled.Data = runtime.RawExtension{Raw: files}
+	misfiled := revisions.ObjectOf("engine-system", myKindGVK, revisions.Revision{Number: 5, Hash: other.Hash, Path: other.Path, Phase: revisions.PhaseComplete}, other.Files())
 	require.NoError(t, rc.c.Create(ctx, misfiled))
 
 	// Object a runs revision 1; its Deployment reports 2 ready replicas.

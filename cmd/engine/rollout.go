@@ -15,7 +15,7 @@ import (
 	"k8s.io/client-go/discovery"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/cuengine/engine/engine"
+	"github.com/cuengine/engine/revisions"
 )
 
 // rolloutOptions are the flags of `engine rollout`.
@@ -64,7 +64,8 @@ the target.`,
 	status := kindArg("status", "Per revision, how many objects run it and are Ready, and where the rollout stands", `Status prints one row per revision that objects of the kind run, and the target
 (marked *): its phase (Pending, Held, Progressing, Paused, Complete,
 RolledBack, Superseded), the wave in progress, the objects on it, how many of
-them are Ready at their current generation, and how many are pinned to it
+them are Ready on it as the rollout's health gates count them (reconciled at
+their current generation, Synced and Ready), and how many are pinned to it
 (annotation engine.cuengine.dev/template-revision). Then why the target is
 where it is: what a held revision would delete, why one rolled back.`, o.status)
 	status.Flags().StringVarP(&o.output, "output", "o", "", `output format: "" (a table) or json`)
@@ -80,9 +81,10 @@ children the current revision produces) it confirms the deletions, and the
 revision rolls out.`, o.resume)
 	resume.Flags().DurationVar(&o.wait, "wait", 0, "wait up to this long for the rollout to end (Complete or RolledBack), printing its progress")
 	undo := kindArg("undo", "Return every object to the previous complete revision", `Undo rolls the target revision back, in the middle of its rollout or after it
-completed: every object on it returns to the previous complete revision, and
-the target is not tried again (its phase is RolledBack). The next edit of
-the templates starts a new rollout.`, o.undo)
+completed: every object on it returns to the previous complete revision (when
+no other revision is complete, to the newest other one), and the target is
+not tried again (its phase is RolledBack). It says which revision that is.
+The next edit of the templates starts a new rollout.`, o.undo)
 	undo.Flags().DurationVar(&o.wait, "wait", 0, "wait up to this long for the engine to roll back, printing its progress")
 	cmd.AddCommand(status, history, pause, resume, undo)
 	return cmd
@@ -139,13 +141,13 @@ func (s *rolloutSession) parents(ctx context.Context) ([]unstructured.Unstructur
 
 // wavesOf returns how many waves a revision's rollout policy has, read from
 // the template it stores; 0 when this engine cannot compile it.
-func (s *rolloutSession) wavesOf(rev engine.Revision) int {
+func (s *rolloutSession) wavesOf(rev revisions.Revision) int {
 	if n, ok := s.waves[rev.Name]; ok {
 		return n
 	}
 	n := 0
 	if cr := s.revs.objects[rev.Name]; cr != nil {
-		if t, err := engine.LoadRevision(cr, s.gvk); err == nil {
+		if t, err := revisions.LoadRevision(cr, s.gvk); err == nil {
 			n = len(t.Rollout.Waves)
 		}
 	}
@@ -195,7 +197,7 @@ func (o *rolloutOptions) resume(ctx context.Context, w io.Writer, s *rolloutSess
 	if err := s.send(ctx, w, req); err != nil {
 		return err
 	}
-	return o.waitFor(ctx, w, s, engine.PhaseComplete, engine.PhaseRolledBack, engine.PhaseSuperseded)
+	return o.waitFor(ctx, w, s, revisions.PhaseComplete, revisions.PhaseRolledBack, revisions.PhaseSuperseded)
 }
 
 func (o *rolloutOptions) undo(ctx context.Context, w io.Writer, s *rolloutSession) error {
@@ -207,7 +209,7 @@ func (o *rolloutOptions) undo(ctx context.Context, w io.Writer, s *rolloutSessio
 		return err
 	}
 	// A complete revision stays Complete until the engine sees the request.
-	return o.waitFor(ctx, w, s, engine.PhaseRolledBack, engine.PhaseSuperseded)
+	return o.waitFor(ctx, w, s, revisions.PhaseRolledBack, revisions.PhaseSuperseded)
 }
 
 // send writes a request into the target's annotations, with a merge patch

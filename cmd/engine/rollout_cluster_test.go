@@ -8,7 +8,6 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -20,13 +19,13 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/cuengine/engine/contract"
 	"github.com/cuengine/engine/engine"
 	"github.com/cuengine/engine/internal/localcluster"
+	"github.com/cuengine/engine/revisions"
 	"github.com/cuengine/engine/templates"
 )
 
@@ -70,28 +69,41 @@ func startRolloutCluster(t *testing.T, crd *apiextensionsv1.CustomResourceDefini
 	return &rolloutCluster{c: c, kubeconfig: cluster.Kubeconfig}
 }
 
-// record stores a revision of tpl as the engine does (engine/revisions.go).
-func (rc *rolloutCluster) record(t *testing.T, ns string, tpl *templates.Template, number int64, phase engine.Phase, wave int, message string) *appsv1.ControllerRevision {
+// store is the engine's revision store of a kind in namespace ns.
+func (rc *rolloutCluster) store(ns string, gvk schema.GroupVersionKind) *revisions.Store {
+	return &revisions.Store{Client: rc.c, Reader: rc.c, Namespace: ns, GVK: gvk}
+}
+
+// record stores a revision of tpl as the engine does, through its store:
+// recorded (the next number, which must be number), then its rollout
+// state written.
+func (rc *rolloutCluster) record(t *testing.T, ns string, tpl *templates.Template, number int64, phase revisions.Phase, wave int, message string) *appsv1.ControllerRevision {
 	t.Helper()
-	return rc.store(t, tpl, storedRevision(ns, tpl.GVK, number, tpl.Hash, phase, wave, message, time.Time{}))
+	return rc.recordRevision(t, ns, tpl, number, func(rev *revisions.Revision) {
+		rev.Phase, rev.Wave, rev.Message = phase, wave, message
+	})
 }
 
 // recordHeld stores a revision of tpl held because it would delete
 // children, as the engine records it.
 func (rc *rolloutCluster) recordHeld(t *testing.T, ns string, tpl *templates.Template, number int64, held *engine.HoldError) *appsv1.ControllerRevision {
 	t.Helper()
-	cr := storedRevision(ns, tpl.GVK, number, tpl.Hash, engine.PhaseHeld, 0, held.Error(), time.Time{})
-	cr.Annotations[contract.AnnotationRolloutHeldDeletes] = strconv.Itoa(held.Deletes)
-	return rc.store(t, tpl, cr)
+	return rc.recordRevision(t, ns, tpl, number, func(rev *revisions.Revision) {
+		rev.Phase, rev.Message, rev.HeldDeletes = revisions.PhaseHeld, held.Error(), held.Deletes
+	})
 }
 
-func (rc *rolloutCluster) store(t *testing.T, tpl *templates.Template, cr *appsv1.ControllerRevision) *appsv1.ControllerRevision {
+func (rc *rolloutCluster) recordRevision(t *testing.T, ns string, tpl *templates.Template, number int64, state func(*revisions.Revision)) *appsv1.ControllerRevision {
 	t.Helper()
-	data, err := json.Marshal(map[string]any{"files": tpl.Files()})
+	ctx := context.Background()
+	s := rc.store(ns, tpl.GVK)
+	rev, _, err := s.Ensure(ctx, tpl)
 	require.NoError(t, err)
-	cr.Annotations[contract.AnnotationTemplatePath] = tpl.Path
-	cr.Data = runtime.RawExtension{Raw: data}
-	require.NoError(t, rc.c.Create(context.Background(), cr))
+	require.Equal(t, number, rev.Number, "the store numbers the revisions in the order they are recorded")
+	state(&rev)
+	require.NoError(t, s.Record(ctx, rev))
+	cr := &appsv1.ControllerRevision{}
+	require.NoError(t, rc.c.Get(ctx, client.ObjectKey{Namespace: ns, Name: rev.Name}, cr))
 	return cr
 }
 
@@ -121,20 +133,12 @@ func (rc *rolloutCluster) annotations(t *testing.T, cr *appsv1.ControllerRevisio
 }
 
 // act plays the engine: it records a revision's rollout state and clears
-// the users' requests it acted on.
-func (rc *rolloutCluster) act(t *testing.T, cr *appsv1.ControllerRevision, phase engine.Phase, wave int, message string, clear ...string) {
+// the users' requests it acted on, through the engine's store.
+func (rc *rolloutCluster) act(t *testing.T, cr *appsv1.ControllerRevision, phase revisions.Phase, wave int, message string, clear ...string) {
 	t.Helper()
-	patch := map[string]any{
-		contract.AnnotationRolloutPhase:   string(phase),
-		contract.AnnotationRolloutWave:    fmt.Sprint(wave),
-		contract.AnnotationRolloutMessage: message,
-	}
-	for _, a := range clear {
-		patch[a] = nil
-	}
-	body, err := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": patch}})
-	require.NoError(t, err)
-	require.NoError(t, rc.c.Patch(context.Background(), cr.DeepCopy(), client.RawPatch(types.MergePatchType, body)))
+	rev := revisions.RevisionOf(cr)
+	rev.Phase, rev.Wave, rev.Message = phase, wave, message
+	require.NoError(t, rc.store(cr.Namespace, myKindGVK).Record(context.Background(), rev, clear...))
 }
 
 // TestRolloutOnCluster runs the commands on a real apiserver, the test
@@ -150,9 +154,9 @@ func TestRolloutOnCluster(t *testing.T) {
 	}
 	hashes := strings.NewReplacer(v1.Hash, "<v1>", v2.Hash, "<v2>", v3.Hash, "<v3>", v4.Hash, "<v4>")
 
-	rc.record(t, "engine-system", v1, 1, engine.PhaseComplete, 0, "the first revision of the kind")
-	rc.record(t, "engine-system", v2, 2, engine.PhaseComplete, 2, "rolled out in 3 waves")
-	r3 := rc.record(t, "engine-system", v3, 3, engine.PhaseProgressing, 1, "wave 2 of 3")
+	rc.record(t, "engine-system", v1, 1, revisions.PhaseComplete, 0, "the first revision of the kind")
+	rc.record(t, "engine-system", v2, 2, revisions.PhaseComplete, 2, "rolled out in 3 waves")
+	r3 := rc.record(t, "engine-system", v3, 3, revisions.PhaseProgressing, 1, "wave 2 of 3")
 	rc.parent(t, "a", 2, v2.Hash, true, "")
 	rc.parent(t, "b", 2, v2.Hash, false, "")
 	rc.parent(t, "c", 3, v3.Hash, true, "")
@@ -227,7 +231,7 @@ $`), hashes.Replace(out))
 		assert.Equal(t, "revision 3 of MyKind.webapp.my.domain undone: the engine returns its objects to revision 2\n", out)
 		assert.Equal(t, "true", rc.annotations(t, r3)[contract.AnnotationRolloutUndo])
 
-		rc.act(t, r3, engine.PhaseRolledBack, 1, "undone (engine rollout undo)", contract.AnnotationRolloutUndo)
+		rc.act(t, r3, revisions.PhaseRolledBack, 1, "undone (engine rollout undo)", contract.AnnotationRolloutUndo)
 		_, errOut, code = rollout("undo", "mk")
 		assert.Equal(t, 1, code)
 		assert.Equal(t, "revision 3 of MyKind.webapp.my.domain is already rolled back: undone (engine rollout undo)", errOut)
@@ -250,7 +254,7 @@ $`), hashes.Replace(out))
 		// The engine sees the approval, rolls the revision out, and clears it.
 		out, errOut, code = waitedFor(t, rolloutArgs("resume", "mk", "--wait", "1m"), func(func() string) {
 			eventually(t, func() bool { return rc.annotations(t, r4)[contract.AnnotationRolloutApproved] == "true" })
-			rc.act(t, r4, engine.PhaseComplete, 2, "rolled out in 3 waves", contract.AnnotationRolloutApproved)
+			rc.act(t, r4, revisions.PhaseComplete, 2, "rolled out in 3 waves", contract.AnnotationRolloutApproved)
 		})
 		require.Equal(t, 0, code, errOut)
 		lines := strings.Split(strings.TrimSpace(out), "\n")
@@ -263,7 +267,7 @@ $`), hashes.Replace(out))
 		out, errOut, code := waitedFor(t, rolloutArgs("undo", "mk", "--wait", "1m"), func(printed func() string) {
 			eventually(t, func() bool { return rc.annotations(t, r4)[contract.AnnotationRolloutUndo] == "true" })
 			eventually(t, func() bool { return strings.Contains(printed(), "revision 4: Complete") })
-			rc.act(t, r4, engine.PhaseRolledBack, 2, "undone (engine rollout undo)", contract.AnnotationRolloutUndo)
+			rc.act(t, r4, revisions.PhaseRolledBack, 2, "undone (engine rollout undo)", contract.AnnotationRolloutUndo)
 		})
 		require.Equal(t, 0, code, errOut)
 		assert.Equal(t, `revision 4 of MyKind.webapp.my.domain undone: the engine returns its objects to revision 2
@@ -285,7 +289,7 @@ revision 4: RolledBack, wave 3/3: undone (engine rollout undo)
 		assert.Equal(t, 1, code)
 		assert.Equal(t, `unknown output format "yaml": use -o json, or no -o for a table`, errOut)
 
-		rc.record(t, "default", v1, 1, engine.PhaseComplete, 0, "the first revision of the kind")
+		rc.record(t, "default", v1, 1, revisions.PhaseComplete, 0, "the first revision of the kind")
 		_, errOut, code = rollout("status", "mk")
 		assert.Equal(t, 1, code)
 		assert.Equal(t, "revisions of MyKind.webapp.my.domain are in several namespaces (default, engine-system): choose the engine's with --revision-namespace", errOut)

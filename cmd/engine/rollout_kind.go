@@ -17,7 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/cuengine/engine/contract"
-	"github.com/cuengine/engine/engine"
+	"github.com/cuengine/engine/revisions"
 )
 
 // kindMapper maps what a user types for a kind to the kind: the cluster's
@@ -79,12 +79,12 @@ type kindRevisions struct {
 	// Kind is the kind as the revisions name it: "MyKind.webapp.my.domain/v1".
 	Kind      string
 	Namespace string
-	Revisions []engine.Revision
+	Revisions []revisions.Revision
 	objects   map[string]*appsv1.ControllerRevision
 }
 
 // target is the newest revision: the one the engine rolls out.
-func (k *kindRevisions) target() engine.Revision { return k.Revisions[len(k.Revisions)-1] }
+func (k *kindRevisions) target() revisions.Revision { return k.Revisions[len(k.Revisions)-1] }
 
 // findRevisions reads a kind's revisions from namespace, or from every
 // namespace when it is "".
@@ -138,7 +138,7 @@ func selectRevisions(crs []appsv1.ControllerRevision, gk schema.GroupKind, names
 		objects:   map[string]*appsv1.ControllerRevision{},
 	}
 	for _, cr := range mine {
-		out.Revisions = append(out.Revisions, engine.RevisionOf(cr))
+		out.Revisions = append(out.Revisions, revisions.RevisionOf(cr))
 		out.objects[cr.Name] = cr
 	}
 	return out, nil

@@ -14,7 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/cuengine/engine/contract"
-	"github.com/cuengine/engine/engine"
+	"github.com/cuengine/engine/revisions"
 )
 
 // request is what a user asks of a kind's target revision: annotations to
@@ -25,7 +25,7 @@ type request struct {
 }
 
 // revisionName is how the commands name a revision: "revision 3 of MyKind.webapp.my.domain".
-func (k *kindRevisions) revisionName(rev engine.Revision) string {
+func (k *kindRevisions) revisionName(rev revisions.Revision) string {
 	kind, _, _ := strings.Cut(k.Kind, "/")
 	return fmt.Sprintf("revision %d of %s", rev.Number, kind)
 }
@@ -35,14 +35,14 @@ func pauseRequest(kr *kindRevisions, arg string) (request, error) {
 	t := kr.target()
 	name := kr.revisionName(t)
 	switch {
-	case t.Paused && (t.Phase == engine.PhasePending || t.Phase == engine.PhaseProgressing):
+	case t.Paused && (t.Phase == revisions.PhasePending || t.Phase == revisions.PhaseProgressing):
 		return request{}, fmt.Errorf("%s is already paused; `engine rollout resume %s` continues it", name, arg)
-	case t.Phase == engine.PhasePending || t.Phase == engine.PhaseProgressing:
+	case t.Phase == revisions.PhasePending || t.Phase == revisions.PhaseProgressing:
 		return request{
 			annotations: map[string]any{contract.AnnotationRolloutPaused: "true"},
 			done:        fmt.Sprintf("%s paused: no more objects move to it until `engine rollout resume %s`", name, arg),
 		}, nil
-	case t.Phase == engine.PhaseHeld:
+	case t.Phase == revisions.PhaseHeld:
 		return request{}, fmt.Errorf("nothing to pause: %s is Held, it waits for `engine rollout resume %s` to confirm its deletions", name, arg)
 	}
 	return request{}, fmt.Errorf("nothing to pause: %s is %s", name, t.Phase)
@@ -53,9 +53,9 @@ func resumeRequest(kr *kindRevisions, arg string) (request, error) {
 	t := kr.target()
 	name := kr.revisionName(t)
 	switch {
-	case t.Phase == engine.PhaseHeld && t.Approved:
+	case t.Phase == revisions.PhaseHeld && t.Approved:
 		return request{}, fmt.Errorf("%s is already approved; the engine has not acted on it yet (is it running?)", name)
-	case t.Phase == engine.PhaseHeld:
+	case t.Phase == revisions.PhaseHeld:
 		what := "the children its message names"
 		if t.HeldDeletes >= 0 {
 			what = count(t.HeldDeletes, "child", "children")
@@ -65,26 +65,27 @@ func resumeRequest(kr *kindRevisions, arg string) (request, error) {
 			annotations: map[string]any{contract.AnnotationRolloutApproved: "true", contract.AnnotationRolloutPaused: nil},
 			done:        fmt.Sprintf("%s approved: its rollout deletes %s", name, what),
 		}, nil
-	case t.Paused && (t.Phase == engine.PhasePending || t.Phase == engine.PhaseProgressing):
+	case t.Paused && (t.Phase == revisions.PhasePending || t.Phase == revisions.PhaseProgressing):
 		return request{
 			annotations: map[string]any{contract.AnnotationRolloutPaused: nil},
 			done:        fmt.Sprintf("%s resumed", name),
 		}, nil
-	case t.Phase == engine.PhasePending || t.Phase == engine.PhaseProgressing:
+	case t.Phase == revisions.PhasePending || t.Phase == revisions.PhaseProgressing:
 		return request{}, fmt.Errorf("nothing to resume: %s is %s and not paused", name, t.Phase)
 	}
 	return request{}, fmt.Errorf("nothing to resume: %s is %s", name, t.Phase)
 }
 
-// undoRequest rolls the target back to the previous complete revision.
+// undoRequest rolls the target back to the revision the engine returns
+// its objects to (revisions.UndoTarget): the previous complete one.
 func undoRequest(kr *kindRevisions, arg string) (request, error) {
 	t := kr.target()
 	name := kr.revisionName(t)
 	switch t.Phase {
-	case engine.PhaseProgressing, engine.PhaseComplete:
-	case engine.PhaseRolledBack:
+	case revisions.PhaseProgressing, revisions.PhaseComplete:
+	case revisions.PhaseRolledBack:
 		return request{}, fmt.Errorf("%s is already rolled back: %s", name, t.Message)
-	case engine.PhaseHeld:
+	case revisions.PhaseHeld:
 		return request{}, fmt.Errorf("nothing to undo: %s is Held and no object runs it; restore the previous template files to drop it", name)
 	default:
 		return request{}, fmt.Errorf("nothing to undo: %s is %s and no object runs it yet", name, t.Phase)
@@ -92,25 +93,16 @@ func undoRequest(kr *kindRevisions, arg string) (request, error) {
 	if t.Undo {
 		return request{}, fmt.Errorf("undo of %s is already requested; the engine has not acted on it yet (is it running?)", name)
 	}
-	prev := previousComplete(kr)
-	if prev == nil {
-		return request{}, fmt.Errorf("nothing to go back to: no revision of %s before %d is Complete (`engine rollout history %s` lists them)", kr.Kind, t.Number, arg)
+	// Where the engine sends them, by its rule.
+	to, ok := revisions.UndoTarget(kr.Revisions, t)
+	if !ok {
+		return request{}, fmt.Errorf("nothing to go back to: %s is the kind's only stored revision (`engine rollout history %s`)", name, arg)
 	}
-	return request{
-		annotations: map[string]any{contract.AnnotationRolloutUndo: "true"},
-		done:        fmt.Sprintf("%s undone: the engine returns its objects to revision %d", name, prev.Number),
-	}, nil
-}
-
-// previousComplete is the revision an undo returns to: the newest complete
-// one other than the target, as the engine chooses it.
-func previousComplete(kr *kindRevisions) *engine.Revision {
-	for _, rev := range slices.Backward(kr.Revisions[:len(kr.Revisions)-1]) {
-		if rev.Phase == engine.PhaseComplete {
-			return &rev
-		}
+	done := fmt.Sprintf("%s undone: the engine returns its objects to revision %d", name, to.Number)
+	if to.Phase != revisions.PhaseComplete {
+		done += fmt.Sprintf(" (%s: no other revision is Complete)", to.Phase)
 	}
-	return nil
+	return request{annotations: map[string]any{contract.AnnotationRolloutUndo: "true"}, done: done}, nil
 }
 
 // rolloutPollInterval is how often --wait reads the revision.
@@ -119,7 +111,7 @@ var rolloutPollInterval = time.Second
 // waitFor reads the target revision until its phase is want, printing a line at
 // each change of its phase or wave, for at most --wait. A phase in fail
 // ends the wait with an error.
-func (o *rolloutOptions) waitFor(ctx context.Context, w io.Writer, s *rolloutSession, want engine.Phase, fail ...engine.Phase) error {
+func (o *rolloutOptions) waitFor(ctx context.Context, w io.Writer, s *rolloutSession, want revisions.Phase, fail ...revisions.Phase) error {
 	if o.wait <= 0 {
 		return nil
 	}
@@ -138,7 +130,7 @@ func (o *rolloutOptions) waitFor(ctx context.Context, w io.Writer, s *rolloutSes
 		case err != nil && ctx.Err() == nil:
 			return err
 		case err == nil:
-			rev := engine.RevisionOf(cr)
+			rev := revisions.RevisionOf(cr)
 			line := s.progressLine(rev)
 			if line != last {
 				fmt.Fprintln(w, line)
@@ -163,7 +155,7 @@ func (o *rolloutOptions) waitFor(ctx context.Context, w io.Writer, s *rolloutSes
 }
 
 // progressLine is one line of --wait: "revision 3: Progressing, wave 2/3: wave 2 of 3".
-func (s *rolloutSession) progressLine(rev engine.Revision) string {
+func (s *rolloutSession) progressLine(rev revisions.Revision) string {
 	line := fmt.Sprintf("revision %d: %s", rev.Number, displayPhase(rev))
 	if wave, of := waveOf(rev, s.wavesOf); of > 0 {
 		line += fmt.Sprintf(", wave %d/%d", wave, of)

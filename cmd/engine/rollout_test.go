@@ -3,7 +3,6 @@ package main
 import (
 	"bytes"
 	"context"
-	"fmt"
 	"testing"
 	"time"
 
@@ -18,32 +17,18 @@ import (
 	clienttesting "k8s.io/client-go/testing"
 
 	"github.com/cuengine/engine/contract"
-	"github.com/cuengine/engine/engine"
+	"github.com/cuengine/engine/revisions"
 )
 
 var myKindGVK = schema.GroupVersionKind{Group: "webapp.my.domain", Version: "v1", Kind: "MyKind"}
 
 // storedRevision is a ControllerRevision as the engine records it
-// (engine/revisions.go), with its rollout state.
-func storedRevision(ns string, gvk schema.GroupVersionKind, number int64, hash string, phase engine.Phase, wave int, message string, created time.Time, requests ...string) *appsv1.ControllerRevision {
-	cr := &appsv1.ControllerRevision{
-		ObjectMeta: metav1.ObjectMeta{
-			Name:              engine.RevisionName(gvk, hash),
-			Namespace:         ns,
-			CreationTimestamp: metav1.NewTime(created),
-			// contract.TemplateKindLabel for a short kind: its kind and group, lower-case.
-			Labels: map[string]string{contract.LabelTemplateKind: "mykind.webapp.my.domain"},
-			Annotations: map[string]string{
-				contract.AnnotationTemplateKind:   contract.KindString(gvk),
-				contract.AnnotationTemplatePath:   "mykind.cue",
-				contract.AnnotationTemplateHash:   hash,
-				contract.AnnotationRolloutPhase:   string(phase),
-				contract.AnnotationRolloutWave:    fmt.Sprint(wave),
-				contract.AnnotationRolloutMessage: message,
-			},
-		},
-		Revision: number,
-	}
+// (revisions.ObjectOf), with its rollout state, and the users' requests
+// (annotations set to "true", as kubectl or engine rollout writes them).
+func storedRevision(ns string, gvk schema.GroupVersionKind, number int64, hash string, phase revisions.Phase, wave int, message string, created time.Time, requests ...string) *appsv1.ControllerRevision {
+	cr := revisions.ObjectOf(ns, gvk, revisions.Revision{
+		Number: number, Hash: hash, Path: "mykind.cue", Created: created, Phase: phase, Wave: wave, Message: message, HeldDeletes: -1,
+	}, nil)
 	for _, a := range requests {
 		cr.Annotations[a] = "true"
 	}
@@ -86,6 +71,15 @@ func parentStatus(number int64, hash string, ready, stale bool) map[string]any {
 		st["templateRevision"] = map[string]any{"number": number, "hash": hash}
 	}
 	return st
+}
+
+// unsynced is an object whose Synced condition is False (its last apply
+// failed) while its Ready is as it was: not healthy on its revision
+// (revisions.ReadyOn), so not counted Ready.
+func unsynced(u unstructured.Unstructured) unstructured.Unstructured {
+	synced := u.Object["status"].(map[string]any)["conditions"].([]any)[0].(map[string]any)
+	synced["status"], synced["reason"], synced["message"] = "False", "ApplyFailed", "admission webhook denied the request"
+	return u
 }
 
 func TestUnitRolloutResolveKind(t *testing.T) {
@@ -139,13 +133,13 @@ func TestUnitRolloutSelectRevisions(t *testing.T) {
 	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	v2 := myKindGVK.GroupKind().WithVersion("v2")
 	other := schema.GroupVersionKind{Group: "webapp.my.domain", Version: "v1", Kind: "Mykind"} // a different kind with the same label
-	otherRev := storedRevision("engine-system", other, 1, "ffffffffffff", engine.PhaseComplete, 0, "", t0)
+	otherRev := storedRevision("engine-system", other, 1, "ffffffffffff", revisions.PhaseComplete, 0, "", t0)
 
 	t.Run("one namespace, oldest first", func(t *testing.T) {
 		crs := []appsv1.ControllerRevision{
-			*storedRevision("engine-system", myKindGVK, 2, "bbbbbbbbbbbb", engine.PhaseProgressing, 1, "wave 2 of 3", t0.Add(time.Hour)),
+			*storedRevision("engine-system", myKindGVK, 2, "bbbbbbbbbbbb", revisions.PhaseProgressing, 1, "wave 2 of 3", t0.Add(time.Hour)),
 			*otherRev,
-			*storedRevision("engine-system", myKindGVK, 1, "aaaaaaaaaaaa", engine.PhaseComplete, 0, "the first revision of the kind", t0),
+			*storedRevision("engine-system", myKindGVK, 1, "aaaaaaaaaaaa", revisions.PhaseComplete, 0, "the first revision of the kind", t0),
 		}
 		kr, err := selectRevisions(crs, myKindGVK.GroupKind(), "")
 		require.NoError(t, err)
@@ -158,9 +152,9 @@ func TestUnitRolloutSelectRevisions(t *testing.T) {
 	})
 	t.Run("the template's current version", func(t *testing.T) {
 		crs := []appsv1.ControllerRevision{
-			*storedRevision("engine-system", myKindGVK, 1, "aaaaaaaaaaaa", engine.PhaseComplete, 0, "", t0),
-			*storedRevision("engine-system", myKindGVK, 2, "bbbbbbbbbbbb", engine.PhaseComplete, 0, "", t0.Add(time.Hour)),
-			*storedRevision("engine-system", v2, 1, "cccccccccccc", engine.PhaseComplete, 0, "", t0.Add(2*time.Hour)),
+			*storedRevision("engine-system", myKindGVK, 1, "aaaaaaaaaaaa", revisions.PhaseComplete, 0, "", t0),
+			*storedRevision("engine-system", myKindGVK, 2, "bbbbbbbbbbbb", revisions.PhaseComplete, 0, "", t0.Add(time.Hour)),
+			*storedRevision("engine-system", v2, 1, "cccccccccccc", revisions.PhaseComplete, 0, "", t0.Add(2*time.Hour)),
 		}
 		kr, err := selectRevisions(crs, myKindGVK.GroupKind(), "")
 		require.NoError(t, err)
@@ -170,8 +164,8 @@ func TestUnitRolloutSelectRevisions(t *testing.T) {
 	})
 	t.Run("several namespaces", func(t *testing.T) {
 		crs := []appsv1.ControllerRevision{
-			*storedRevision("engine-system", myKindGVK, 1, "aaaaaaaaaaaa", engine.PhaseComplete, 0, "", t0),
-			*storedRevision("default", myKindGVK, 1, "aaaaaaaaaaaa", engine.PhaseComplete, 0, "", t0),
+			*storedRevision("engine-system", myKindGVK, 1, "aaaaaaaaaaaa", revisions.PhaseComplete, 0, "", t0),
+			*storedRevision("default", myKindGVK, 1, "aaaaaaaaaaaa", revisions.PhaseComplete, 0, "", t0),
 		}
 		_, err := selectRevisions(crs, myKindGVK.GroupKind(), "")
 		require.EqualError(t, err, "revisions of MyKind.webapp.my.domain are in several namespaces (default, engine-system): choose the engine's with --revision-namespace")
@@ -186,12 +180,12 @@ func TestUnitRolloutSelectRevisions(t *testing.T) {
 
 // fleetFixture: revision 1 and 2 complete, 3 rolling out (paused in its
 // second wave), and objects on each, one pinned, one not reconciled yet.
-func fleetFixture(t *testing.T, targetPhase engine.Phase, requests ...string) *kindRevisions {
+func fleetFixture(t *testing.T, targetPhase revisions.Phase, requests ...string) *kindRevisions {
 	t.Helper()
 	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	crs := []appsv1.ControllerRevision{
-		*storedRevision("engine-system", myKindGVK, 1, "aaaaaaaaaaaa", engine.PhaseComplete, 0, "the first revision of the kind", t0),
-		*storedRevision("engine-system", myKindGVK, 2, "bbbbbbbbbbbb", engine.PhaseComplete, 0, "rolled out to every object at once (strategy Immediate)", t0.Add(time.Hour)),
+		*storedRevision("engine-system", myKindGVK, 1, "aaaaaaaaaaaa", revisions.PhaseComplete, 0, "the first revision of the kind", t0),
+		*storedRevision("engine-system", myKindGVK, 2, "bbbbbbbbbbbb", revisions.PhaseComplete, 0, "rolled out to every object at once (strategy Immediate)", t0.Add(time.Hour)),
 		*storedRevision("engine-system", myKindGVK, 3, "cccccccccccc", targetPhase, 1, "wave 2 of 3", t0.Add(49*time.Hour), requests...),
 	}
 	kr, err := selectRevisions(crs, myKindGVK.GroupKind(), "engine-system")
@@ -202,8 +196,8 @@ func fleetFixture(t *testing.T, targetPhase engine.Phase, requests ...string) *k
 func fleetParents() []unstructured.Unstructured {
 	return []unstructured.Unstructured{
 		myKind("a", 2, "bbbbbbbbbbbb", true, false, ""),
-		myKind("b", 2, "bbbbbbbbbbbb", true, false, ""),
-		myKind("c", 2, "bbbbbbbbbbbb", true, true, ""), // Ready, but for an older generation
+		unsynced(myKind("b", 2, "bbbbbbbbbbbb", true, false, "")), // Ready, but its last apply failed
+		myKind("c", 2, "bbbbbbbbbbbb", true, true, ""),            // Ready, but for an older generation
 		myKind("d", 3, "cccccccccccc", true, false, ""),
 		myKind("e", 3, "cccccccccccc", false, false, ""),
 		myKind("f", 1, "aaaaaaaaaaaa", true, false, "1"),
@@ -217,20 +211,20 @@ func fleetParents() []unstructured.Unstructured {
 func TestUnitRolloutStatusTable(t *testing.T) {
 	parents := fleetParents()
 	parents[len(parents)-1] = myKind("j", 7, "0123456789ab", true, false, "") // a revision pruned meanwhile
-	waves := func(rev engine.Revision) int {
+	waves := func(rev revisions.Revision) int {
 		return map[string]int{"aaaaaaaaaaaa": 1, "bbbbbbbbbbbb": 1, "cccccccccccc": 3}[rev.Hash]
 	}
 	for _, tc := range []struct {
 		name     string
-		phase    engine.Phase
+		phase    revisions.Phase
 		requests []string
 		want     string
 	}{{
-		name: "paused", phase: engine.PhaseProgressing, requests: []string{contract.AnnotationRolloutPaused},
+		name: "paused", phase: revisions.PhaseProgressing, requests: []string{contract.AnnotationRolloutPaused},
 		want: `MyKind.webapp.my.domain/v1: 10 objects, revisions in namespace engine-system
 REVISION  HASH          PHASE         WAVE  OBJECTS  READY  PINNED
 1         aaaaaaaaaaaa  Complete      1/1   1        1      1
-2         bbbbbbbbbbbb  Complete      1/1   5        2      0
+2         bbbbbbbbbbbb  Complete      1/1   5        1      0
 3*        cccccccccccc  Paused        2/3   2        1      0
 7         0123456789ab  (not stored)  -     1        1      0
 1 object reports no revision yet (not reconciled since the engine records revisions)
@@ -239,10 +233,10 @@ REVISION  HASH          PHASE         WAVE  OBJECTS  READY  PINNED
 revision 3 (*) is paused at wave 2/3: ` + "`engine rollout resume mk`" + ` continues it
 `,
 	}, {
-		name: "progressing", phase: engine.PhaseProgressing,
+		name: "progressing", phase: revisions.PhaseProgressing,
 		want: "3*        cccccccccccc  Progressing   2/3   2        1      0\n",
 	}, {
-		name: "held", phase: engine.PhaseHeld,
+		name: "held", phase: revisions.PhaseHeld,
 		want: "3*        cccccccccccc  Held          -     2        1      0\n",
 	}} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -261,30 +255,30 @@ func TestUnitRolloutStatusMessages(t *testing.T) {
 	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	held := `the new version of mykind.cue would delete 3 children (MyKind apps/a: Deployment apps/a); it waits for ` + "`engine rollout resume`"
 	for _, tc := range []struct {
-		phase   engine.Phase
+		phase   revisions.Phase
 		message string
 		want    string
 	}{
-		{engine.PhaseHeld, held, "revision 2 (*) is held: " + held + "\n`engine rollout resume mykind` confirms it\n"},
-		{engine.PhaseRolledBack, "1 objects failed (more than maxFailures 0): apps/a: not Ready", "revision 2 (*) was rolled back: 1 objects failed (more than maxFailures 0): apps/a: not Ready\n"},
-		{engine.PhaseComplete, "rolled out in 3 waves", "revision 2 (*) is Complete: rolled out in 3 waves\n"},
-		{engine.PhasePending, "", "revision 2 (*) is Pending: the engine has not looked at it yet\n"},
+		{revisions.PhaseHeld, held, "revision 2 (*) is held: " + held + "\n`engine rollout resume mykind` confirms it\n"},
+		{revisions.PhaseRolledBack, "1 objects failed (more than maxFailures 0): apps/a: not Ready", "revision 2 (*) was rolled back: 1 objects failed (more than maxFailures 0): apps/a: not Ready\n"},
+		{revisions.PhaseComplete, "rolled out in 3 waves", "revision 2 (*) is Complete: rolled out in 3 waves\n"},
+		{revisions.PhasePending, "", "revision 2 (*) is Pending: the engine has not looked at it yet\n"},
 	} {
 		t.Run(string(tc.phase), func(t *testing.T) {
 			kr, err := selectRevisions([]appsv1.ControllerRevision{
-				*storedRevision("engine-system", myKindGVK, 1, "aaaaaaaaaaaa", engine.PhaseComplete, 0, "", t0),
+				*storedRevision("engine-system", myKindGVK, 1, "aaaaaaaaaaaa", revisions.PhaseComplete, 0, "", t0),
 				*storedRevision("engine-system", myKindGVK, 2, "bbbbbbbbbbbb", tc.phase, 0, tc.message, t0),
 			}, myKindGVK.GroupKind(), "")
 			require.NoError(t, err)
 			var out bytes.Buffer
-			printStatus(&out, fleetOf(kr, nil, func(engine.Revision) int { return 0 }), "mykind")
+			printStatus(&out, fleetOf(kr, nil, func(revisions.Revision) int { return 0 }), "mykind")
 			assert.True(t, bytes.HasSuffix(out.Bytes(), []byte(tc.want)), out.String())
 		})
 	}
 }
 
 func TestUnitRolloutHistoryTable(t *testing.T) {
-	kr := fleetFixture(t, engine.PhaseProgressing, contract.AnnotationRolloutPaused)
+	kr := fleetFixture(t, revisions.PhaseProgressing, contract.AnnotationRolloutPaused)
 	now := time.Date(2026, 1, 3, 2, 0, 0, 0, time.UTC)
 	var out bytes.Buffer
 	on := objectsOn(fleetParents())
@@ -310,7 +304,7 @@ func TestUnitRolloutRequests(t *testing.T) {
 	}
 	for _, tc := range []struct {
 		name     string
-		phase    engine.Phase
+		phase    revisions.Phase
 		message  string
 		deletes  int // the held revision's count, when not 0
 		requests []string
@@ -318,41 +312,41 @@ func TestUnitRolloutRequests(t *testing.T) {
 		resume   want
 		undo     want
 	}{{
-		name: "progressing", phase: engine.PhaseProgressing,
+		name: "progressing", phase: revisions.PhaseProgressing,
 		pause:  want{annotations: map[string]any{contract.AnnotationRolloutPaused: "true"}, done: "revision 3 of MyKind.webapp.my.domain paused: no more objects move to it until `engine rollout resume mk`"},
 		resume: want{err: "nothing to resume: revision 3 of MyKind.webapp.my.domain is Progressing and not paused"},
 		undo:   want{annotations: map[string]any{contract.AnnotationRolloutUndo: "true"}, done: "revision 3 of MyKind.webapp.my.domain undone: the engine returns its objects to revision 2"},
 	}, {
-		name: "paused", phase: engine.PhaseProgressing, requests: []string{contract.AnnotationRolloutPaused},
+		name: "paused", phase: revisions.PhaseProgressing, requests: []string{contract.AnnotationRolloutPaused},
 		pause:  want{err: "revision 3 of MyKind.webapp.my.domain is already paused; `engine rollout resume mk` continues it"},
 		resume: want{annotations: map[string]any{contract.AnnotationRolloutPaused: nil}, done: "revision 3 of MyKind.webapp.my.domain resumed"},
 		undo:   want{annotations: map[string]any{contract.AnnotationRolloutUndo: "true"}, done: "revision 3 of MyKind.webapp.my.domain undone: the engine returns its objects to revision 2"},
 	}, {
-		name: "held", phase: engine.PhaseHeld, message: held, deletes: 3,
+		name: "held", phase: revisions.PhaseHeld, message: held, deletes: 3,
 		pause:  want{err: "nothing to pause: revision 3 of MyKind.webapp.my.domain is Held, it waits for `engine rollout resume mk` to confirm its deletions"},
 		resume: want{annotations: map[string]any{contract.AnnotationRolloutApproved: "true", contract.AnnotationRolloutPaused: nil}, done: "revision 3 of MyKind.webapp.my.domain approved: its rollout deletes 3 children"},
 		undo:   want{err: "nothing to undo: revision 3 of MyKind.webapp.my.domain is Held and no object runs it; restore the previous template files to drop it"},
 	}, {
-		name: "held, its count not recorded", phase: engine.PhaseHeld, message: held, deletes: -1,
+		name: "held, its count not recorded", phase: revisions.PhaseHeld, message: held, deletes: -1,
 		resume: want{annotations: map[string]any{contract.AnnotationRolloutApproved: "true", contract.AnnotationRolloutPaused: nil}, done: "revision 3 of MyKind.webapp.my.domain approved: its rollout deletes the children its message names"},
 	}, {
-		name: "held and approved", phase: engine.PhaseHeld, message: held, requests: []string{contract.AnnotationRolloutApproved},
+		name: "held and approved", phase: revisions.PhaseHeld, message: held, requests: []string{contract.AnnotationRolloutApproved},
 		resume: want{err: "revision 3 of MyKind.webapp.my.domain is already approved; the engine has not acted on it yet (is it running?)"},
 	}, {
-		name: "complete", phase: engine.PhaseComplete,
+		name: "complete", phase: revisions.PhaseComplete,
 		pause:  want{err: "nothing to pause: revision 3 of MyKind.webapp.my.domain is Complete"},
 		resume: want{err: "nothing to resume: revision 3 of MyKind.webapp.my.domain is Complete"},
 		undo:   want{annotations: map[string]any{contract.AnnotationRolloutUndo: "true"}, done: "revision 3 of MyKind.webapp.my.domain undone: the engine returns its objects to revision 2"},
 	}, {
-		name: "complete, undo requested", phase: engine.PhaseComplete, requests: []string{contract.AnnotationRolloutUndo},
+		name: "complete, undo requested", phase: revisions.PhaseComplete, requests: []string{contract.AnnotationRolloutUndo},
 		undo: want{err: "undo of revision 3 of MyKind.webapp.my.domain is already requested; the engine has not acted on it yet (is it running?)"},
 	}, {
-		name: "rolled back", phase: engine.PhaseRolledBack, message: "undone (engine rollout undo)",
+		name: "rolled back", phase: revisions.PhaseRolledBack, message: "undone (engine rollout undo)",
 		pause:  want{err: "nothing to pause: revision 3 of MyKind.webapp.my.domain is RolledBack"},
 		resume: want{err: "nothing to resume: revision 3 of MyKind.webapp.my.domain is RolledBack"},
 		undo:   want{err: "revision 3 of MyKind.webapp.my.domain is already rolled back: undone (engine rollout undo)"},
 	}, {
-		name: "pending", phase: engine.PhasePending,
+		name: "pending", phase: revisions.PhasePending,
 		pause: want{annotations: map[string]any{contract.AnnotationRolloutPaused: "true"}, done: "revision 3 of MyKind.webapp.my.domain paused: no more objects move to it until `engine rollout resume mk`"},
 		undo:  want{err: "nothing to undo: revision 3 of MyKind.webapp.my.domain is Pending and no object runs it yet"},
 	}} {
@@ -384,20 +378,26 @@ func TestUnitRolloutRequests(t *testing.T) {
 	}
 }
 
-func TestUnitRolloutUndoNeedsACompleteRevision(t *testing.T) {
+// TestUnitRolloutUndoWithoutACompleteRevision: with no other revision
+// Complete, the engine returns the objects to the newest other one
+// (revisions.UndoTarget), and undo says so; with no other revision at all,
+// there is nothing to go back to.
+func TestUnitRolloutUndoWithoutACompleteRevision(t *testing.T) {
 	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	kr, err := selectRevisions([]appsv1.ControllerRevision{
-		*storedRevision("engine-system", myKindGVK, 1, "aaaaaaaaaaaa", engine.PhaseRolledBack, 0, "", t0),
-		*storedRevision("engine-system", myKindGVK, 2, "bbbbbbbbbbbb", engine.PhaseProgressing, 0, "", t0),
+		*storedRevision("engine-system", myKindGVK, 1, "aaaaaaaaaaaa", revisions.PhaseRolledBack, 0, "", t0),
+		*storedRevision("engine-system", myKindGVK, 2, "bbbbbbbbbbbb", revisions.PhaseSuperseded, 0, "", t0),
+		*storedRevision("engine-system", myKindGVK, 3, "cccccccccccc", revisions.PhaseProgressing, 0, "", t0),
+	}, myKindGVK.GroupKind(), "")
+	require.NoError(t, err)
+	req, err := undoRequest(kr, "mk")
+	require.NoError(t, err)
+	assert.Equal(t, "revision 3 of MyKind.webapp.my.domain undone: the engine returns its objects to revision 2 (Superseded: no other revision is Complete)", req.done)
+
+	kr, err = selectRevisions([]appsv1.ControllerRevision{
+		*storedRevision("engine-system", myKindGVK, 1, "aaaaaaaaaaaa", revisions.PhaseComplete, 0, "the first revision of the kind", t0),
 	}, myKindGVK.GroupKind(), "")
 	require.NoError(t, err)
 	_, err = undoRequest(kr, "mk")
-	assert.EqualError(t, err, "nothing to go back to: no revision of MyKind.webapp.my.domain/v1 before 2 is Complete (`engine rollout history mk` lists them)")
-}
-
-func TestUnitRolloutHeldDeletes(t *testing.T) {
-	held := storedRevision("engine-system", myKindGVK, 3, "cccccccccccc", engine.PhaseHeld, 0, "would delete 400 children", time.Time{})
-	assert.Equal(t, -1, engine.RevisionOf(held).HeldDeletes, "an engine that did not record the count")
-	held.Annotations[contract.AnnotationRolloutHeldDeletes] = "400"
-	assert.Equal(t, 400, engine.RevisionOf(held).HeldDeletes)
+	assert.EqualError(t, err, "nothing to go back to: revision 1 of MyKind.webapp.my.domain is the kind's only stored revision (`engine rollout history mk`)")
 }

@@ -11,12 +11,11 @@ import (
 	"text/tabwriter"
 	"time"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/util/duration"
 
 	"github.com/cuengine/engine/contract"
-	"github.com/cuengine/engine/engine"
+	"github.com/cuengine/engine/revisions"
 )
 
 // phasePaused is how status shows a Progressing revision that a user
@@ -35,9 +34,10 @@ type fleetRevision struct {
 	// cannot be read back.
 	Wave  int `json:"wave,omitempty"`
 	Waves int `json:"waves,omitempty"`
-	// Objects run the revision; Ready of them are Ready at their current
-	// generation; Pinned are pinned to it (they may run another one until
-	// the engine reconciles them).
+	// Objects run the revision; Ready of them are healthy on it by the
+	// rule the rollout's health gates use (revisions.ReadyOn: reconciled
+	// at their current generation, Synced and Ready); Pinned are pinned to
+	// it (they may run another one until the engine reconciles them).
 	Objects int    `json:"objects"`
 	Ready   int    `json:"ready"`
 	Pinned  int    `json:"pinned"`
@@ -61,15 +61,15 @@ type fleetStatus struct {
 	BadPins         int           `json:"badPins,omitempty"`
 }
 
-// fleetOf counts, per revision, the objects that run it, are Ready on it,
-// or are pinned to it. The rows are the revisions in use and the target,
+// fleetOf counts, per revision, the objects that run it, are healthy on
+// it (revisions.ReadyOn), or are pinned to it. The rows are the revisions in use and the target,
 // by number. waves returns the number of waves of a revision's rollout
 // policy (0 when unknown).
-func fleetOf(kr *kindRevisions, parents []unstructured.Unstructured, waves func(engine.Revision) int) fleetStatus {
+func fleetOf(kr *kindRevisions, parents []unstructured.Unstructured, waves func(revisions.Revision) int) fleetStatus {
 	st := fleetStatus{Kind: kr.Kind, RevisionNamespace: kr.Namespace, Objects: len(parents)}
 	rows := map[string]*fleetRevision{}
 	byNumber := map[int64]*fleetRevision{}
-	row := func(rev engine.Revision) *fleetRevision {
+	row := func(rev revisions.Revision) *fleetRevision {
 		if r := rows[rev.Hash]; r != nil {
 			return r
 		}
@@ -79,8 +79,8 @@ func fleetOf(kr *kindRevisions, parents []unstructured.Unstructured, waves func(
 		byNumber[rev.Number] = r
 		return r
 	}
-	stored := map[string]engine.Revision{}
-	storedNumbers := map[int64]engine.Revision{}
+	stored := map[string]revisions.Revision{}
+	storedNumbers := map[int64]revisions.Revision{}
 	for _, rev := range kr.Revisions {
 		stored[rev.Hash] = rev
 		storedNumbers[rev.Number] = rev
@@ -108,14 +108,14 @@ func fleetOf(kr *kindRevisions, parents []unstructured.Unstructured, waves func(
 		}
 		rev, ok := stored[hash]
 		if !ok {
-			rev = engine.Revision{Number: number, Hash: hash}
+			rev = revisions.Revision{Number: number, Hash: hash}
 		}
 		r := row(rev)
 		if !ok {
 			r.Phase = ""
 		}
 		r.Objects++
-		if parentReady(p) {
+		if revisions.ReadyOn(p, hash) {
 			r.Ready++
 		}
 	}
@@ -130,8 +130,8 @@ func fleetOf(kr *kindRevisions, parents []unstructured.Unstructured, waves func(
 }
 
 // displayPhase is a revision's phase as status shows it.
-func displayPhase(rev engine.Revision) string {
-	if rev.Phase == engine.PhaseProgressing && rev.Paused {
+func displayPhase(rev revisions.Revision) string {
+	if rev.Phase == revisions.PhaseProgressing && rev.Paused {
 		return phasePaused
 	}
 	return string(rev.Phase)
@@ -141,9 +141,9 @@ func displayPhase(rev engine.Revision) string {
 // many its policy has, once it has started: 0, 0 before, or when waves
 // cannot tell. A complete revision is at its last wave (the engine records
 // the first revision of a kind as complete at wave 0).
-func waveOf(rev engine.Revision, waves func(engine.Revision) int) (wave, of int) {
+func waveOf(rev revisions.Revision, waves func(revisions.Revision) int) (wave, of int) {
 	switch rev.Phase {
-	case engine.PhaseProgressing, engine.PhaseComplete, engine.PhaseRolledBack:
+	case revisions.PhaseProgressing, revisions.PhaseComplete, revisions.PhaseRolledBack:
 	default:
 		return 0, 0
 	}
@@ -151,16 +151,10 @@ func waveOf(rev engine.Revision, waves func(engine.Revision) int) (wave, of int)
 	if n == 0 {
 		return 0, 0
 	}
-	if rev.Phase == engine.PhaseComplete {
+	if rev.Phase == revisions.PhaseComplete {
 		return n, n
 	}
 	return min(rev.Wave+1, n), n
-}
-
-// parentReady: the Ready condition is True, for the object's current
-// generation.
-func parentReady(p *unstructured.Unstructured) bool {
-	return contract.GenerationObserved(p) && contract.ConditionIs(p, contract.ConditionReady, metav1.ConditionTrue)
 }
 
 // printStatus writes the fleet view as a table, then what the target's
@@ -188,11 +182,11 @@ func printStatus(w io.Writer, st fleetStatus, cmdKind string) {
 	}
 	t := st.Target
 	switch t.Phase {
-	case string(engine.PhaseHeld):
+	case string(revisions.PhaseHeld):
 		fmt.Fprintf(w, "revision %d (*) is held: %s\n`engine rollout resume %s` confirms it\n", t.Number, t.Message, cmdKind)
 	case phasePaused:
 		fmt.Fprintf(w, "revision %d (*) is paused at wave %s: `engine rollout resume %s` continues it\n", t.Number, waveString(t), cmdKind)
-	case string(engine.PhaseRolledBack):
+	case string(revisions.PhaseRolledBack):
 		fmt.Fprintf(w, "revision %d (*) was rolled back: %s\n", t.Number, t.Message)
 	default:
 		fmt.Fprintf(w, "revision %d (*) is %s: %s\n", t.Number, t.Phase, cmp.Or(t.Message, "the engine has not looked at it yet"))
