@@ -29,6 +29,7 @@ import (
 
 	"github.com/cuengine/engine/contract"
 	"github.com/cuengine/engine/revisions"
+	"github.com/cuengine/engine/rollout"
 	"github.com/cuengine/engine/templates"
 )
 
@@ -41,8 +42,8 @@ type kindController struct {
 	rec *reconciler
 	// busy counts the reconciles in flight, for stall detection.
 	busy *workers
-	// ro holds the kind's revisions and rolls out new ones (rollout.go).
-	ro *rollout
+	// ro holds the kind's revisions and rolls out new ones (package rollout).
+	ro *rollout.Rollout
 	// gone: the template was removed; only deletions are finished.
 	gone atomic.Bool
 
@@ -63,8 +64,8 @@ func newKindController(e *Engine, t *templates.Template) *kindController {
 		requeue: make(chan event.TypedGenericEvent[*unstructured.Unstructured])}
 	kc.tpl.Store(t)
 	kc.busy = newWorkers(e.opts.MaxConcurrentReconciles, e.opts.StallAfter)
-	kc.ro = newRollout(kc, t.GVK, &revisions.Store{Client: e.writer, Reader: e.apiReader, Namespace: e.opts.RevisionNamespace, GVK: t.GVK},
-		e.opts.RevisionHistoryLimit, holdCheck{scoper: e.scoper, limits: e.opts.Limits})
+	kc.ro = rollout.New(kc, t.GVK, &revisions.Store{Client: e.writer, Reader: e.apiReader, Namespace: e.opts.RevisionNamespace, GVK: t.GVK},
+		e.opts.RevisionHistoryLimit, rollout.Hold{Scoper: e.scoper, Limits: e.opts.Limits})
 	kc.rec = &reconciler{
 		gvk:            t.GVK,
 		kind:           kc,
@@ -93,38 +94,43 @@ func (kc *kindController) status() KindStatus {
 	running, err := kc.running, kc.err
 	kc.mu.Unlock()
 	t := kc.template()
-	revision, held := kc.ro.status()
+	revision, held := kc.ro.Status()
 	return KindStatus{Kind: contract.KindString(kc.gvk), Template: t.Path, Revision: cmp.Or(revision, t.Hash), Running: running, Retired: kc.retired(), Error: err, Held: held, Stalled: kc.busy.stalled()}
 }
 
-// fleet implements rolloutKind.
-func (kc *kindController) fleet(ctx context.Context) ([]unstructured.Unstructured, error) {
+// Template implements rollout.Kind.
+func (kc *kindController) Template() *templates.Template { return kc.template() }
+
+// Enqueue implements rollout.Kind.
+func (kc *kindController) Enqueue(parent *unstructured.Unstructured) { kc.enqueue(parent) }
+
+// RequeueAll implements rollout.Kind.
+func (kc *kindController) RequeueAll(ctx context.Context) { kc.requeueAll(ctx) }
+
+// Fleet implements rollout.Kind.
+func (kc *kindController) Fleet(ctx context.Context) ([]unstructured.Unstructured, error) {
 	return kc.e.listFleet(ctx, kc.gvk)
 }
 
-// children implements rolloutKind.
-func (kc *kindController) children(ctx context.Context, parent *unstructured.Unstructured) ([]client.Object, error) {
+// Children implements rollout.Kind.
+func (kc *kindController) Children(ctx context.Context, parent *unstructured.Unstructured) ([]client.Object, error) {
 	return kc.listEvery(ctx, parent)
 }
 
-// event implements rolloutKind.
-func (kc *kindController) event(obj runtime.Object, eventtype, reason, note string, args ...any) {
+// Event implements rollout.Kind.
+func (kc *kindController) Event(obj runtime.Object, eventtype, reason, note string, args ...any) {
 	kc.e.recorder.Eventf(obj, nil, eventtype, reason, "Rollout", note, args...)
 }
 
-// sharded implements rolloutKind.
-func (kc *kindController) sharded() bool { return kc.e.sharded() }
+// Sharded implements rollout.Kind.
+func (kc *kindController) Sharded() bool { return kc.e.sharded() }
 
-// coordinates implements rolloutKind.
-func (kc *kindController) coordinates() bool { return kc.e.coordinates() }
+// Coordinates implements rollout.Kind.
+func (kc *kindController) Coordinates() bool { return kc.e.coordinates() }
 
-// templateFor implements kindTemplate: the parent's revision (rollout.go).
+// templateFor implements kindTemplate: the parent's revision (package rollout).
 func (kc *kindController) templateFor(parent *unstructured.Unstructured) (*templates.Template, *revisions.Revision, error) {
-	rev, err := kc.ro.templateFor(parent)
-	if err != nil {
-		return nil, nil, err
-	}
-	return rev.tpl, &rev.Revision, nil
+	return kc.ro.TemplateFor(parent)
 }
 
 // enqueue queues a parent for a reconcile, without waiting for the queue.
@@ -242,7 +248,7 @@ func (kc *kindController) run(ctx context.Context) error {
 	}
 	// The revisions are loaded before any parent is reconciled, so that
 	// each is reconciled with the revision it runs.
-	if err := kc.ro.init(ctx); err != nil {
+	if err := kc.ro.Init(ctx); err != nil {
 		return fmt.Errorf("loading the template revisions: %w", err)
 	}
 	// The coordinator owns the rollout's working state: it stops before
@@ -251,7 +257,7 @@ func (kc *kindController) run(ctx context.Context) error {
 	rolloutDone := make(chan struct{})
 	go func() {
 		defer close(rolloutDone)
-		kc.ro.run(rolloutCtx)
+		kc.ro.Run(rolloutCtx)
 	}()
 	defer func() { stopRollout(); <-rolloutDone }()
 	kc.mu.Lock()
@@ -408,7 +414,7 @@ func (kc *kindController) update(t *templates.Template) {
 			log.FromContext(ctx).Error(err, "cannot watch child kind", "kind", contract.KindString(kc.gvk), "childKind", contract.KindString(gvk))
 		}
 	}
-	kc.ro.poke()
+	kc.ro.Poke()
 }
 
 // requeueAll queues every parent of the kind, no faster than RequeueQPS.

@@ -5,7 +5,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	"github.com/cuengine/engine/contract"
-	"github.com/cuengine/engine/revisions"
+	"github.com/cuengine/engine/rollout"
 )
 
 // Prometheus metrics of the engine, served on the manager's metrics endpoint
@@ -24,10 +24,6 @@ var (
 		Help:    "Time from the first file change of a burst to the new templates being served.",
 		Buckets: []float64{0.1, 0.25, 0.5, 1, 2, 5, 10, 30},
 	})
-	metricRollouts = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "engine_rollouts_total",
-		Help: "Template revision rollouts by kind and by the phase they reached (Progressing, Held, Complete, RolledBack).",
-	}, []string{"kind", "phase"})
 	metricRevision = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "engine_template_revision",
 		Help: "1 for the template revision (content hash) each kind is serving.",
@@ -57,7 +53,7 @@ var (
 )
 
 func init() {
-	metrics.Registry.MustRegister(metricRollouts, metricReloads, metricReloadHealthy, metricReloadSeconds, metricRevision, metricEvaluateSeconds, metricEvaluationsRemembered, metricLimitExceeded,
+	metrics.Registry.MustRegister(metricReloads, metricReloadHealthy, metricReloadSeconds, metricRevision, metricEvaluateSeconds, metricEvaluationsRemembered, metricLimitExceeded,
 		metricProviderCalls, metricProviderSeconds)
 	metricReloadHealthy.Set(1)
 	for _, result := range []string{"success", "failure"} {
@@ -77,9 +73,7 @@ func initKindMetrics(kind string) {
 	for _, limit := range []string{contract.ReasonEvaluationTimeout, contract.ReasonTooManyChildren, contract.ReasonRenderTooLarge} {
 		metricLimitExceeded.WithLabelValues(kind, limit)
 	}
-	for _, phase := range []revisions.Phase{revisions.PhaseProgressing, revisions.PhaseHeld, revisions.PhaseComplete, revisions.PhaseRolledBack} {
-		metricRollouts.WithLabelValues(kind, string(phase))
-	}
+	rollout.InitMetrics(kind)
 }
 
 // initProviderMetrics creates the series of a registered provider.

@@ -51,7 +51,7 @@ type kindTemplate interface {
 	// template returns the template of the files for the kind.
 	template() *templates.Template
 	// templateFor returns the template a parent is reconciled with: the
-	// revision it is pinned to or that the rollout puts it on (rollout.go).
+	// revision it is pinned to or that the rollout puts it on (package rollout).
 	// The revision is nil when the kind keeps none.
 	templateFor(parent *unstructured.Unstructured) (*templates.Template, *revisions.Revision, error)
 	// retired reports that the template was removed: parents being
@@ -78,7 +78,7 @@ func (r *reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 	if err != nil || parent == nil {
 		return ctrl.Result{}, err
 	}
-	t, rev, terr := r.kind.templateFor(parent) // rollout.go
+	t, rev, terr := r.kind.templateFor(parent) // package rollout
 	if t == nil {
 		t = r.kind.template()
 	}

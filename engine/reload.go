@@ -17,6 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/cuengine/engine/contract"
+	"github.com/cuengine/engine/rollout"
 	"github.com/cuengine/engine/templates"
 )
 
@@ -230,7 +231,7 @@ func (e *Engine) affectedKinds(err error) []schema.GroupVersionKind {
 			paths[te.Template] = true
 		}
 	}
-	var held *HoldError
+	var held *rollout.HoldError
 	if errors.As(err, &held) {
 		for _, p := range held.Templates {
 			paths[p] = true

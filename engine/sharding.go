@@ -32,7 +32,7 @@ import (
 //     reconcile is logged with its shard and interval, at debug level;
 //   - SetCoordinator: the one replica that is the sharder also
 //     coordinates the template rollouts; the others follow them from the
-//     revisions stored in the cluster (rollout.go, follow);
+//     revisions stored in the cluster (package rollout, follow.go);
 //   - the engine_shard_parents gauge.
 
 var metricShardParents = prometheus.NewGaugeVec(prometheus.GaugeOpts{
@@ -58,7 +58,7 @@ func (e *Engine) SetCoordinator(on bool) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	for _, kc := range e.kinds {
-		kc.ro.poke()
+		kc.ro.Poke()
 	}
 }
 

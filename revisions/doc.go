@@ -23,7 +23,7 @@
 //     rollout undo` names.
 //
 // It does not own moving parents from one revision to another: that is the
-// rollout coordinator's (package engine, rollout.go), which decides the
+// rollout coordinator's (package rollout), which decides the
 // phases and writes them through the Store. Nor the names of the
 // annotations and labels, which are package contract's.
 //

@@ -23,9 +23,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/cuengine/engine/contract"
-	"github.com/cuengine/engine/engine"
 	"github.com/cuengine/engine/internal/localcluster"
 	"github.com/cuengine/engine/revisions"
+	"github.com/cuengine/engine/rollout"
 	"github.com/cuengine/engine/templates"
 )
 
@@ -86,7 +86,7 @@ func (rc *rolloutCluster) record(t *testing.T, ns string, tpl *templates.Templat
 
 // recordHeld stores a revision of tpl held because it would delete
 // children, as the engine records it.
-func (rc *rolloutCluster) recordHeld(t *testing.T, ns string, tpl *templates.Template, number int64, held *engine.HoldError) *appsv1.ControllerRevision {
+func (rc *rolloutCluster) recordHeld(t *testing.T, ns string, tpl *templates.Template, number int64, held *rollout.HoldError) *appsv1.ControllerRevision {
 	t.Helper()
 	return rc.recordRevision(t, ns, tpl, number, func(rev *revisions.Revision) {
 		rev.Phase, rev.Message, rev.HeldDeletes = revisions.PhaseHeld, held.Error(), held.Deletes
@@ -149,7 +149,7 @@ func TestRolloutOnCluster(t *testing.T) {
 	rolloutArgs := func(args ...string) []string {
 		return append([]string{"rollout", "--kubeconfig", rc.kubeconfig}, args...)
 	}
-	rollout := func(args ...string) (string, string, int) {
+	rolloutCLI := func(args ...string) (string, string, int) {
 		return run(t, rolloutArgs(args...)...)
 	}
 	hashes := strings.NewReplacer(v1.Hash, "<v1>", v2.Hash, "<v2>", v3.Hash, "<v3>", v4.Hash, "<v4>")
@@ -165,7 +165,7 @@ func TestRolloutOnCluster(t *testing.T) {
 	var r4 *appsv1.ControllerRevision // recorded held, later
 
 	t.Run("status", func(t *testing.T) {
-		out, errOut, code := rollout("status", "mk")
+		out, errOut, code := rolloutCLI("status", "mk")
 		require.Equal(t, 0, code, errOut)
 		assert.Equal(t, `MyKind.webapp.my.domain/v1: 5 objects, revisions in namespace engine-system
 REVISION  HASH          PHASE        WAVE  OBJECTS  READY  PINNED
@@ -176,12 +176,12 @@ revision 3 (*) is Progressing: wave 2 of 3
 `, hashes.Replace(out))
 
 		for _, kind := range []string{"MyKind", "mykind", "mykinds", "MyKind.webapp.my.domain", "mykinds.v1.webapp.my.domain"} {
-			again, errOut, code := rollout("status", kind)
+			again, errOut, code := rolloutCLI("status", kind)
 			require.Equal(t, 0, code, "%s: %s", kind, errOut)
 			assert.Equal(t, out, again, kind)
 		}
 
-		out, errOut, code = rollout("status", "mk", "-o", "json")
+		out, errOut, code = rolloutCLI("status", "mk", "-o", "json")
 		require.Equal(t, 0, code, errOut)
 		var st fleetStatus
 		require.NoError(t, json.Unmarshal([]byte(out), &st))
@@ -190,7 +190,7 @@ revision 3 (*) is Progressing: wave 2 of 3
 	})
 
 	t.Run("history", func(t *testing.T) {
-		out, errOut, code := rollout("history", "mk")
+		out, errOut, code := rolloutCLI("history", "mk")
 		require.Equal(t, 0, code, errOut)
 		assert.Regexp(t, regexp.MustCompile(`^REVISION  HASH          PHASE        CREATED  OBJECTS  MESSAGE
 1         <v1>  Complete     \d+s +1        the first revision of the kind
@@ -200,54 +200,54 @@ $`), hashes.Replace(out))
 	})
 
 	t.Run("pause and resume", func(t *testing.T) {
-		out, errOut, code := rollout("pause", "mk")
+		out, errOut, code := rolloutCLI("pause", "mk")
 		require.Equal(t, 0, code, errOut)
 		assert.Equal(t, "revision 3 of MyKind.webapp.my.domain paused: no more objects move to it until `engine rollout resume mk`\n", out)
 		a := rc.annotations(t, r3)
 		assert.Equal(t, "true", a[contract.AnnotationRolloutPaused])
 		assert.Equal(t, "Progressing", a[contract.AnnotationRolloutPhase], "the rest is left as it was")
 
-		out, _, code = rollout("status", "mk")
+		out, _, code = rolloutCLI("status", "mk")
 		require.Equal(t, 0, code)
 		assert.Contains(t, squash(hashes.Replace(out)), "3* <v3> Paused 2/3 2 1 0\nrevision 3 (*) is paused at wave 2/3: `engine rollout resume mk` continues it\n")
 
-		_, errOut, code = rollout("pause", "mk")
+		_, errOut, code = rolloutCLI("pause", "mk")
 		assert.Equal(t, 1, code)
 		assert.Equal(t, "revision 3 of MyKind.webapp.my.domain is already paused; `engine rollout resume mk` continues it", errOut)
 
-		out, errOut, code = rollout("resume", "mk")
+		out, errOut, code = rolloutCLI("resume", "mk")
 		require.Equal(t, 0, code, errOut)
 		assert.Equal(t, "revision 3 of MyKind.webapp.my.domain resumed\n", out)
 		assert.NotContains(t, rc.annotations(t, r3), contract.AnnotationRolloutPaused)
 
-		_, errOut, code = rollout("resume", "mk")
+		_, errOut, code = rolloutCLI("resume", "mk")
 		assert.Equal(t, 1, code)
 		assert.Equal(t, "nothing to resume: revision 3 of MyKind.webapp.my.domain is Progressing and not paused", errOut)
 	})
 
 	t.Run("undo", func(t *testing.T) {
-		out, errOut, code := rollout("undo", "mk")
+		out, errOut, code := rolloutCLI("undo", "mk")
 		require.Equal(t, 0, code, errOut)
 		assert.Equal(t, "revision 3 of MyKind.webapp.my.domain undone: the engine returns its objects to revision 2\n", out)
 		assert.Equal(t, "true", rc.annotations(t, r3)[contract.AnnotationRolloutUndo])
 
 		rc.act(t, r3, revisions.PhaseRolledBack, 1, "undone (engine rollout undo)", contract.AnnotationRolloutUndo)
-		_, errOut, code = rollout("undo", "mk")
+		_, errOut, code = rolloutCLI("undo", "mk")
 		assert.Equal(t, 1, code)
 		assert.Equal(t, "revision 3 of MyKind.webapp.my.domain is already rolled back: undone (engine rollout undo)", errOut)
-		out, _, _ = rollout("status", "mk")
+		out, _, _ = rolloutCLI("status", "mk")
 		assert.Contains(t, hashes.Replace(out), "revision 3 (*) was rolled back: undone (engine rollout undo)\n")
 	})
 
 	t.Run("a held revision is approved", func(t *testing.T) {
-		hold := &engine.HoldError{Deletes: 2, Examples: []string{"MyKind apps/a: Deployment apps/a", "MyKind apps/b: Deployment apps/b"}, Templates: []string{"mykind.cue"}}
+		hold := &rollout.HoldError{Deletes: 2, Examples: []string{"MyKind apps/a: Deployment apps/a", "MyKind apps/b: Deployment apps/b"}, Templates: []string{"mykind.cue"}}
 		held := hold.Error()
 		r4 = rc.recordHeld(t, "engine-system", v4, 4, hold)
-		out, errOut, code := rollout("status", "mk")
+		out, errOut, code := rolloutCLI("status", "mk")
 		require.Equal(t, 0, code, errOut)
 		assert.Contains(t, squash(hashes.Replace(out)), "4* <v4> Held - 0 0 0\nrevision 4 (*) is held: "+held+"\n`engine rollout resume mk` confirms it\n")
 
-		_, errOut, code = rollout("undo", "mk")
+		_, errOut, code = rolloutCLI("undo", "mk")
 		assert.Equal(t, 1, code)
 		assert.Equal(t, "nothing to undo: revision 4 of MyKind.webapp.my.domain is Held and no object runs it; restore the previous template files to drop it", errOut)
 
@@ -277,23 +277,23 @@ revision 4: RolledBack, wave 3/3: undone (engine rollout undo)
 	})
 
 	t.Run("errors", func(t *testing.T) {
-		_, errOut, code := rollout("status", "nope")
+		_, errOut, code := rolloutCLI("status", "nope")
 		assert.Equal(t, 1, code)
 		assert.Equal(t, "unknown kind \"nope\": the cluster serves no such resource (is its CRD installed? `kubectl api-resources` lists the kinds)", errOut)
 
-		_, errOut, code = rollout("history", "deployments")
+		_, errOut, code = rolloutCLI("history", "deployments")
 		assert.Equal(t, 1, code)
 		assert.Equal(t, "no revisions of Deployment.apps in any namespace: the engine records one when it serves the kind's template (is it running, with this kind's template?)", errOut)
 
-		_, errOut, code = rollout("status", "mk", "-o", "yaml")
+		_, errOut, code = rolloutCLI("status", "mk", "-o", "yaml")
 		assert.Equal(t, 1, code)
 		assert.Equal(t, `unknown output format "yaml": use -o json, or no -o for a table`, errOut)
 
 		rc.record(t, "default", v1, 1, revisions.PhaseComplete, 0, "the first revision of the kind")
-		_, errOut, code = rollout("status", "mk")
+		_, errOut, code = rolloutCLI("status", "mk")
 		assert.Equal(t, 1, code)
 		assert.Equal(t, "revisions of MyKind.webapp.my.domain are in several namespaces (default, engine-system): choose the engine's with --revision-namespace", errOut)
-		out, errOut, code := rollout("status", "mk", "--revision-namespace", "engine-system")
+		out, errOut, code := rolloutCLI("status", "mk", "--revision-namespace", "engine-system")
 		require.Equal(t, 0, code, errOut)
 		assert.Contains(t, out, "revisions in namespace engine-system")
 	})

@@ -1,4 +1,4 @@
-package engine
+package rollout
 
 import (
 	"context"
@@ -17,6 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	"github.com/cuengine/engine/contract"
+	"github.com/cuengine/engine/render"
 	"github.com/cuengine/engine/revisions"
 	"github.com/cuengine/engine/templates"
 )
@@ -42,10 +43,10 @@ func rolloutParent(name, hash string, synced, ready metav1.ConditionStatus) *uns
 
 // testRollout is a rollout with revisions 1 (complete) and 2 (the target,
 // in the given phase and wave), without a cluster.
-func testRollout(phase revisions.Phase, wave int) *rollout {
+func testRollout(phase revisions.Phase, wave int) *Rollout {
 	one := &loadedRevision{Revision: revisions.Revision{Number: 1, Hash: "h1", Phase: revisions.PhaseComplete}, tpl: &templates.Template{Path: "v1"}}
 	two := &loadedRevision{Revision: revisions.Revision{Number: 2, Hash: "h2", Phase: phase, Wave: wave}, tpl: &templates.Template{Path: "v2"}}
-	ro := newRollout(&fakeKind{}, schema.GroupVersionKind{Kind: "Test"}, nil, 10, holdCheck{})
+	ro := New(&fakeKind{}, schema.GroupVersionKind{Kind: "Test"}, nil, 10, Hold{})
 	ro.revs = map[string]*loadedRevision{"h1": one, "h2": two}
 	ro.target = two
 	ro.restable()
@@ -99,8 +100,9 @@ func TestUnitTemplateFor(t *testing.T) {
 		_, err := testRollout(revisions.PhaseComplete, 0).templateFor(p)
 		require.Error(t, err)
 		assert.Contains(t, err.Error(), "pinned (engine.cuengine.dev/template-revision) to revision 7, which is not stored")
-		_, reason, _ := classify(err, 0)
-		assert.Equal(t, contract.ReasonRevisionNotFound, reason)
+		var re *render.Error
+		require.ErrorAs(t, err, &re, "terminal, with its reason, for the reconciler")
+		assert.Equal(t, contract.ReasonRevisionNotFound, re.Reason)
 	})
 	t.Run("pinned to something that is not a number", func(t *testing.T) {
 		p := on1.DeepCopy()
@@ -183,7 +185,7 @@ func TestUnitRolloutIdleListsNoFleet(t *testing.T) {
 		{revisions.Revision{Phase: revisions.PhaseRolledBack}, false},
 		{revisions.Revision{Phase: revisions.PhaseSuperseded}, false},
 	} {
-		ro := &rollout{target: &loadedRevision{Revision: tc.rev}}
+		ro := &Rollout{target: &loadedRevision{Revision: tc.rev}}
 		assert.Equal(t, tc.want, ro.moves(), "%+v", tc.rev)
 	}
 }
@@ -209,7 +211,7 @@ func TestUnitRollBackTo(t *testing.T) {
 			require.NoError(t, appsv1.AddToScheme(scheme))
 			c := fake.NewClientBuilder().WithScheme(scheme).Build()
 			k := &fakeKind{sentTo: map[string]int64{}}
-			k.ro = newRollout(k, schema.GroupVersionKind{Kind: "Test"}, &revisions.Store{Client: c, Reader: c, Namespace: "default"}, 10, holdCheck{})
+			k.ro = New(k, schema.GroupVersionKind{Kind: "Test"}, &revisions.Store{Client: c, Reader: c, Namespace: "default"}, 10, Hold{})
 			for i, phase := range tc.phases {
 				n := int64(i + 1)
 				hash := fmt.Sprintf("h%d", n)
@@ -227,7 +229,7 @@ func TestUnitRollBackTo(t *testing.T) {
 
 			// A restarted leader, or a shard that follows, reads the
 			// rolled-back target from the store: the same revision.
-			again := newRollout(k, schema.GroupVersionKind{Kind: "Test"}, nil, 10, holdCheck{})
+			again := New(k, schema.GroupVersionKind{Kind: "Test"}, nil, 10, Hold{})
 			for hash, lr := range k.ro.revs {
 				c := *lr
 				again.revs[hash] = &c

@@ -1,4 +1,4 @@
-package engine
+package rollout
 
 import (
 	"context"
@@ -27,9 +27,9 @@ import (
 // (templateFor). Under sharding another replica reconciles it: the parent
 // is annotated with the target, which it reads, and whose event brings the
 // reconcile.
-func (ro *rollout) send(ctx context.Context, p *unstructured.Unstructured) error {
-	if !ro.kind.sharded() {
-		ro.kind.enqueue(p)
+func (ro *Rollout) send(ctx context.Context, p *unstructured.Unstructured) error {
+	if !ro.kind.Sharded() {
+		ro.kind.Enqueue(p)
 		return nil
 	}
 	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]any{contract.AnnotationRolloutTo: ro.target.Hash}}})
@@ -55,7 +55,7 @@ var errNoRevision = errors.New("no revision of the kind is stored yet")
 // takes the newest as the target and the newest complete as the stable
 // one, and requeues its parents when the target or its phase changes (the
 // moves of single parents come as annotations, send).
-func (ro *rollout) follow(ctx context.Context) (time.Duration, error) {
+func (ro *Rollout) follow(ctx context.Context) (time.Duration, error) {
 	crs, err := ro.store.List(ctx)
 	if err != nil {
 		return 0, err
@@ -96,7 +96,7 @@ func (ro *rollout) follow(ctx context.Context) (time.Duration, error) {
 	if changed {
 		log.FromContext(ctx).Info("template revision", "kind", contract.KindString(ro.gvk), "revision", newest.Number, "hash", newest.Hash, "phase", newest.Phase)
 		ro.publish()
-		go ro.kind.requeueAll(ctx)
+		go ro.kind.RequeueAll(ctx)
 	}
 	return rolloutTickActive, nil
 }

@@ -1,7 +1,8 @@
-package engine
+package rollout
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -31,7 +32,7 @@ import (
 // before the lock is taken: what the test does while a step lists.
 type fakeKind struct {
 	mu      sync.Mutex
-	ro      *rollout
+	ro      *Rollout
 	tpl     *templates.Template
 	parents []unstructured.Unstructured
 
@@ -41,13 +42,13 @@ type fakeKind struct {
 	sentTo map[string]int64
 }
 
-func (k *fakeKind) template() *templates.Template {
+func (k *fakeKind) Template() *templates.Template {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	return k.tpl
 }
 
-func (k *fakeKind) fleet(context.Context) ([]unstructured.Unstructured, error) {
+func (k *fakeKind) Fleet(context.Context) ([]unstructured.Unstructured, error) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	out := make([]unstructured.Unstructured, len(k.parents))
@@ -57,7 +58,7 @@ func (k *fakeKind) fleet(context.Context) ([]unstructured.Unstructured, error) {
 	return out, nil
 }
 
-func (k *fakeKind) children(context.Context, *unstructured.Unstructured) ([]client.Object, error) {
+func (k *fakeKind) Children(context.Context, *unstructured.Unstructured) ([]client.Object, error) {
 	if k.duringList != nil {
 		k.duringList()
 	}
@@ -66,7 +67,7 @@ func (k *fakeKind) children(context.Context, *unstructured.Unstructured) ([]clie
 	return nil, nil
 }
 
-func (k *fakeKind) enqueue(p *unstructured.Unstructured) {
+func (k *fakeKind) Enqueue(p *unstructured.Unstructured) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	rev, err := k.ro.templateFor(p)
@@ -75,16 +76,16 @@ func (k *fakeKind) enqueue(p *unstructured.Unstructured) {
 	}
 }
 
-func (k *fakeKind) requeueAll(context.Context)                           {}
-func (k *fakeKind) event(runtime.Object, string, string, string, ...any) {}
-func (k *fakeKind) sharded() bool                                        { return false }
-func (k *fakeKind) coordinates() bool                                    { return true }
+func (k *fakeKind) RequeueAll(context.Context)                           {}
+func (k *fakeKind) Event(runtime.Object, string, string, string, ...any) {}
+func (k *fakeKind) Sharded() bool                                        { return false }
+func (k *fakeKind) Coordinates() bool                                    { return true }
 
-// status is kindController.status: the rollout read under the kind's lock.
+// Status is kindController.status: the rollout read under the kind's lock.
 func (k *fakeKind) status() string {
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	revision, _ := k.ro.status()
+	revision, _ := k.ro.Status()
 	return revision
 }
 
@@ -121,10 +122,10 @@ func TestUnitRolloutStepBlocksNoReader(t *testing.T) {
 	v1 := lockTemplate(t, "one")
 	k := &fakeKind{tpl: v1, sentTo: map[string]int64{}}
 	store := &revisions.Store{Client: c, Reader: c, Namespace: "default", GVK: v1.GVK}
-	k.ro = newRollout(k, v1.GVK, store, 10, holdCheck{limits: render.Limits{EvaluationTimeout: time.Second}})
+	k.ro = New(k, v1.GVK, store, 10, Hold{Limits: render.Limits{EvaluationTimeout: time.Second}})
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	require.NoError(t, k.ro.init(ctx))
+	require.NoError(t, k.ro.Init(ctx))
 	first, err := revisions.ListRevisions(ctx, c, "default", v1.GVK)
 	require.NoError(t, err)
 	require.Len(t, first, 1)
@@ -215,11 +216,10 @@ func TestUnitRolloutViewIsACopy(t *testing.T) {
 // TestUnitRolloutNotLoaded: a reconcile before the revisions are loaded is
 // an error to retry, not a nil revision.
 func TestUnitRolloutNotLoaded(t *testing.T) {
-	ro := newRollout(&fakeKind{}, shelfKind, nil, 10, holdCheck{})
+	ro := New(&fakeKind{}, shelfKind, nil, 10, Hold{})
 	_, err := ro.templateFor(rolloutParent("p", "h1", metav1.ConditionTrue, metav1.ConditionTrue))
 	require.Error(t, err)
-	class, _, _ := classify(err, 0)
-	assert.Equal(t, transient, class, "retried, not terminal")
+	assert.False(t, errors.As(err, new(*render.Error)), "retried, not terminal")
 }
 
 var shelfKind = schema.GroupVersionKind{Group: "shelf.cuengine.dev", Version: "v1", Kind: "Shelf"}

@@ -1,4 +1,4 @@
-package engine
+package rollout
 
 import (
 	"fmt"
@@ -38,17 +38,18 @@ func (e *HoldError) Error() string {
 		strings.Join(e.Templates, ", "), e.Deletes, strings.Join(e.Examples, "; "), more)
 }
 
-// holdCheck is what the hold check renders a new revision with.
-type holdCheck struct {
-	scoper render.Scoper
-	limits render.Limits
+// Hold is what the hold check renders a new revision with: as the
+// reconcile would.
+type Hold struct {
+	Scoper render.Scoper
+	Limits render.Limits
 }
 
 // countDeletes evaluates t for a live parent, whose live children are list,
 // and counts, into held, the children the result no longer produces. A
 // parent t cannot evaluate is left to the reconcile, which reports it and
 // deletes nothing.
-func (h holdCheck) countDeletes(t *templates.Template, parent *unstructured.Unstructured, list []client.Object, held *HoldError) error {
+func (h Hold) countDeletes(t *templates.Template, parent *unstructured.Unstructured, list []client.Object, held *HoldError) error {
 	owned := render.OwnedOf(parent, list)
 	if len(owned) == 0 {
 		return nil
@@ -57,7 +58,7 @@ func (h holdCheck) countDeletes(t *templates.Template, parent *unstructured.Unst
 	if err != nil {
 		return err
 	}
-	out, err := render.Render(t, parent, live.Observed(parent), render.Options{Limits: h.limits, Scoper: h.scoper})
+	out, err := render.Render(t, parent, live.Observed(parent), render.Options{Limits: h.Limits, Scoper: h.Scoper})
 	if err != nil {
 		return nil
 	}

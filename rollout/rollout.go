@@ -1,4 +1,4 @@
-package engine
+package rollout
 
 import (
 	"cmp"
@@ -23,6 +23,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/cuengine/engine/contract"
+	"github.com/cuengine/engine/render"
 	"github.com/cuengine/engine/revisions"
 	"github.com/cuengine/engine/templates"
 )
@@ -40,7 +41,7 @@ type loadedRevision struct {
 	tpl *templates.Template
 }
 
-// rollout is a kind's revisions and the progress of the newest one, kept by
+// Rollout is a kind's revisions and the progress of the newest one, kept by
 // the leader. The ControllerRevisions are the record (package revisions); this
 // is the leader's working copy, rebuilt from them and from the parents'
 // status.templateRevision when a leader starts.
@@ -52,14 +53,14 @@ type loadedRevision struct {
 // /readyz) is a view the coordinator publishes after each change and
 // before anything it does makes a parent reconcile: reading it never waits
 // behind a step, and a step never waits for a reader.
-type rollout struct {
-	kind  rolloutKind
+type Rollout struct {
+	kind  Kind
 	gvk   schema.GroupVersionKind
 	store *revisions.Store
 	// historyLimit is how many revisions prune keeps besides those in use.
 	historyLimit int
 	// hold is what the hold check evaluates with (hold.go).
-	hold holdCheck
+	hold Hold
 
 	// revs are the stored revisions, by hash.
 	revs map[string]*loadedRevision
@@ -76,24 +77,24 @@ type rollout struct {
 	wake chan struct{}
 }
 
-// rolloutKind is what a rollout needs of its kind's controller.
-type rolloutKind interface {
-	// template is the files' template of the kind.
-	template() *templates.Template
-	// fleet lists every parent of the kind (under sharding, every shard's).
-	fleet(ctx context.Context) ([]unstructured.Unstructured, error)
-	// children lists a parent's live children wherever they are cached.
-	children(ctx context.Context, parent *unstructured.Unstructured) ([]client.Object, error)
-	// enqueue queues a parent for a reconcile without waiting.
-	enqueue(parent *unstructured.Unstructured)
-	// requeueAll queues every parent of the kind, rate-limited.
-	requeueAll(ctx context.Context)
-	// event records an event on an object.
-	event(obj runtime.Object, eventtype, reason, note string, args ...any)
-	// sharded: parents are reconciled by several replicas.
-	sharded() bool
-	// coordinates: this replica coordinates the kind's rollouts.
-	coordinates() bool
+// Kind is what a rollout needs of its kind's controller.
+type Kind interface {
+	// Template is the files' template of the kind.
+	Template() *templates.Template
+	// Fleet lists every parent of the kind (under sharding, every shard's).
+	Fleet(ctx context.Context) ([]unstructured.Unstructured, error)
+	// Children lists a parent's live children wherever they are cached.
+	Children(ctx context.Context, parent *unstructured.Unstructured) ([]client.Object, error)
+	// Enqueue queues a parent for a reconcile without waiting.
+	Enqueue(parent *unstructured.Unstructured)
+	// RequeueAll queues every parent of the kind, rate-limited.
+	RequeueAll(ctx context.Context)
+	// Event records an event on an object.
+	Event(obj runtime.Object, eventtype, reason, note string, args ...any)
+	// Sharded: parents are reconciled by several replicas.
+	Sharded() bool
+	// Coordinates: this replica coordinates the kind's rollouts.
+	Coordinates() bool
 }
 
 // rolloutView is what reconciles and readiness read of a rollout.
@@ -107,13 +108,13 @@ type rolloutView struct {
 	held string
 }
 
-func newRollout(kind rolloutKind, gvk schema.GroupVersionKind, store *revisions.Store, historyLimit int, hold holdCheck) *rollout {
-	return &rollout{kind: kind, gvk: gvk, store: store, historyLimit: historyLimit, hold: hold,
+func New(kind Kind, gvk schema.GroupVersionKind, store *revisions.Store, historyLimit int, hold Hold) *Rollout {
+	return &Rollout{kind: kind, gvk: gvk, store: store, historyLimit: historyLimit, hold: hold,
 		revs: map[string]*loadedRevision{}, moving: map[types.UID]time.Time{}, wake: make(chan struct{}, 1)}
 }
 
 // publish stores a copy of the working state as the view.
-func (ro *rollout) publish() {
+func (ro *Rollout) publish() {
 	v := &rolloutView{byHash: make(map[string]*loadedRevision, len(ro.revs)), moving: make(map[types.UID]bool, len(ro.moving))}
 	for hash, r := range ro.revs {
 		c := *r
@@ -128,28 +129,39 @@ func (ro *rollout) publish() {
 	for uid := range ro.moving {
 		v.moving[uid] = true
 	}
-	if t := ro.target; t != nil && t.Phase == revisions.PhaseHeld && ro.kind.coordinates() {
+	if t := ro.target; t != nil && t.Phase == revisions.PhaseHeld && ro.kind.Coordinates() {
 		v.held = fmt.Sprintf("revision %d held: %s", t.Number, t.Message)
 	}
 	ro.view.Store(v)
 }
 
-// poke makes the coordinator look at the kind at once.
-func (ro *rollout) poke() {
+// Poke makes the coordinator look at the kind at once.
+func (ro *Rollout) Poke() {
 	select {
 	case ro.wake <- struct{}{}:
 	default:
 	}
 }
 
+// TemplateFor returns the template a parent is reconciled with and the
+// revision it is (see templateFor); the revision is the view's copy, never
+// changed once returned.
+func (ro *Rollout) TemplateFor(parent *unstructured.Unstructured) (*templates.Template, *revisions.Revision, error) {
+	rev, err := ro.templateFor(parent)
+	if err != nil {
+		return nil, nil, err
+	}
+	return rev.tpl, &rev.Revision, nil
+}
+
 // templateFor returns the revision a parent is reconciled with: the one it
 // is pinned to; else, while a revision rolls out, the target if the parent
 // was moved to it (or is new and the rollout is past its first wave), and
 // the revision it runs otherwise; once it is complete, the target.
-func (ro *rollout) templateFor(parent *unstructured.Unstructured) (*loadedRevision, error) {
+func (ro *Rollout) templateFor(parent *unstructured.Unstructured) (*loadedRevision, error) {
 	pin, err := contract.PinnedRevision(parent)
 	if err != nil {
-		return nil, terminalError(contract.ReasonRevisionNotFound, err)
+		return nil, &render.Error{Reason: contract.ReasonRevisionNotFound, Err: err}
 	}
 	v := ro.view.Load()
 	if v == nil {
@@ -161,8 +173,8 @@ func (ro *rollout) templateFor(parent *unstructured.Unstructured) (*loadedRevisi
 				return r, nil
 			}
 		}
-		return nil, terminalError(contract.ReasonRevisionNotFound, fmt.Errorf(
-			"the object is pinned (%s) to revision %d, which is not stored; `engine rollout history %s` lists the revisions", contract.AnnotationTemplateRevision, pin, ro.gvk.Kind))
+		return nil, &render.Error{Reason: contract.ReasonRevisionNotFound, Err: fmt.Errorf(
+			"the object is pinned (%s) to revision %d, which is not stored; `engine rollout history %s` lists the revisions", contract.AnnotationTemplateRevision, pin, ro.gvk.Kind)}
 	}
 	_, hash := contract.ParentRevision(parent)
 	cur := v.byHash[hash]
@@ -183,16 +195,16 @@ func (ro *rollout) templateFor(parent *unstructured.Unstructured) (*loadedRevisi
 	return cur, nil // where it is, until the rollout reaches it
 }
 
-// init loads the kind's stored revisions and records the files' template
+// Init loads the kind's stored revisions and records the files' template
 // as the target. It runs before the kind's controller starts, so that no
 // parent is reconciled with a revision it is not on.
-func (ro *rollout) init(ctx context.Context) error {
-	if !ro.kind.coordinates() {
+func (ro *Rollout) Init(ctx context.Context) error {
+	if !ro.kind.Coordinates() {
 		// Under sharding, on a replica that is not the sharder: the
 		// revisions are those the sharder stored; wait for the first.
 		return wait.PollUntilContextCancel(ctx, rolloutTickActive, true, func(ctx context.Context) (bool, error) {
-			if ro.kind.coordinates() {
-				return true, ro.init(ctx)
+			if ro.kind.Coordinates() {
+				return true, ro.Init(ctx)
 			}
 			_, err := ro.follow(ctx)
 			if errors.Is(err, errNoRevision) {
@@ -220,13 +232,13 @@ func (ro *rollout) init(ctx context.Context) error {
 		}
 		ro.revs[rev.Hash] = &loadedRevision{Revision: rev, tpl: t}
 	}
-	return ro.retarget(ctx, ro.kind.template())
+	return ro.retarget(ctx, ro.kind.Template())
 }
 
 // retarget makes the files' template the target, recording it as a new
 // revision if it is new. The previous target, if it was still rolling out,
 // is superseded.
-func (ro *rollout) retarget(ctx context.Context, t *templates.Template) error {
+func (ro *Rollout) retarget(ctx context.Context, t *templates.Template) error {
 	if ro.target != nil && ro.target.Hash == t.Hash {
 		return nil
 	}
@@ -273,7 +285,7 @@ func (ro *rollout) retarget(ctx context.Context, t *templates.Template) error {
 // returns to (revisions.UndoTarget): the same unless none is complete, and
 // the same whether this leader rolled it back, a restarted one reads it,
 // or a shard follows it.
-func (ro *rollout) restable() {
+func (ro *Rollout) restable() {
 	if ro.target.Phase == revisions.PhaseRolledBack {
 		ro.stable = ro.target // no other revision: its parents stay
 		if to, ok := revisions.UndoTarget(ro.stored(), ro.target.Revision); ok {
@@ -293,7 +305,7 @@ func (ro *rollout) restable() {
 }
 
 // stored is the stored revisions, by number.
-func (ro *rollout) stored() []revisions.Revision {
+func (ro *Rollout) stored() []revisions.Revision {
 	out := make([]revisions.Revision, 0, len(ro.revs))
 	for _, r := range ro.revs {
 		out = append(out, r.Revision)
@@ -304,8 +316,8 @@ func (ro *rollout) stored() []revisions.Revision {
 
 // prune deletes revisions beyond the history limit that no parent runs or
 // is pinned to.
-func (ro *rollout) prune(ctx context.Context) {
-	parents, err := ro.kind.fleet(ctx)
+func (ro *Rollout) prune(ctx context.Context) {
+	parents, err := ro.kind.Fleet(ctx)
 	if err != nil {
 		log.FromContext(ctx).Error(err, "not pruning old revisions")
 		return
@@ -325,13 +337,13 @@ func (ro *rollout) prune(ctx context.Context) {
 	}
 }
 
-// run is the kind's rollout coordinator: it moves parents to the target
+// Run is the kind's rollout coordinator: it moves parents to the target
 // revision as its policy says, until the kind's controller stops. Under
 // sharding only the sharder coordinates; the other replicas follow.
-func (ro *rollout) run(ctx context.Context) {
+func (ro *Rollout) Run(ctx context.Context) {
 	for {
 		step := ro.step
-		if !ro.kind.coordinates() {
+		if !ro.kind.Coordinates() {
 			step = ro.follow
 		}
 		next, err := step(ctx)
@@ -349,9 +361,9 @@ func (ro *rollout) run(ctx context.Context) {
 }
 
 // step looks at the kind once and returns when to look again.
-func (ro *rollout) step(ctx context.Context) (time.Duration, error) {
+func (ro *Rollout) step(ctx context.Context) (time.Duration, error) {
 	defer ro.publish()
-	if err := ro.retarget(ctx, ro.kind.template()); err != nil {
+	if err := ro.retarget(ctx, ro.kind.Template()); err != nil {
 		return 0, err
 	}
 	if err := ro.refresh(ctx); err != nil {
@@ -362,7 +374,7 @@ func (ro *rollout) step(ctx context.Context) (time.Duration, error) {
 		// of every parent from the apiserver, every rolloutTickIdle.
 		return rolloutTickIdle, nil
 	}
-	parents, err := ro.kind.fleet(ctx)
+	parents, err := ro.kind.Fleet(ctx)
 	if err != nil {
 		return 0, err
 	}
@@ -389,7 +401,7 @@ func (ro *rollout) step(ctx context.Context) (time.Duration, error) {
 
 // moves reports whether the target's phase has parents to move (or to look
 // at) now, the cases of step that need the fleet.
-func (ro *rollout) moves() bool {
+func (ro *Rollout) moves() bool {
 	switch t := ro.target; t.Phase {
 	case revisions.PhasePending, revisions.PhaseProgressing:
 		return true
@@ -403,7 +415,7 @@ func (ro *rollout) moves() bool {
 
 // refresh reads the users' requests (pause, approve, undo) from the
 // target's ControllerRevision.
-func (ro *rollout) refresh(ctx context.Context) error {
+func (ro *Rollout) refresh(ctx context.Context) error {
 	cr := &appsv1.ControllerRevision{}
 	key := types.NamespacedName{Namespace: ro.store.Namespace, Name: ro.target.Name}
 	if err := ro.store.Reader.Get(ctx, key, cr); err != nil {
@@ -416,7 +428,7 @@ func (ro *rollout) refresh(ctx context.Context) error {
 
 // start decides what happens to a new target: held when it would delete
 // children the parents have, otherwise rolled out.
-func (ro *rollout) start(ctx context.Context, parents []unstructured.Unstructured) error {
+func (ro *Rollout) start(ctx context.Context, parents []unstructured.Unstructured) error {
 	if ro.target.Approved {
 		return ro.begin(ctx, parents, contract.AnnotationRolloutApproved) // confirmed in advance
 	}
@@ -438,7 +450,7 @@ func (ro *rollout) start(ctx context.Context, parents []unstructured.Unstructure
 }
 
 // begin starts moving parents: all at once (Immediate), or the first wave.
-func (ro *rollout) begin(ctx context.Context, parents []unstructured.Unstructured, done ...string) error {
+func (ro *Rollout) begin(ctx context.Context, parents []unstructured.Unstructured, done ...string) error {
 	if ro.target.tpl.Rollout.Strategy == templates.RolloutImmediate {
 		return ro.complete(ctx, "rolled out to every object at once (strategy Immediate)", done...)
 	}
@@ -454,7 +466,7 @@ func (ro *rollout) begin(ctx context.Context, parents []unstructured.Unstructure
 // progress moves the parents of the current wave, checks their health, and
 // starts the next wave once every parent moved so far is healthy on the
 // target (revisions.ReadyOn).
-func (ro *rollout) progress(ctx context.Context, parents []unstructured.Unstructured) error {
+func (ro *Rollout) progress(ctx context.Context, parents []unstructured.Unstructured) error {
 	policy := ro.target.tpl.Rollout
 	if ro.target.Undo {
 		return ro.rollBack(ctx, parents, "undone (engine rollout undo)", contract.AnnotationRolloutUndo)
@@ -545,7 +557,7 @@ func (ro *rollout) progress(ctx context.Context, parents []unstructured.Unstruct
 }
 
 // complete makes the target the stable revision and moves every parent.
-func (ro *rollout) complete(ctx context.Context, msg string, done ...string) error {
+func (ro *Rollout) complete(ctx context.Context, msg string, done ...string) error {
 	ro.target.Phase, ro.target.Message = revisions.PhaseComplete, msg
 	ro.target.Wave = len(ro.target.tpl.Rollout.Waves) - 1
 	if err := ro.store.Record(ctx, ro.target.Revision, done...); err != nil {
@@ -555,14 +567,14 @@ func (ro *rollout) complete(ctx context.Context, msg string, done ...string) err
 	clear(ro.moving)
 	metricRollouts.WithLabelValues(contract.KindString(ro.gvk), string(revisions.PhaseComplete)).Inc()
 	ro.publish()
-	go ro.kind.requeueAll(ctx)
+	go ro.kind.RequeueAll(ctx)
 	return nil
 }
 
 // rollBack returns every parent on the target to the revision an undo
 // returns to (revisions.UndoTarget), which is the stable one from then on;
 // the target is not tried again.
-func (ro *rollout) rollBack(ctx context.Context, parents []unstructured.Unstructured, why string, done ...string) error {
+func (ro *Rollout) rollBack(ctx context.Context, parents []unstructured.Unstructured, why string, done ...string) error {
 	ro.target.Phase = revisions.PhaseRolledBack
 	ro.target.Message = why
 	if err := ro.store.Record(ctx, ro.target.Revision, done...); err != nil {
@@ -571,11 +583,11 @@ func (ro *rollout) rollBack(ctx context.Context, parents []unstructured.Unstruct
 	ro.restable() // the revision an undo returns to
 	ro.event(corev1.EventTypeWarning, "RevisionRolledBack", "revision %d rolled back to revision %d: %s", ro.target.Number, ro.stable.Number, why)
 	metricRollouts.WithLabelValues(contract.KindString(ro.gvk), string(revisions.PhaseRolledBack)).Inc()
-	if ro.kind.sharded() {
+	if ro.kind.Sharded() {
 		// The shards see the phase and requeue their parents (follow).
 		clear(ro.moving)
 		ro.publish()
-		go ro.kind.requeueAll(ctx)
+		go ro.kind.RequeueAll(ctx)
 		return nil
 	}
 	var back []*unstructured.Unstructured
@@ -589,20 +601,20 @@ func (ro *rollout) rollBack(ctx context.Context, parents []unstructured.Unstruct
 	clear(ro.moving)
 	ro.publish()
 	for _, p := range back {
-		ro.kind.enqueue(p)
+		ro.kind.Enqueue(p)
 	}
 	return nil
 }
 
 // event records an event on the target's ControllerRevision.
-func (ro *rollout) event(kind, reason, format string, args ...any) {
+func (ro *Rollout) event(kind, reason, format string, args ...any) {
 	cr := &appsv1.ControllerRevision{ObjectMeta: metav1.ObjectMeta{Name: ro.target.Name, Namespace: ro.store.Namespace}}
 	cr.SetGroupVersionKind(appsv1.SchemeGroupVersion.WithKind("ControllerRevision"))
-	ro.kind.event(cr, kind, reason, format, args...)
+	ro.kind.Event(cr, kind, reason, format, args...)
 }
 
-// status describes the kind's revisions for KindStatus.
-func (ro *rollout) status() (revision string, held string) {
+// Status describes the kind's revisions for KindStatus.
+func (ro *Rollout) Status() (revision string, held string) {
 	v := ro.view.Load()
 	if v == nil || v.target == nil {
 		return "", ""
@@ -613,7 +625,7 @@ func (ro *rollout) status() (revision string, held string) {
 // wouldDelete evaluates the target for every parent that would move and counts the live
 // children that the target no longer produces. A parent the target cannot
 // evaluate is left to its health gate.
-func (ro *rollout) wouldDelete(ctx context.Context, parents []unstructured.Unstructured) (*HoldError, error) {
+func (ro *Rollout) wouldDelete(ctx context.Context, parents []unstructured.Unstructured) (*HoldError, error) {
 	held := &HoldError{Templates: []string{ro.target.Path}}
 	fleet := rolloutOrder(parents) // pinned parents do not move
 	// By name, so the same hold reads the same (and names the same examples).
@@ -621,7 +633,7 @@ func (ro *rollout) wouldDelete(ctx context.Context, parents []unstructured.Unstr
 		return cmp.Or(strings.Compare(a.GetNamespace(), b.GetNamespace()), strings.Compare(a.GetName(), b.GetName()))
 	})
 	for _, p := range fleet {
-		children, err := ro.kind.children(ctx, p)
+		children, err := ro.kind.Children(ctx, p)
 		if err != nil {
 			return nil, err
 		}

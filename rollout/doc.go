@@ -1,0 +1,21 @@
+// Package rollout is a kind's rollout coordinator: it records each accepted
+// version of the kind's template as a revision (package revisions), moves
+// the parents to the newest one as the template's rollout policy says
+// (Immediate, or Progressive in waves gated on the parents' health), holds a
+// revision that would delete children until a user confirms it, and rolls
+// back a revision whose parents fail their gates or that a user undoes.
+// Under sharding one replica coordinates and the others follow (follow.go).
+//
+// It reaches its kind only through Kind (the parents, their children, the
+// queue, events), so it does not import the engine, and its unit tests run
+// against a fake kind. Its working state belongs to one goroutine (Init,
+// then Run) and has no lock; what reconciles and readiness read is an
+// immutable view published after each step and before anything the step
+// does makes a parent reconcile (TemplateFor, Status): no reader waits
+// behind a step's listing, evaluation or writes, and no step waits for a
+// reader.
+//
+// It does not reconcile parents (package reconciler), render templates
+// (package render: the hold check goes through render.Render, under the
+// limits) or own the revisions' storage and health rule (package revisions).
+package rollout
