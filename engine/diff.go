@@ -110,7 +110,7 @@ func (d *Differ) renderOptions() render.Options {
 // against the live object.
 func (d *Differ) diffChild(ctx context.Context, parent, obj, live *unstructured.Unstructured, sum *DiffSummary) error {
 	if live == nil {
-		cur, owner, err := foreignOwner(ctx, d.Client, parent, obj)
+		cur, owner, err := render.ForeignOwner(ctx, d.Client, parent, obj)
 		if err != nil {
 			return err
 		}
@@ -122,7 +122,7 @@ func (d *Differ) diffChild(ctx context.Context, parent, obj, live *unstructured.
 		}
 		live = cur
 	}
-	applied := withAppliedHash(obj, appliedHash(obj))
+	applied := render.WithAppliedHash(obj, render.AppliedHash(obj))
 	err := d.Client.Apply(ctx, client.ApplyConfigurationFromUnstructured(applied), client.FieldOwner(contract.FieldManager), client.ForceOwnership, client.DryRunAll)
 	if err != nil {
 		sum.Failed++
