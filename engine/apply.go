@@ -2,13 +2,9 @@ package engine
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
-	"encoding/json"
 	"fmt"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
@@ -31,7 +27,7 @@ func (r *reconciler) applyChildren(ctx context.Context, parent *unstructured.Uns
 		if err := r.children.watch(ctx, d.GroupVersionKind()); err != nil {
 			return writes, err
 		}
-		hash := appliedHash(d)
+		hash := render.AppliedHash(d)
 		cur := live.Get(d)
 		if cur == nil {
 			created, taken, err := r.createChild(ctx, d, hash)
@@ -49,7 +45,7 @@ func (r *reconciler) applyChildren(ctx context.Context, parent *unstructured.Uns
 			}
 			// The name is taken: the object is this parent's (the cache
 			// has not shown it yet) or someone else's, never touched.
-			owned, owner, err := foreignOwner(ctx, r.live, parent, d)
+			owned, owner, err := render.ForeignOwner(ctx, r.live, parent, d)
 			if err != nil {
 				return writes, err
 			}
@@ -66,7 +62,7 @@ func (r *reconciler) applyChildren(ctx context.Context, parent *unstructured.Uns
 		if cur.GetAnnotations()[contract.AnnotationAppliedHash] == hash && contains(cur.Object, d.Object) {
 			continue // already as desired: no write
 		}
-		if err := r.writer.Apply(ctx, client.ApplyConfigurationFromUnstructured(withAppliedHash(d, hash)), client.FieldOwner(contract.FieldManager), client.ForceOwnership); err != nil {
+		if err := r.writer.Apply(ctx, client.ApplyConfigurationFromUnstructured(render.WithAppliedHash(d, hash)), client.FieldOwner(contract.FieldManager), client.ForceOwnership); err != nil {
 			err = fmt.Errorf("applying %s %s: %w", d.GetKind(), d.GetName(), err)
 			if r.applyRefused(err, st) {
 				continue
@@ -94,7 +90,7 @@ const createOnlyVersion = "18446744073709551615" // max uint64
 // if no object has its name. It returns created when it did, and otherwise
 // the conflict that says the name is taken; any other error is the apply's.
 func (r *reconciler) createChild(ctx context.Context, obj *unstructured.Unstructured, hash string) (created bool, taken, err error) {
-	create := withAppliedHash(obj, hash)
+	create := render.WithAppliedHash(obj, hash)
 	create.SetResourceVersion(createOnlyVersion)
 	err = r.writer.Apply(ctx, client.ApplyConfigurationFromUnstructured(create), client.FieldOwner(contract.FieldManager), client.ForceOwnership)
 	switch {
@@ -116,56 +112,6 @@ func (r *reconciler) applyRefused(err error, st *status) bool {
 	}
 	st.fail(contract.ReasonApplyFailed, terminalError(contract.ReasonApplyFailed, err))
 	return true
-}
-
-// foreignOwner reads the object a new child would replace, from the
-// apiserver (the child cache holds only the engine's objects). It returns
-// the live object, or nil when there is none, and "" when it belongs to
-// this parent or else a description of who controls it. The reconciler and
-// engine diff decide "ours or not" here, and nowhere else.
-func foreignOwner(ctx context.Context, reader client.Reader, parent, desired *unstructured.Unstructured) (*unstructured.Unstructured, string, error) {
-	live := &unstructured.Unstructured{}
-	live.SetGroupVersionKind(desired.GroupVersionKind())
-	err := reader.Get(ctx, client.ObjectKeyFromObject(desired), live)
-	if apierrors.IsNotFound(err) {
-		return nil, "", nil
-	}
-	if err != nil {
-		return nil, "", fmt.Errorf("reading %s %s: %w", desired.GetKind(), desired.GetName(), err)
-	}
-	if render.IsOurs(parent, live, render.InventoryOf(parent)) {
-		return live, "", nil
-	}
-	if ref := metav1.GetControllerOfNoCopy(live); ref != nil {
-		return live, fmt.Sprintf("controlled by %s %s", ref.Kind, ref.Name), nil
-	}
-	return live, "not created by the engine for it", nil
-}
-
-// appliedHash identifies a desired object, so an unchanged one is not
-// applied again.
-func appliedHash(obj *unstructured.Unstructured) string {
-	b, _ := json.Marshal(obj.Object) // map keys are sorted: stable
-	sum := sha256.Sum256(b)
-	return hex.EncodeToString(sum[:8])
-}
-
-// withAppliedHash returns a copy of the desired child to send, annotated
-// with its applied hash. Only a write pays for the copy (the apply's reply
-// is decoded into it); a child already as desired costs none.
-func withAppliedHash(desired *unstructured.Unstructured, hash string) *unstructured.Unstructured {
-	obj := desired.DeepCopy()
-	setAnnotation(obj, contract.AnnotationAppliedHash, hash)
-	return obj
-}
-
-func setAnnotation(obj *unstructured.Unstructured, key, value string) {
-	a := obj.GetAnnotations()
-	if a == nil {
-		a = map[string]string{}
-	}
-	a[key] = value
-	obj.SetAnnotations(a)
 }
 
 // contains reports whether every field of want is present with the same

@@ -178,27 +178,3 @@ func TestUnitStatusTooLarge(t *testing.T) {
 	e.reconcileClean(p)
 	assert.Empty(t, e.takeWrites(), "the same inputs: settled on the status as stored, nothing tried again")
 }
-
-// TestUnitDiffStopsAtTheEvaluationTimeout: `engine diff` renders through
-// the engine's door: a parent whose evaluation outlives the timeout is
-// reported failed at it, with the message the engine gives.
-func TestUnitDiffStopsAtTheEvaluationTimeout(t *testing.T) {
-	// As in TestUnitEvaluationTimeout, seconds against 300ms; another
-	// quad, so the template's memory of that test's evaluation is no answer.
-	hostile := unitParent(unitGreedy, "hostile", map[string]any{"quad": int64(131)})
-	e := newUnitEnv(t, unitGreedy, hostile)
-	before := overrunning(t)
-	var out strings.Builder
-	d := &Differ{Client: e.store, Mapper: e.store.RESTMapper(), Out: &out, Limits: render.Limits{EvaluationTimeout: 300 * time.Millisecond}}
-	sum, err := d.DiffKind(e.ctx, e.kind.template(), []*unstructured.Unstructured{hostile})
-	require.NoError(t, err)
-	assert.Equal(t, 1, sum.Failed)
-	assert.Contains(t, out.String(), "# Greedy "+unitNamespace+"/hostile: the new template fails: evaluating the template took longer than 300ms (--evaluation-timeout)")
-
-	// The evaluation ends in the background; bounded.
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
-	require.NoError(t, wait.PollUntilContextCancel(ctx, 100*time.Millisecond, true, func(context.Context) (bool, error) {
-		return overrunning(t) == before, nil
-	}), "the background evaluation ends")
-}

@@ -31,12 +31,18 @@
 //     desired children by ChildKey (KeyOf, ObjectKeyOf), and what the
 //     template sees as observed (LiveChildren.Observed: the children by
 //     local name, and the external resources' state as the parent's
-//     status.resources last recorded it).
+//     status.resources last recorded it);
+//   - the two answers the reconciler's apply and engine diff's dry run must
+//     give alike: whose is the object that already holds a new child's name
+//     (ForeignOwner, by the same proof as IsOurs), and what is sent of a
+//     desired child (WithAppliedHash: annotated with its AppliedHash, by
+//     which an unchanged child is not applied again).
 //
 // It does not write to the apiserver and keeps no reconcile state: it
-// reads the objects it is given and returns what to apply. Applying,
-// pruning, recording the inventory and the resources on the parent, the
-// status and its conditions, and the memory of the parents that went over
-// a limit are package engine's. It imports templates and contract, never
+// reads the objects it is given and returns what to apply; its one read
+// of the cluster is ForeignOwner's get, through the reader its caller
+// passes. Applying, pruning, recording the inventory and the resources on
+// the parent, the status and its conditions, and the memory of the
+// parents that went over a limit are package engine's. It imports templates and contract, never
 // engine or providers.
 package render

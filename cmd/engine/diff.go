@@ -8,7 +8,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/cuengine/engine/engine"
+	"github.com/cuengine/engine/diff"
 	"github.com/cuengine/engine/render"
 	"github.com/cuengine/engine/templates"
 )
@@ -94,8 +94,8 @@ func (o *diffOptions) run(cmd *cobra.Command) error {
 			only[obj.GroupVersionKind()] = append(only[obj.GroupVersionKind()], obj)
 		}
 	}
-	d := &engine.Differ{Client: c, Mapper: c.RESTMapper(), Out: cmd.OutOrStdout(), Limits: o.limits}
-	var sums []engine.DiffSummary
+	d := &diff.Differ{Client: c, Mapper: c.RESTMapper(), Out: cmd.OutOrStdout(), Limits: o.limits}
+	var sums []diff.Summary
 	changes := 0
 	for _, t := range set.Templates() {
 		if o.file != "" && len(only[t.GVK]) == 0 {
@@ -109,7 +109,7 @@ func (o *diffOptions) run(cmd *cobra.Command) error {
 		changes += sum.Changes()
 	}
 	fmt.Fprintln(cmd.OutOrStdout(), "# summary")
-	engine.FormatSummary(cmd.OutOrStdout(), sums)
+	diff.FormatSummary(cmd.OutOrStdout(), sums)
 	if changes > 0 {
 		return &exitError{code: 1}
 	}

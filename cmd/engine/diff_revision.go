@@ -14,7 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/cuengine/engine/contract"
-	"github.com/cuengine/engine/engine"
+	"github.com/cuengine/engine/diff"
 	"github.com/cuengine/engine/render"
 	"github.com/cuengine/engine/revisions"
 )
@@ -155,15 +155,15 @@ func (o *revisionDiffOptions) run(cmd *cobra.Command, kubeconfig string, limits 
 	if err != nil {
 		return fail(err)
 	}
-	var renderings [2]engine.Rendering
+	var renderings [2]diff.Rendering
 	for i, rev := range []revisions.Revision{from, to} {
 		t, err := revisions.LoadRevision(kr.objects[rev.Name], gvk)
 		if err != nil {
 			return fail(err)
 		}
-		renderings[i] = engine.Rendering{Name: fmt.Sprintf("revision %d", rev.Number), Template: t}
+		renderings[i] = diff.Rendering{Name: fmt.Sprintf("revision %d", rev.Number), Template: t}
 	}
-	d := &engine.Differ{Client: c, Mapper: c.RESTMapper(), Out: cmd.OutOrStdout(), Limits: limits}
+	d := &diff.Differ{Client: c, Mapper: c.RESTMapper(), Out: cmd.OutOrStdout(), Limits: limits}
 	sum, err := d.DiffRenderings(ctx, parent, renderings[0], renderings[1])
 	if err != nil {
 		return fail(err)

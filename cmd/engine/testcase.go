@@ -13,7 +13,7 @@ import (
 	"cuelang.org/go/cue/cuecontext"
 	cueerrors "cuelang.org/go/cue/errors"
 
-	"github.com/cuengine/engine/engine"
+	"github.com/cuengine/engine/diff"
 	"github.com/cuengine/engine/templates"
 )
 
@@ -127,8 +127,8 @@ func (o *testOptions) checkGolden(path, rel string, got []byte) (failure, note s
 		}
 		return "", "updated " + rel
 	}
-	diff := engine.UnifiedDiff(rel+" (want)", "rendered (got)", string(want), string(got))
-	return rel + " differs from the rendering (engine test --update rewrites it):\n" + diff, ""
+	text := diff.Unified(rel+" (want)", "rendered (got)", string(want), string(got))
+	return rel + " differs from the rendering (engine test --update rewrites it):\n" + text, ""
 }
 
 // readExpectation compiles expect.cue, if the case has one.

@@ -1,4 +1,4 @@
-package engine
+package diff
 
 import (
 	"testing"
@@ -6,7 +6,7 @@ import (
 	"github.com/stretchr/testify/assert"
 )
 
-func TestUnitUnifiedDiff(t *testing.T) {
+func TestUnified(t *testing.T) {
 	for _, tc := range []struct {
 		name, a, b, want string
 	}{
@@ -20,7 +20,7 @@ func TestUnitUnifiedDiff(t *testing.T) {
 			want: "--- live\n+++ new\n@@ -0,0 +1 @@\n+a: 1\n"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			assert.Equal(t, tc.want, UnifiedDiff("live", "new", tc.a, tc.b))
+			assert.Equal(t, tc.want, Unified("live", "new", tc.a, tc.b))
 		})
 	}
 }

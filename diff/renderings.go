@@ -1,4 +1,4 @@
-package engine
+package diff
 
 import (
 	"context"
@@ -39,8 +39,8 @@ func (e *RenderError) Unwrap() error { return e.Err }
 // renderings disagree on. Nothing is written when they agree. Unlike
 // DiffKind it runs no dry run: both sides are what the engine would apply,
 // so the difference is the templates' alone. It only reads the cluster.
-func (d *Differ) DiffRenderings(ctx context.Context, parent *unstructured.Unstructured, from, to Rendering) (DiffSummary, error) {
-	sum := DiffSummary{Kind: contract.KindString(parent.GroupVersionKind()), Parents: 1}
+func (d *Differ) DiffRenderings(ctx context.Context, parent *unstructured.Unstructured, from, to Rendering) (Summary, error) {
+	sum := Summary{Kind: contract.KindString(parent.GroupVersionKind()), Parents: 1}
 	live, err := d.liveChildren(ctx, parent, from.Template, to.Template)
 	if err != nil {
 		return sum, err
@@ -140,7 +140,7 @@ type renderingWriter struct {
 	d        *Differ
 	parent   *unstructured.Unstructured
 	from, to string
-	sum      *DiffSummary
+	sum      *Summary
 }
 
 // compare writes the diff of one thing (a child, a resource, the status)
@@ -161,7 +161,7 @@ func (w *renderingWriter) compare(name, before, after string) {
 		w.sum.Changed++
 		what = "changed"
 	}
-	text := UnifiedDiff(w.from+"/"+name, w.to+"/"+name, before, after)
+	text := Unified(w.from+"/"+name, w.to+"/"+name, before, after)
 	fmt.Fprintf(w.d.Out, "# %s %s/%s: %s %s\n%s", w.parent.GetKind(), w.parent.GetNamespace(), w.parent.GetName(), name, what, text)
 }
 

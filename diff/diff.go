@@ -1,4 +1,4 @@
-package engine
+package diff
 
 import (
 	"context"
@@ -18,8 +18,8 @@ import (
 	"github.com/cuengine/engine/templates"
 )
 
-// DiffSummary counts, per parent kind, what a template change would do.
-type DiffSummary struct {
+// Summary counts, per parent kind, what a template change would do.
+type Summary struct {
 	Kind      string
 	Parents   int
 	Created   int
@@ -31,7 +31,7 @@ type DiffSummary struct {
 }
 
 // Changes is the number of objects that would change.
-func (s DiffSummary) Changes() int { return s.Created + s.Changed + s.Pruned }
+func (s Summary) Changes() int { return s.Created + s.Changed + s.Pruned }
 
 // Differ computes what the templates would change in a live cluster. It is
 // read-only: it lists and gets, and runs server-side apply as a dry run, so
@@ -48,8 +48,8 @@ type Differ struct {
 
 // DiffKind diffs every live parent of the template's kind (or only the given
 // parents, when any) and writes a unified diff per object to Out.
-func (d *Differ) DiffKind(ctx context.Context, t *templates.Template, only []*unstructured.Unstructured) (DiffSummary, error) {
-	sum := DiffSummary{Kind: contract.KindString(t.GVK)}
+func (d *Differ) DiffKind(ctx context.Context, t *templates.Template, only []*unstructured.Unstructured) (Summary, error) {
+	sum := Summary{Kind: contract.KindString(t.GVK)}
 	parents := only
 	if len(parents) == 0 {
 		list := &unstructured.UnstructuredList{}
@@ -70,7 +70,7 @@ func (d *Differ) DiffKind(ctx context.Context, t *templates.Template, only []*un
 	return sum, nil
 }
 
-func (d *Differ) diffParent(ctx context.Context, t *templates.Template, parent *unstructured.Unstructured, sum *DiffSummary) error {
+func (d *Differ) diffParent(ctx context.Context, t *templates.Template, parent *unstructured.Unstructured, sum *Summary) error {
 	existing, err := d.children(ctx, t, parent)
 	if err != nil {
 		return err
@@ -108,9 +108,9 @@ func (d *Differ) renderOptions() render.Options {
 
 // diffChild dry-runs the apply of one desired child and diffs the result
 // against the live object.
-func (d *Differ) diffChild(ctx context.Context, parent, obj, live *unstructured.Unstructured, sum *DiffSummary) error {
+func (d *Differ) diffChild(ctx context.Context, parent, obj, live *unstructured.Unstructured, sum *Summary) error {
 	if live == nil {
-		cur, owner, err := foreignOwner(ctx, d.Client, parent, obj)
+		cur, owner, err := render.ForeignOwner(ctx, d.Client, parent, obj)
 		if err != nil {
 			return err
 		}
@@ -122,7 +122,7 @@ func (d *Differ) diffChild(ctx context.Context, parent, obj, live *unstructured.
 		}
 		live = cur
 	}
-	applied := withAppliedHash(obj, appliedHash(obj))
+	applied := render.WithAppliedHash(obj, render.AppliedHash(obj))
 	err := d.Client.Apply(ctx, client.ApplyConfigurationFromUnstructured(applied), client.FieldOwner(contract.FieldManager), client.ForceOwnership, client.DryRunAll)
 	if err != nil {
 		sum.Failed++
@@ -194,13 +194,13 @@ func clean(obj *unstructured.Unstructured) string {
 
 func (d *Differ) write(parent, obj *unstructured.Unstructured, what, before, after string) {
 	name := fmt.Sprintf("%s %s/%s", obj.GetKind(), obj.GetNamespace(), obj.GetName())
-	text := UnifiedDiff("live/"+name, "new/"+name, before, after)
+	text := Unified("live/"+name, "new/"+name, before, after)
 	fmt.Fprintf(d.Out, "# %s %s/%s: %s %s\n%s", parent.GetKind(), parent.GetNamespace(), parent.GetName(), name, what, text)
 }
 
-// UnifiedDiff returns the unified diff, with three lines of context, of two
+// Unified returns the unified diff, with three lines of context, of two
 // texts named fromFile and toFile; "" when they are equal.
-func UnifiedDiff(fromFile, toFile, a, b string) string {
+func Unified(fromFile, toFile, a, b string) string {
 	text, _ := difflib.GetUnifiedDiffString(difflib.UnifiedDiff{
 		A: splitLines(a), B: splitLines(b), FromFile: fromFile, ToFile: toFile, Context: 3,
 	})
@@ -223,7 +223,7 @@ func splitLines(text string) []string {
 }
 
 // FormatSummary writes one line per kind.
-func FormatSummary(w io.Writer, sums []DiffSummary) {
+func FormatSummary(w io.Writer, sums []Summary) {
 	sort.Slice(sums, func(i, j int) bool { return sums[i].Kind < sums[j].Kind })
 	for _, s := range sums {
 		var parts []string

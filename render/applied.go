@@ -1,0 +1,34 @@
+package render
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/cuengine/engine/contract"
+)
+
+// AppliedHash identifies a desired object, so an unchanged one is not
+// applied again: the value of its contract.AnnotationAppliedHash.
+func AppliedHash(obj *unstructured.Unstructured) string {
+	b, _ := json.Marshal(obj.Object) // map keys are sorted: stable
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:8])
+}
+
+// WithAppliedHash returns a copy of the desired child to send, annotated
+// with its applied hash: what the engine applies, and what engine diff
+// dry-runs. Only a write pays for the copy (the apply's reply is decoded
+// into it); a child already as desired costs none.
+func WithAppliedHash(desired *unstructured.Unstructured, hash string) *unstructured.Unstructured {
+	obj := desired.DeepCopy()
+	a := obj.GetAnnotations()
+	if a == nil {
+		a = map[string]string{}
+	}
+	a[contract.AnnotationAppliedHash] = hash
+	obj.SetAnnotations(a)
+	return obj
+}
