@@ -23,6 +23,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/cuengine/engine/contract"
+	"github.com/cuengine/engine/render"
 	"github.com/cuengine/engine/templates"
 )
 
@@ -148,7 +149,7 @@ func (ro *rollout) poke() {
 func (ro *rollout) templateFor(parent *unstructured.Unstructured) (*loadedRevision, error) {
 	pin, err := contract.PinnedRevision(parent)
 	if err != nil {
-		return nil, terminalError(contract.ReasonRevisionNotFound, err)
+		return nil, &render.Error{Reason: contract.ReasonRevisionNotFound, Err: err}
 	}
 	v := ro.view.Load()
 	if v == nil {
@@ -160,8 +161,8 @@ func (ro *rollout) templateFor(parent *unstructured.Unstructured) (*loadedRevisi
 				return r, nil
 			}
 		}
-		return nil, terminalError(contract.ReasonRevisionNotFound, fmt.Errorf(
-			"the object is pinned (%s) to revision %d, which is not stored; `engine rollout history %s` lists the revisions", contract.AnnotationTemplateRevision, pin, ro.gvk.Kind))
+		return nil, &render.Error{Reason: contract.ReasonRevisionNotFound, Err: fmt.Errorf(
+			"the object is pinned (%s) to revision %d, which is not stored; `engine rollout history %s` lists the revisions", contract.AnnotationTemplateRevision, pin, ro.gvk.Kind)}
 	}
 	_, hash := contract.ParentRevision(parent)
 	cur := v.byHash[hash]

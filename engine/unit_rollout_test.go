@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/cuengine/engine/contract"
+	"github.com/cuengine/engine/render"
 	"github.com/cuengine/engine/templates"
 )
 
@@ -93,8 +94,9 @@ func TestUnitTemplateFor(t *testing.T) {
 		_, err := testRollout(PhaseComplete, 0).templateFor(p)
 		require.Error(t, err)
 		assert.Contains(t, err.Error(), "pinned (engine.cuengine.dev/template-revision) to revision 7, which is not stored")
-		_, reason, _ := classify(err, 0)
-		assert.Equal(t, contract.ReasonRevisionNotFound, reason)
+		var refused *render.Error // terminal, with its reason (the reconciler's classify)
+		require.ErrorAs(t, err, &refused)
+		assert.Equal(t, contract.ReasonRevisionNotFound, refused.Reason)
 	})
 	t.Run("pinned to something that is not a number", func(t *testing.T) {
 		p := on1.DeepCopy()
