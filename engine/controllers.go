@@ -17,7 +17,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
-	"k8s.io/client-go/util/workqueue"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/event"
@@ -28,6 +27,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	"github.com/cuengine/engine/contract"
+	"github.com/cuengine/engine/reconciler"
 	"github.com/cuengine/engine/templates"
 )
 
@@ -37,7 +37,7 @@ type kindController struct {
 	e   *Engine
 	gvk schema.GroupVersionKind
 	tpl atomic.Pointer[templates.Template]
-	rec *reconciler
+	rec *reconciler.Reconciler
 	// busy counts the reconciles in flight, for stall detection.
 	busy *workers
 	// ro holds the kind's revisions and rolls out new ones (rollout.go).
@@ -64,28 +64,32 @@ func newKindController(e *Engine, t *templates.Template) *kindController {
 	kc.busy = newWorkers(e.opts.MaxConcurrentReconciles, e.opts.StallAfter)
 	kc.ro = newRollout(kc, t.GVK, &revisionStore{c: e.writer, reader: e.apiReader, namespace: e.opts.RevisionNamespace, gvk: t.GVK},
 		e.opts.RevisionHistoryLimit, holdCheck{scoper: e.scoper, limits: e.opts.Limits})
-	kc.rec = &reconciler{
-		gvk:            t.GVK,
-		kind:           kc,
-		children:       kc,
-		parents:        e.parents,
-		live:           e.apiReader,
-		writer:         e.writer,
-		scoper:         e.scoper,
-		recorder:       e.recorder,
-		providers:      e.opts.Providers,
-		resourceResync: e.opts.ResourceResync,
-		limits:         e.opts.Limits,
-	}
-	kc.rec.status = newStatusWriter(kc.rec, kc.requeueAfterConflict)
+	kc.rec = reconciler.New(reconciler.Options{
+		GVK:            t.GVK,
+		Kind:           kc,
+		Children:       kc,
+		Parents:        e.parents,
+		Live:           e.apiReader,
+		Writer:         e.writer,
+		Scoper:         e.scoper,
+		Recorder:       e.recorder,
+		Providers:      e.opts.Providers,
+		ResourceResync: e.opts.ResourceResync,
+		Limits:         e.opts.Limits,
+		Requeue:        kc.requeueAfterConflict,
+	})
 	return kc
 }
 
-// template implements kindTemplate.
+// template is the template of the files for the kind; it implements
+// rolloutKind.
 func (kc *kindController) template() *templates.Template { return kc.tpl.Load() }
 
-// retired implements kindTemplate.
-func (kc *kindController) retired() bool { return kc.gone.Load() }
+// Template implements reconciler.Kind.
+func (kc *kindController) Template() *templates.Template { return kc.template() }
+
+// Retired implements reconciler.Kind.
+func (kc *kindController) Retired() bool { return kc.gone.Load() }
 
 func (kc *kindController) status() KindStatus {
 	kc.mu.Lock()
@@ -93,7 +97,7 @@ func (kc *kindController) status() KindStatus {
 	kc.mu.Unlock()
 	t := kc.template()
 	revision, held := kc.ro.status()
-	return KindStatus{Kind: contract.KindString(kc.gvk), Template: t.Path, Revision: cmp.Or(revision, t.Hash), Running: running, Retired: kc.retired(), Error: err, Held: held, Stalled: kc.busy.stalled()}
+	return KindStatus{Kind: contract.KindString(kc.gvk), Template: t.Path, Revision: cmp.Or(revision, t.Hash), Running: running, Retired: kc.Retired(), Error: err, Held: held, Stalled: kc.busy.stalled()}
 }
 
 // fleet implements rolloutKind.
@@ -117,13 +121,14 @@ func (kc *kindController) sharded() bool { return kc.e.sharded() }
 // coordinates implements rolloutKind.
 func (kc *kindController) coordinates() bool { return kc.e.coordinates() }
 
-// templateFor implements kindTemplate: the parent's revision (rollout.go).
-func (kc *kindController) templateFor(parent *unstructured.Unstructured) (*templates.Template, *Revision, error) {
+// TemplateFor implements reconciler.Kind: the parent's revision
+// (rollout.go).
+func (kc *kindController) TemplateFor(parent *unstructured.Unstructured) (*templates.Template, *reconciler.Revision, error) {
 	rev, err := kc.ro.templateFor(parent)
 	if err != nil {
 		return nil, nil, err
 	}
-	return rev.tpl, &rev.Revision, nil
+	return rev.tpl, &reconciler.Revision{Number: rev.Number, Hash: rev.Hash}, nil
 }
 
 // enqueue queues a parent for a reconcile, without waiting for the queue.
@@ -139,13 +144,13 @@ func (kc *kindController) enqueue(parent *unstructured.Unstructured) {
 }
 
 // requeueAfterConflict queues a parent for a reconcile once the cache has
-// had conflictDelay to show what a status write conflicted with.
+// had reconciler.ConflictDelay to show what a status write conflicted with.
 func (kc *kindController) requeueAfterConflict(key types.NamespacedName) {
 	parent := &unstructured.Unstructured{}
 	parent.SetGroupVersionKind(kc.gvk)
 	parent.SetNamespace(key.Namespace)
 	parent.SetName(key.Name)
-	time.AfterFunc(conflictDelay, func() { kc.enqueue(parent) })
+	time.AfterFunc(reconciler.ConflictDelay, func() { kc.enqueue(parent) })
 }
 
 // start runs the controller in the background. Until the parent kind is
@@ -216,7 +221,7 @@ func (kc *kindController) run(ctx context.Context) error {
 		MaxConcurrentReconciles: kc.e.opts.MaxConcurrentReconciles,
 		SkipNameValidation:      &skip,
 		Logger:                  kc.e.mgr.GetLogger(),
-		RateLimiter:             retryLimiter[reconcile.Request](),
+		RateLimiter:             reconciler.RetryLimiter[reconcile.Request](),
 	})
 	if err != nil {
 		return err
@@ -235,7 +240,7 @@ func (kc *kindController) run(ctx context.Context) error {
 	kc.watching = map[schema.GroupVersionKind]bool{}
 	kc.mu.Unlock()
 	for _, gvk := range kc.template().ChildKinds() {
-		if err := kc.watch(ctx, gvk); err != nil {
+		if err := kc.Watch(ctx, gvk); err != nil {
 			log.FromContext(ctx).Error(err, "cannot watch child kind", "kind", contract.KindString(kc.gvk), "childKind", contract.KindString(gvk))
 		}
 	}
@@ -256,7 +261,7 @@ func (kc *kindController) run(ctx context.Context) error {
 	kc.mu.Lock()
 	kc.running, kc.err = true, ""
 	kc.mu.Unlock()
-	stopStatus := kc.rec.status.start(ctx, kc.e.opts.MaxConcurrentReconciles)
+	stopStatus := kc.rec.StartStatus(ctx, kc.e.opts.MaxConcurrentReconciles)
 	err = ctrl.Start(ctx) // returns once its workers are done
 	stopStatus()
 	if ctx.Err() == nil && err == nil {
@@ -270,10 +275,10 @@ func (kc *kindController) run(ctx context.Context) error {
 	return err
 }
 
-// watch implements childCache: events on children of one kind requeue
+// Watch implements reconciler.Children: events on children of one kind requeue
 // their parents. It is called for the template's known child kinds at start
 // and for any kind first seen in a reconcile.
-func (kc *kindController) watch(ctx context.Context, gvk schema.GroupVersionKind) error {
+func (kc *kindController) Watch(ctx context.Context, gvk schema.GroupVersionKind) error {
 	kc.mu.Lock()
 	ctrl := kc.ctrl
 	already := kc.watching[gvk]
@@ -302,9 +307,9 @@ func (kc *kindController) forgetWatch(gvk schema.GroupVersionKind) {
 	delete(kc.watching, gvk)
 }
 
-// list implements childCache: the parent's children of every watched kind,
+// List implements reconciler.Children: the parent's children of every watched kind,
 // from the label-selected child cache, through its parent-uid index.
-func (kc *kindController) list(ctx context.Context, parent *unstructured.Unstructured) ([]client.Object, error) {
+func (kc *kindController) List(ctx context.Context, parent *unstructured.Unstructured) ([]client.Object, error) {
 	return kc.listWatched(func(list client.ObjectList) error {
 		// The cached objects are only read, never modified: no deep copy.
 		return kc.e.children.List(ctx, list, client.MatchingFields{indexParentUID: string(parent.GetUID())}, client.UnsafeDisableDeepCopy)
@@ -317,7 +322,7 @@ func (kc *kindController) list(ctx context.Context, parent *unstructured.Unstruc
 // coordinator looks at every parent).
 func (kc *kindController) listEvery(ctx context.Context, parent *unstructured.Unstructured) ([]client.Object, error) {
 	if !kc.e.sharded() {
-		return kc.list(ctx, parent)
+		return kc.List(ctx, parent)
 	}
 	return kc.listWatched(func(list client.ObjectList) error {
 		return kc.e.apiReader.List(ctx, list, client.MatchingLabels{contract.LabelParentUID: string(parent.GetUID())})
@@ -344,27 +349,6 @@ func (kc *kindController) listWatched(read func(client.ObjectList) error) ([]cli
 		out = append(out, items...)
 	}
 	return out, nil
-}
-
-// Retries of transient failures (errors.go): each parent backs off
-// exponentially up to maxRetryDelay, and all parents of a kind together are
-// retried at most retryQPS per second. controller-runtime's defaults (up to
-// 1000 s per parent, 10 per second in all) turn an outage of seconds into
-// minutes of recovery for a fleet: every parent fails during the outage,
-// and its retry waits far past the end of it.
-const (
-	maxRetryDelay = 10 * time.Second
-	retryQPS      = 50
-	retryBurst    = 500
-)
-
-// The status writer (statuswriter.go) retries failed status writes the
-// same way.
-func retryLimiter[T comparable]() workqueue.TypedRateLimiter[T] {
-	return workqueue.NewTypedMaxOfRateLimiter(
-		workqueue.NewTypedItemExponentialFailureRateLimiter[T](5*time.Millisecond, maxRetryDelay),
-		&workqueue.TypedBucketRateLimiter[T]{Limiter: rate.NewLimiter(rate.Limit(retryQPS), retryBurst)},
-	)
 }
 
 // parentOf maps a child to its parent through the parent annotation, which
@@ -403,7 +387,7 @@ func (kc *kindController) update(t *templates.Template) {
 	}
 	ctx := kc.context()
 	for _, gvk := range t.ChildKinds() {
-		if err := kc.watch(ctx, gvk); err != nil {
+		if err := kc.Watch(ctx, gvk); err != nil {
 			log.FromContext(ctx).Error(err, "cannot watch child kind", "kind", contract.KindString(kc.gvk), "childKind", contract.KindString(gvk))
 		}
 	}

@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/cuengine/engine/contract"
+	"github.com/cuengine/engine/reconciler"
 	"github.com/cuengine/engine/render"
 	"github.com/cuengine/engine/templates"
 )
@@ -110,7 +111,7 @@ func (d *Differ) renderOptions() render.Options {
 // against the live object.
 func (d *Differ) diffChild(ctx context.Context, parent, obj, live *unstructured.Unstructured, sum *DiffSummary) error {
 	if live == nil {
-		cur, owner, err := foreignOwner(ctx, d.Client, parent, obj)
+		cur, owner, err := reconciler.ForeignOwner(ctx, d.Client, parent, obj)
 		if err != nil {
 			return err
 		}
@@ -122,7 +123,7 @@ func (d *Differ) diffChild(ctx context.Context, parent, obj, live *unstructured.
 		}
 		live = cur
 	}
-	applied := withAppliedHash(obj, appliedHash(obj))
+	applied := reconciler.WithAppliedHash(obj, reconciler.AppliedHash(obj))
 	err := d.Client.Apply(ctx, client.ApplyConfigurationFromUnstructured(applied), client.FieldOwner(contract.FieldManager), client.ForceOwnership, client.DryRunAll)
 	if err != nil {
 		sum.Failed++
