@@ -17,7 +17,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
-	"k8s.io/client-go/util/workqueue"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/event"
@@ -28,6 +27,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	"github.com/cuengine/engine/contract"
+	"github.com/cuengine/engine/reconciler"
 	"github.com/cuengine/engine/revisions"
 	"github.com/cuengine/engine/rollout"
 	"github.com/cuengine/engine/templates"
@@ -39,7 +39,7 @@ type kindController struct {
 	e   *Engine
 	gvk schema.GroupVersionKind
 	tpl atomic.Pointer[templates.Template]
-	rec *reconciler
+	rec *reconciler.Reconciler
 	// busy counts the reconciles in flight, for stall detection.
 	busy *workers
 	// ro holds the kind's revisions and rolls out new ones (package rollout).
@@ -66,28 +66,31 @@ func newKindController(e *Engine, t *templates.Template) *kindController {
 	kc.busy = newWorkers(e.opts.MaxConcurrentReconciles, e.opts.StallAfter)
 	kc.ro = rollout.New(kc, t.GVK, &revisions.Store{Client: e.writer, Reader: e.apiReader, Namespace: e.opts.RevisionNamespace, GVK: t.GVK},
 		e.opts.RevisionHistoryLimit, rollout.Hold{Scoper: e.scoper, Limits: e.opts.Limits})
-	kc.rec = &reconciler{
-		gvk:            t.GVK,
-		kind:           kc,
-		children:       kc,
-		parents:        e.parents,
-		live:           e.apiReader,
-		writer:         e.writer,
-		scoper:         e.scoper,
-		recorder:       e.recorder,
-		providers:      e.opts.Providers,
-		resourceResync: e.opts.ResourceResync,
-		limits:         e.opts.Limits,
-	}
-	kc.rec.status = newStatusWriter(kc.rec, kc.requeueAfterConflict)
+	kc.rec = reconciler.New(reconciler.Options{
+		GVK:            t.GVK,
+		Kind:           kc,
+		Children:       kc,
+		Parents:        e.parents,
+		Live:           e.apiReader,
+		Writer:         e.writer,
+		Scoper:         e.scoper,
+		Recorder:       e.recorder,
+		Providers:      e.opts.Providers,
+		ResourceResync: e.opts.ResourceResync,
+		Limits:         e.opts.Limits,
+		Requeue:        kc.requeueAfterConflict,
+	})
 	return kc
 }
 
-// template implements kindTemplate.
+// template is the template of the files for the kind.
 func (kc *kindController) template() *templates.Template { return kc.tpl.Load() }
 
-// retired implements kindTemplate.
-func (kc *kindController) retired() bool { return kc.gone.Load() }
+// Template implements reconciler.Kind and rollout.Kind.
+func (kc *kindController) Template() *templates.Template { return kc.template() }
+
+// Retired implements reconciler.Kind.
+func (kc *kindController) Retired() bool { return kc.gone.Load() }
 
 func (kc *kindController) status() KindStatus {
 	kc.mu.Lock()
@@ -95,11 +98,8 @@ func (kc *kindController) status() KindStatus {
 	kc.mu.Unlock()
 	t := kc.template()
 	revision, held := kc.ro.Status()
-	return KindStatus{Kind: contract.KindString(kc.gvk), Template: t.Path, Revision: cmp.Or(revision, t.Hash), Running: running, Retired: kc.retired(), Error: err, Held: held, Stalled: kc.busy.stalled()}
+	return KindStatus{Kind: contract.KindString(kc.gvk), Template: t.Path, Revision: cmp.Or(revision, t.Hash), Running: running, Retired: kc.Retired(), Error: err, Held: held, Stalled: kc.busy.stalled()}
 }
-
-// Template implements rollout.Kind.
-func (kc *kindController) Template() *templates.Template { return kc.template() }
 
 // Enqueue implements rollout.Kind.
 func (kc *kindController) Enqueue(parent *unstructured.Unstructured) { kc.enqueue(parent) }
@@ -128,8 +128,9 @@ func (kc *kindController) Sharded() bool { return kc.e.sharded() }
 // Coordinates implements rollout.Kind.
 func (kc *kindController) Coordinates() bool { return kc.e.coordinates() }
 
-// templateFor implements kindTemplate: the parent's revision (package rollout).
-func (kc *kindController) templateFor(parent *unstructured.Unstructured) (*templates.Template, *revisions.Revision, error) {
+// TemplateFor implements reconciler.Kind: the parent's revision, from
+// its rollout's view.
+func (kc *kindController) TemplateFor(parent *unstructured.Unstructured) (*templates.Template, *revisions.Revision, error) {
 	return kc.ro.TemplateFor(parent)
 }
 
@@ -146,13 +147,13 @@ func (kc *kindController) enqueue(parent *unstructured.Unstructured) {
 }
 
 // requeueAfterConflict queues a parent for a reconcile once the cache has
-// had conflictDelay to show what a status write conflicted with.
+// had reconciler.ConflictDelay to show what a status write conflicted with.
 func (kc *kindController) requeueAfterConflict(key types.NamespacedName) {
 	parent := &unstructured.Unstructured{}
 	parent.SetGroupVersionKind(kc.gvk)
 	parent.SetNamespace(key.Namespace)
 	parent.SetName(key.Name)
-	time.AfterFunc(conflictDelay, func() { kc.enqueue(parent) })
+	time.AfterFunc(reconciler.ConflictDelay, func() { kc.enqueue(parent) })
 }
 
 // start runs the controller in the background. Until the parent kind is
@@ -223,7 +224,7 @@ func (kc *kindController) run(ctx context.Context) error {
 		MaxConcurrentReconciles: kc.e.opts.MaxConcurrentReconciles,
 		SkipNameValidation:      &skip,
 		Logger:                  kc.e.mgr.GetLogger(),
-		RateLimiter:             retryLimiter[reconcile.Request](),
+		RateLimiter:             reconciler.RetryLimiter[reconcile.Request](),
 	})
 	if err != nil {
 		return err
@@ -242,7 +243,7 @@ func (kc *kindController) run(ctx context.Context) error {
 	kc.watching = map[schema.GroupVersionKind]bool{}
 	kc.mu.Unlock()
 	for _, gvk := range kc.template().ChildKinds() {
-		if err := kc.watch(ctx, gvk); err != nil {
+		if err := kc.Watch(ctx, gvk); err != nil {
 			log.FromContext(ctx).Error(err, "cannot watch child kind", "kind", contract.KindString(kc.gvk), "childKind", contract.KindString(gvk))
 		}
 	}
@@ -263,7 +264,7 @@ func (kc *kindController) run(ctx context.Context) error {
 	kc.mu.Lock()
 	kc.running, kc.err = true, ""
 	kc.mu.Unlock()
-	stopStatus := kc.rec.status.start(ctx, kc.e.opts.MaxConcurrentReconciles)
+	stopStatus := kc.rec.StartStatus(ctx, kc.e.opts.MaxConcurrentReconciles)
 	err = ctrl.Start(ctx) // returns once its workers are done
 	stopStatus()
 	if ctx.Err() == nil && err == nil {
@@ -277,10 +278,10 @@ func (kc *kindController) run(ctx context.Context) error {
 	return err
 }
 
-// watch implements childCache: events on children of one kind requeue
+// Watch implements reconciler.Children: events on children of one kind requeue
 // their parents. It is called for the template's known child kinds at start
 // and for any kind first seen in a reconcile.
-func (kc *kindController) watch(ctx context.Context, gvk schema.GroupVersionKind) error {
+func (kc *kindController) Watch(ctx context.Context, gvk schema.GroupVersionKind) error {
 	kc.mu.Lock()
 	ctrl := kc.ctrl
 	already := kc.watching[gvk]
@@ -309,9 +310,9 @@ func (kc *kindController) forgetWatch(gvk schema.GroupVersionKind) {
 	delete(kc.watching, gvk)
 }
 
-// list implements childCache: the parent's children of every watched kind,
+// List implements reconciler.Children: the parent's children of every watched kind,
 // from the label-selected child cache, through its parent-uid index.
-func (kc *kindController) list(ctx context.Context, parent *unstructured.Unstructured) ([]client.Object, error) {
+func (kc *kindController) List(ctx context.Context, parent *unstructured.Unstructured) ([]client.Object, error) {
 	return kc.listWatched(func(list client.ObjectList) error {
 		// The cached objects are only read, never modified: no deep copy.
 		return kc.e.children.List(ctx, list, client.MatchingFields{indexParentUID: string(parent.GetUID())}, client.UnsafeDisableDeepCopy)
@@ -324,7 +325,7 @@ func (kc *kindController) list(ctx context.Context, parent *unstructured.Unstruc
 // coordinator looks at every parent).
 func (kc *kindController) listEvery(ctx context.Context, parent *unstructured.Unstructured) ([]client.Object, error) {
 	if !kc.e.sharded() {
-		return kc.list(ctx, parent)
+		return kc.List(ctx, parent)
 	}
 	return kc.listWatched(func(list client.ObjectList) error {
 		return kc.e.apiReader.List(ctx, list, client.MatchingLabels{contract.LabelParentUID: string(parent.GetUID())})
@@ -351,27 +352,6 @@ func (kc *kindController) listWatched(read func(client.ObjectList) error) ([]cli
 		out = append(out, items...)
 	}
 	return out, nil
-}
-
-// Retries of transient failures (errors.go): each parent backs off
-// exponentially up to maxRetryDelay, and all parents of a kind together are
-// retried at most retryQPS per second. controller-runtime's defaults (up to
-// 1000 s per parent, 10 per second in all) turn an outage of seconds into
-// minutes of recovery for a fleet: every parent fails during the outage,
-// and its retry waits far past the end of it.
-const (
-	maxRetryDelay = 10 * time.Second
-	retryQPS      = 50
-	retryBurst    = 500
-)
-
-// The status writer (statuswriter.go) retries failed status writes the
-// same way.
-func retryLimiter[T comparable]() workqueue.TypedRateLimiter[T] {
-	return workqueue.NewTypedMaxOfRateLimiter(
-		workqueue.NewTypedItemExponentialFailureRateLimiter[T](5*time.Millisecond, maxRetryDelay),
-		&workqueue.TypedBucketRateLimiter[T]{Limiter: rate.NewLimiter(rate.Limit(retryQPS), retryBurst)},
-	)
 }
 
 // parentOf maps a child to its parent through the parent annotation, which
@@ -410,7 +390,7 @@ func (kc *kindController) update(t *templates.Template) {
 	}
 	ctx := kc.context()
 	for _, gvk := range t.ChildKinds() {
-		if err := kc.watch(ctx, gvk); err != nil {
+		if err := kc.Watch(ctx, gvk); err != nil {
 			log.FromContext(ctx).Error(err, "cannot watch child kind", "kind", contract.KindString(kc.gvk), "childKind", contract.KindString(gvk))
 		}
 	}

@@ -1,75 +1,42 @@
-// Package engine is the generic reconciler: one dynamic controller per
-// templated parent kind, reconciling each parent into the children and
-// external resources its compiled template describes.
+// Package engine is the composition root of the generic reconciler: one
+// dynamic controller per templated parent kind, each reconciling its
+// parents into the children and external resources its compiled template
+// describes.
 //
-// It owns applying and pruning children, status and conditions, finalizers,
-// events and the lifecycle of the per-kind controllers. It never loads CUE
-// files, nor evaluates a template itself: package render turns a compiled
-// templates.Template and one parent into the desired children, under the
-// limits.
+// One parent's reconcile (the steps, the status and its conditions, the
+// error taxonomy, events, the status writer) is package reconciler's; its
+// package doc walks through it step by step. Rendering a template for a
+// parent, under the limits, is package render's; the keys the engine
+// writes on objects are package contract's; CUE is package templates'.
+// This package assembles them and owns what a kind needs around its
+// reconciles:
 //
-// # One reconcile, step by step
+//   - engine.go: Options, New and Start; the label-selected parent and
+//     child caches and the child cache's parent-uid index; SetTemplates
+//     and the kinds it starts, swaps and retires; Status, for readiness.
+//   - controllers.go: the per-kind controller (kindController): its
+//     lifecycle (started until its parent kind is served, stopped when its
+//     template is removed), its watches (the parents, and every child kind
+//     as the template or a reconcile first names it), the parent of a child
+//     event, and the reconciler.Reconciler it builds with reconciler.New,
+//     implementing reconciler.Kind (the template a parent is reconciled
+//     with) and reconciler.Children (the parent's children, from the child
+//     cache's parent-uid index).
+//   - childobjects.go: how the child cache holds each child kind (built-in
+//     kinds typed, read in protobuf; others unstructured).
+//   - crds.go: installing the templates' CRDs, refusing a change that could
+//     break stored objects.
+//   - restmapper.go: the manager's REST mapper, remembering the mappings.
+//   - reload.go: Reload, the hot reload of the templates directory.
+//   - revisions.go, rollout.go, rolloutfollow.go, hold.go: the template
+//     revisions (ControllerRevisions) and their rollout across a kind's
+//     parents, with health gates and holds.
+//   - stall.go: stall tracking, a kind whose every worker is held too long.
+//   - sharding.go: the sharding gate in front of each kind's reconciler.
+//   - diff.go, diff_revisions.go: `engine diff`, read-only.
 //
-// Reconcile (reconciler.go) is the table of contents. Each step takes the
-// parent and what the step before it produced, records its findings on the
-// status under construction, and returns a typed outcome:
-//
-//  1. deletion.go: a parent being deleted has its external resources deleted
-//     (or orphaned) from the records on it, and the children the garbage
-//     collector cannot reach or that take part in a dependency, dependents
-//     first (order.go: a thing goes once everything that depends on it is
-//     gone, one step per reconcile, each brought by the event of the one
-//     before), then loses its finalizer. It runs first, so a broken
-//     template never blocks a deletion.
-//  2. observe.go: the parent's live children, from the label-selected child
-//     cache (built-in kinds typed, read in protobuf; others unstructured:
-//     childobjects.go), those provably its own (render.OwnedOf).
-//  3. settled.go: the same inputs as the last reconcile that changed nothing
-//     (template revision, parent generation and metadata, children's
-//     resource versions) end the reconcile here. Otherwise the children are
-//     read as unstructured (typed ones converted), indexed by kind,
-//     namespace, name and local name (render.LiveChildren).
-//  4. evaluate.go: the template turns the parent and what is observed into
-//     the desired children (policy enforced, engine labels and owner
-//     reference added), the external resources and the template's status,
-//     through render.Render, under the limits (limits.go remembers the
-//     parents that went over one).
-//  5. resources.go: each provider applies the resources whose names are
-//     recorded on the parent; a new resource only gets a name planned, and a
-//     resource dropped from the template is deleted.
-//  6. record.go: the one write in the middle of a reconcile. The finalizer
-//     and the name of each resource are stored on the parent before that
-//     resource is ever created, which is what makes a crash at any point
-//     leak nothing. A reconcile that records ends here; the watch event of
-//     the write starts the next one.
-//  7. evaluate.go (reevaluate): when a resource appeared or changed, the
-//     template sees it now, so a child that depends on it is applied in the
-//     same reconcile.
-//  8. apply.go: server-side apply of each child that is missing or drifted;
-//     an object this parent does not control is never touched.
-//  9. prune.go: children the template no longer produces are deleted,
-//     dependents first (order.go), as resources the template dropped are
-//     in step 5.
-//  10. ready.go: Ready from the template's ready field, or from kstatus on
-//     every child and the resources' readiness.
-//  11. settled.go (settle), then status.go: after child writes the status
-//     is left to the reconcile their events bring; otherwise the deferred
-//     finish builds it and hands it to the kind's status writer
-//     (statuswriter.go), which writes it on goroutines of its own, once and
-//     only if it changed, the latest status of a parent replacing one not
-//     written yet. This is the only status write, deletion included.
-//
-// The status under construction is typed: conditions.go (Synced and
-// Ready; their types and reasons, like every label and annotation the
-// engine writes, are package contract's), resourcestatus.go
-// (status.resources), templatestatus.go (the template's own fields). Every error is classified in one place,
-// errors.go: terminal (a bad spec or template, a refused child: recorded,
-// counted through reconcile.TerminalError, not retried until something
-// changes), waiting (an optimistic-lock conflict, a resource to observe
-// again later: requeued after a delay) or transient (anything else: the
-// controller's backoff).
-//
-// The reconciler reaches the rest of the engine only through small
-// interfaces (kindTemplate, childCache, controller-runtime's client), so
-// its unit tests (TestUnit*) run on the fake client without a cluster.
+// The integration tests (engine_test.go and the others) run the assembled
+// engine against a bare kube-apiserver and etcd from bin/; the unit tests
+// here (TestUnit*: the rollout, stall tracking, child objects, diff) need
+// no cluster.
 package engine

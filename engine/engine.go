@@ -20,6 +20,7 @@ import (
 
 	"github.com/cuengine/engine/contract"
 	"github.com/cuengine/engine/providers"
+	"github.com/cuengine/engine/reconciler"
 	"github.com/cuengine/engine/render"
 	"github.com/cuengine/engine/templates"
 )
@@ -130,7 +131,7 @@ func New(mgr manager.Manager, opts Options) (*Engine, error) {
 		opts.Providers = providers.NewRegistry()
 	}
 	for _, name := range opts.Providers.Names() {
-		initProviderMetrics(name)
+		reconciler.InitProviderMetrics(name)
 	}
 	childCache, err := newChildCache(mgr, opts.Namespace, opts.Shard)
 	if err != nil {
@@ -273,7 +274,7 @@ func (e *Engine) SetTemplates(set *templates.Set) {
 		wanted[t.GVK] = t
 	}
 	for gvk, kc := range e.kinds {
-		if _, ok := wanted[gvk]; ok || kc.retired() {
+		if _, ok := wanted[gvk]; ok || kc.Retired() {
 			continue
 		}
 		t := kc.template()

@@ -17,6 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/cuengine/engine/contract"
+	"github.com/cuengine/engine/reconciler"
 	"github.com/cuengine/engine/rollout"
 	"github.com/cuengine/engine/templates"
 )
@@ -213,7 +214,7 @@ func (e *Engine) reportReloadFailure(ctx context.Context, err error) {
 				if limiter.Wait(ctx) != nil {
 					return
 				}
-				e.recorder.Eventf(&parents[i], nil, corev1.EventTypeWarning, contract.ReasonTemplateReloadFailed, "Reload", "%s", safeMessage(msg))
+				e.recorder.Eventf(&parents[i], nil, corev1.EventTypeWarning, contract.ReasonTemplateReloadFailed, "Reload", "%s", reconciler.SafeMessage(msg))
 			}
 		}
 	}()

@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/version"
 	"k8s.io/client-go/kubernetes/scheme"
@@ -22,6 +23,12 @@ import (
 
 	"github.com/cuengine/engine/contract"
 	"github.com/cuengine/engine/render"
+)
+
+var (
+	configMapGVK  = schema.GroupVersionKind{Version: "v1", Kind: "ConfigMap"}
+	deploymentGVK = schema.GroupVersionKind{Group: "apps", Version: "v1", Kind: "Deployment"}
+	unitWebsite   = schema.GroupVersionKind{Group: "test.cuengine.dev", Version: "v1", Kind: "Website"}
 )
 
 // TestUnitChildObjects: the kinds client-go's scheme knows are held typed,

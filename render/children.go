@@ -120,7 +120,7 @@ func (lc *LiveChildren) Observed(parent *unstructured.Unstructured) map[string]a
 // by name, as the parent's status.resources last recorded it: what the
 // template sees as observed.<name>. An entry is {provider, externalName}
 // and, once the resource has been observed, {exists, ready, state}
-// (written by engine/resourcestatus.go).
+// (written by reconciler/resourcestatus.go).
 func ObservedResources(parent *unstructured.Unstructured) map[string]any {
 	res, _, _ := unstructured.NestedMap(parent.Object, "status", contract.StatusResources)
 	out := map[string]any{}

@@ -22,8 +22,8 @@
 //     cluster's REST mapper, OfflineScoper without a cluster);
 //   - Error, the typed error of a rendering refused: a limit exceeded or
 //     a child the policy refuses (ChildError), with the Synced condition's
-//     reason. The engine classifies it terminal with that reason
-//     (engine/errors.go);
+//     reason. The reconciler classifies it terminal with that reason
+//     (reconciler/errors.go);
 //   - the live-children index: which listed objects are provably the
 //     parent's own (OwnedOf, IsOurs: an owner reference, or the parent's
 //     Inventory for children that cannot carry one; labels prove nothing),
@@ -43,6 +43,6 @@
 // of the cluster is ForeignOwner's get, through the reader its caller
 // passes. Applying, pruning, recording the inventory and the resources on
 // the parent, the status and its conditions, and the memory of the
-// parents that went over a limit are package engine's. It imports templates and contract, never
-// engine or providers.
+// parents that went over a limit are package reconciler's. It imports
+// templates and contract, never reconciler, engine or providers.
 package render

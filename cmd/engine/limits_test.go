@@ -48,11 +48,11 @@ func runProcess(t *testing.T, args ...string) (stdout, stderr string, code int) 
 }
 
 // runaway writes a templates directory with the Greedy template of the
-// engine's unit tests and a parent whose evaluation takes hours.
+// reconciler's unit tests and a parent whose evaluation takes hours.
 func runaway(t *testing.T) (dir, parent string) {
 	t.Helper()
 	dir = t.TempDir()
-	src, err := os.ReadFile("../../engine/testdata/unit/greedy.cue")
+	src, err := os.ReadFile("../../reconciler/testdata/unit/greedy.cue")
 	require.NoError(t, err)
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "greedy.cue"), src, 0o644))
 	parent = filepath.Join(t.TempDir(), "runaway.yaml")

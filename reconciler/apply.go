@@ -1,0 +1,166 @@
+package reconciler
+
+import (
+	"context"
+	"fmt"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+
+	"github.com/cuengine/engine/contract"
+	"github.com/cuengine/engine/render"
+)
+
+// applyChildren server-side applies every desired child that is missing or
+// differs from what was last applied, and returns the number of writes. A
+// child whose name is held by an object this parent does not control is
+// left untouched (ChildConflict); a child the apiserver refuses is a
+// terminal problem of its own (ApplyFailed); the others go on.
+//
+// A child the cache does not hold costs no read: it is applied create-only
+// (createChild), and only a name already taken costs the ownership check.
+func (r *Reconciler) applyChildren(ctx context.Context, parent *unstructured.Unstructured, desired []*unstructured.Unstructured, live *render.LiveChildren, st *status) (int, error) {
+	writes := 0
+	for _, d := range desired {
+		if err := r.children.Watch(ctx, d.GroupVersionKind()); err != nil {
+			return writes, err
+		}
+		hash := render.AppliedHash(d)
+		cur := live.Get(d)
+		if cur == nil {
+			created, taken, err := r.createChild(ctx, d, hash)
+			if err != nil {
+				if r.applyRefused(err, st) {
+					continue
+				}
+				return writes, err
+			}
+			if created {
+				writes++
+				r.normal(parent, "Created", "Create", "Created %s %s", d.GetKind(), d.GetName())
+				log.FromContext(ctx).V(1).Info("created child", "child", d.GetLabels()[contract.LabelChild], "object", d.GetNamespace()+"/"+d.GetName())
+				continue
+			}
+			// The name is taken: the object is this parent's (the cache
+			// has not shown it yet) or someone else's, never touched.
+			owned, owner, err := render.ForeignOwner(ctx, r.live, parent, d)
+			if err != nil {
+				return writes, err
+			}
+			if owner != "" {
+				st.fail(contract.ReasonChildConflict, terminalError(contract.ReasonChildConflict, fmt.Errorf("%s %s/%s exists and is not controlled by this %s (%s); it is left untouched",
+					d.GetKind(), d.GetNamespace(), d.GetName(), parent.GetKind(), owner)))
+				continue
+			}
+			if owned == nil {
+				return writes, fmt.Errorf("creating %s %s: %w (it was deleted since)", d.GetKind(), d.GetName(), taken)
+			}
+			cur = owned
+		}
+		if cur.GetAnnotations()[contract.AnnotationAppliedHash] == hash && contains(cur.Object, d.Object) {
+			continue // already as desired: no write
+		}
+		if err := r.writer.Apply(ctx, client.ApplyConfigurationFromUnstructured(render.WithAppliedHash(d, hash)), client.FieldOwner(contract.FieldManager), client.ForceOwnership); err != nil {
+			err = fmt.Errorf("applying %s %s: %w", d.GetKind(), d.GetName(), err)
+			if r.applyRefused(err, st) {
+				continue
+			}
+			return writes, err
+		}
+		writes++
+		r.normal(parent, "Updated", "Update", "Updated %s %s", d.GetKind(), d.GetName())
+		log.FromContext(ctx).V(1).Info("applied child", "child", d.GetLabels()[contract.LabelChild], "object", d.GetNamespace()+"/"+d.GetName())
+	}
+	return writes, nil
+}
+
+// createOnlyVersion is the resource version a new child is applied with. A
+// resource version in an apply is a precondition on the existing object,
+// and none has this one (resource versions are storage revisions, far
+// below it), while an apply that creates the object ignores it. So the
+// apply creates the child when its name is free and otherwise fails with a
+// conflict, in one request and atomically: an object that holds the name,
+// whoever made it, is never modified, and the server-side apply's field
+// ownership is the same as that of every later apply.
+const createOnlyVersion = "18446744073709551615" // max uint64
+
+// createChild applies the desired child obj, with its applied hash, only
+// if no object has its name. It returns created when it did, and otherwise
+// the conflict that says the name is taken; any other error is the apply's.
+func (r *Reconciler) createChild(ctx context.Context, obj *unstructured.Unstructured, hash string) (created bool, taken, err error) {
+	create := render.WithAppliedHash(obj, hash)
+	create.SetResourceVersion(createOnlyVersion)
+	err = r.writer.Apply(ctx, client.ApplyConfigurationFromUnstructured(create), client.FieldOwner(contract.FieldManager), client.ForceOwnership)
+	switch {
+	case err == nil:
+		return true, nil, nil
+	case apierrors.IsConflict(err):
+		return false, err, nil
+	default:
+		return false, nil, fmt.Errorf("applying %s %s: %w", obj.GetKind(), obj.GetName(), err)
+	}
+}
+
+// applyRefused records an error the apiserver answers for good (a child it
+// refuses) as ApplyFailed and reports true; other errors are for the
+// caller to return.
+func (r *Reconciler) applyRefused(err error, st *status) bool {
+	if class, _, _ := classify(err, 0); class != terminal {
+		return false
+	}
+	st.fail(contract.ReasonApplyFailed, terminalError(contract.ReasonApplyFailed, err))
+	return true
+}
+
+// contains reports whether every field of want is present with the same
+// value in have: the live object may carry more (defaults, status), but
+// nothing the engine applied may have drifted.
+func contains(have, want any) bool {
+	switch w := want.(type) {
+	case map[string]any:
+		h, ok := have.(map[string]any)
+		if !ok {
+			return false
+		}
+		for k, wv := range w {
+			hv, ok := h[k]
+			if !ok || !contains(hv, wv) {
+				return false
+			}
+		}
+		return true
+	case []any:
+		h, ok := have.([]any)
+		if !ok || len(h) != len(w) {
+			return false
+		}
+		for i := range w {
+			if !contains(h[i], w[i]) {
+				return false
+			}
+		}
+		return true
+	case int64:
+		return numberEqual(have, float64(w))
+	case float64:
+		return numberEqual(have, w)
+	case int:
+		return numberEqual(have, float64(w))
+	default:
+		return have == want
+	}
+}
+
+func numberEqual(have any, want float64) bool {
+	switch h := have.(type) {
+	case int64:
+		return float64(h) == want
+	case float64:
+		return h == want
+	case int:
+		return float64(h) == want
+	}
+	return false
+}

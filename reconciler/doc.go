@@ -1,0 +1,88 @@
+// Package reconciler is one parent's reconcile: it brings a parent's
+// children, external resources and status in line with the template of its
+// kind. The engine builds one Reconciler per templated parent kind (New)
+// and runs it in that kind's controller.
+//
+// It owns applying and pruning children, the external resources through
+// their providers, the finalizer, the status and its conditions, events,
+// the one error taxonomy and the status writer. It does not own the
+// per-kind controllers, their watches and the child cache, the revisions
+// and their rollout, CRDs, sharding or stall tracking: those are package
+// engine's, which reaches the reconciler through New and Reconcile, and
+// which the reconciler reaches only through small interfaces (Kind,
+// Children, controller-runtime's client). It never loads CUE files, nor
+// evaluates a template itself: package render turns a compiled
+// templates.Template and one parent into the desired children, under the
+// limits.
+//
+// # One reconcile, step by step
+//
+// Reconcile (reconciler.go) is the table of contents. Each step takes the
+// parent and what the step before it produced, records its findings on the
+// status under construction, and returns a typed outcome:
+//
+//  1. deletion.go: a parent being deleted has its external resources deleted
+//     (or orphaned) from the records on it, and the children the garbage
+//     collector cannot reach or that take part in a dependency, dependents
+//     first (order.go: a thing goes once everything that depends on it is
+//     gone, one step per reconcile, each brought by the event of the one
+//     before), then loses its finalizer. It runs first, so a broken
+//     template never blocks a deletion.
+//  2. observe.go: the parent's live children, from the label-selected child
+//     cache (Children; built-in kinds typed, read in protobuf; others
+//     unstructured: the engine's childobjects.go), those provably its own
+//     (render.OwnedOf).
+//  3. settled.go: the same inputs as the last reconcile that changed nothing
+//     (template revision, parent generation and metadata, children's
+//     resource versions) end the reconcile here. Otherwise the children are
+//     read as unstructured (typed ones converted), indexed by kind,
+//     namespace, name and local name (render.LiveChildren).
+//  4. evaluate.go: the template turns the parent and what is observed into
+//     the desired children (policy enforced, engine labels and owner
+//     reference added), the external resources and the template's status,
+//     through render.Render, under the limits (limits.go remembers the
+//     parents that went over one).
+//  5. resources.go: each provider applies the resources whose names are
+//     recorded on the parent; a new resource only gets a name planned, and a
+//     resource dropped from the template is deleted (providercalls.go counts
+//     the calls).
+//  6. record.go: the one write in the middle of a reconcile. The finalizer
+//     and the name of each resource are stored on the parent before that
+//     resource is ever created, which is what makes a crash at any point
+//     leak nothing. A reconcile that records ends here; the watch event of
+//     the write starts the next one.
+//  7. evaluate.go (reevaluate): when a resource appeared or changed, the
+//     template sees it now, so a child that depends on it is applied in the
+//     same reconcile.
+//  8. apply.go: server-side apply of each child that is missing or drifted;
+//     an object this parent does not control is never touched.
+//  9. prune.go: children the template no longer produces are deleted,
+//     dependents first (order.go), as resources the template dropped are
+//     in step 5.
+//  10. ready.go: Ready from the template's ready field, or from kstatus on
+//     every child and the resources' readiness.
+//  11. settled.go (settle), then status.go: after child writes the status
+//     is left to the reconcile their events bring; otherwise the deferred
+//     finish builds it and hands it to the kind's status writer
+//     (statuswriter.go, run by StartStatus), which writes it on goroutines
+//     of its own, once and only if it changed, the latest status of a
+//     parent replacing one not written yet. This is the only status write,
+//     deletion included.
+//
+// The status under construction is typed: conditions.go (Synced and
+// Ready; their types and reasons, like every label and annotation the
+// engine writes, are package contract's), resourcestatus.go
+// (status.resources), templatestatus.go (the template's own fields). Every
+// error is classified in one place, errors.go: terminal (a bad spec or
+// template, a refused child, a render.Error from anywhere: recorded,
+// counted through reconcile.TerminalError, not retried until something
+// changes), waiting (an optimistic-lock conflict, a resource to observe
+// again later: requeued after a delay) or transient (anything else: the
+// controller's backoff, RetryLimiter). The reconciles' metrics (template
+// evaluations, limits exceeded, provider calls) are registered in
+// metrics.go, under the names the engine has always served.
+//
+// The unit tests (TestUnit*, unit_env_test.go) build a Reconciler with New
+// on controller-runtime's fake client, with fakes for Kind and Children,
+// without a cluster.
+package reconciler

@@ -1,0 +1,218 @@
+package reconciler
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/events"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+
+	"github.com/cuengine/engine/providers"
+	"github.com/cuengine/engine/render"
+	"github.com/cuengine/engine/revisions"
+	"github.com/cuengine/engine/templates"
+)
+
+// Reconciler reconciles the parents of one kind. It reaches the rest of
+// the engine only through the narrow interfaces below, so a unit test can
+// build one on a fake client.
+type Reconciler struct {
+	gvk       schema.GroupVersionKind
+	kind      Kind
+	children  Children
+	parents   client.Reader // the manager's cache
+	live      client.Reader // the apiserver itself, for objects outside the child cache
+	writer    client.Client
+	scoper    render.Scoper
+	recorder  events.EventRecorder
+	providers *providers.Registry
+	// resourceResync is how often external resources are observed again.
+	resourceResync time.Duration
+	limits         render.Limits
+
+	// settled holds, per parent, the fingerprint of the inputs of the
+	// last reconcile that found nothing to change (settled.go).
+	settled sync.Map
+	// status writes the statuses the reconciles build (statuswriter.go).
+	status *statusWriter
+	// overLimit holds the parents whose inputs went over a limit (limits.go).
+	overLimit overLimit
+}
+
+// Options are what a kind's reconciler is built from.
+type Options struct {
+	// GVK is the parent kind.
+	GVK      schema.GroupVersionKind
+	Kind     Kind
+	Children Children
+	// Parents reads the parents: the manager's cache.
+	Parents client.Reader
+	// Live is the apiserver itself, for objects outside the child cache.
+	Live client.Reader
+	// Writer writes children, parents and statuses.
+	Writer    client.Client
+	Scoper    render.Scoper
+	Recorder  events.EventRecorder
+	Providers *providers.Registry
+	// ResourceResync is how often external resources are observed again.
+	ResourceResync time.Duration
+	Limits         render.Limits
+	// Requeue asks for a reconcile of the parent once the cache has had
+	// ConflictDelay to show what a status write conflicted with.
+	Requeue func(types.NamespacedName)
+}
+
+// New returns the reconciler of one kind. Its status writer runs from
+// StartStatus.
+func New(o Options) *Reconciler {
+	r := &Reconciler{
+		gvk:            o.GVK,
+		kind:           o.Kind,
+		children:       o.Children,
+		parents:        o.Parents,
+		live:           o.Live,
+		writer:         o.Writer,
+		scoper:         o.Scoper,
+		recorder:       o.Recorder,
+		providers:      o.Providers,
+		resourceResync: o.ResourceResync,
+		limits:         o.Limits,
+	}
+	r.status = newStatusWriter(o.GVK, o.Writer, o.Recorder, o.Requeue)
+	return r
+}
+
+// StartStatus runs the status writer with n goroutines until stop is
+// called (statuswriter.go): with the kind's controller, which hands it
+// the statuses its reconciles build.
+func (r *Reconciler) StartStatus(ctx context.Context, n int) (stop func()) {
+	return r.status.start(ctx, n)
+}
+
+// Kind is what the reconciler needs of its kind's controller.
+type Kind interface {
+	// Template returns the template of the files for the kind.
+	Template() *templates.Template
+	// TemplateFor returns the template a parent is reconciled with: the
+	// revision it is pinned to or that the rollout puts it on (package
+	// rollout), never changed once returned. The revision is nil when the
+	// kind keeps none.
+	TemplateFor(parent *unstructured.Unstructured) (*templates.Template, *revisions.Revision, error)
+	// Retired reports that the template was removed: parents being
+	// deleted are still finished, nothing else is done.
+	Retired() bool
+}
+
+// Children is what the reconciler needs of the engine's child cache.
+type Children interface {
+	// Watch makes events on children of one kind requeue their parents.
+	Watch(ctx context.Context, gvk schema.GroupVersionKind) error
+	// List returns the objects labelled as the parent's children, of
+	// every watched kind, each with its kind set: typed or unstructured,
+	// only to be read.
+	List(ctx context.Context, parent *unstructured.Unstructured) ([]client.Object, error)
+}
+
+// Reconcile brings one parent's children, resources and status in line
+// with its template. Each step records what it finds on st; the deferred
+// finish builds the status and hands it to the status writer, the only
+// status write, and classifies the outcome (errors.go).
+func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ctrl.Result, err error) {
+	parent, err := r.getParent(ctx, req.NamespacedName)
+	if err != nil || parent == nil {
+		return ctrl.Result{}, err
+	}
+	t, rev, terr := r.kind.TemplateFor(parent) // package rollout
+	if t == nil {
+		t = r.kind.Template()
+	}
+	ctx = log.IntoContext(ctx, log.FromContext(ctx).WithValues("template", t.Path))
+	st := newStatus()
+	defer func() { result, err = r.finish(ctx, parent, st, result, err) }()
+
+	if parent.GetDeletionTimestamp() != nil {
+		return r.reconcileDelete(ctx, t, parent, st) // deletion.go
+	}
+	if terr != nil {
+		return ctrl.Result{}, terr
+	}
+	st.revision = rev
+	if r.kind.Retired() {
+		st.skip = true // no template: children are left as they are
+		return ctrl.Result{}, nil
+	}
+	owned, err := r.observe(ctx, parent) // observe.go
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	if r.isSettled(t, parent, owned, st) { // settled.go
+		return ctrl.Result{}, nil
+	}
+	live, err := owned.Read() // render/children.go
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	eval, err := r.evaluate(t, parent, live.Observed(parent), st) // evaluate.go
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	plan, err := r.reconcileResources(ctx, parent, eval, live, st) // resources.go
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	if eval, err = r.reevaluate(t, parent, eval, st); err != nil { // evaluate.go
+		return ctrl.Result{}, err
+	}
+	if recorded, err := r.record(ctx, parent, plan, render.NextInventory(eval.children, live), st); recorded || err != nil { // record.go
+		return ctrl.Result{}, err
+	}
+	writes, err := r.applyChildren(ctx, parent, eval.children, live, st) // apply.go
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	deletes, err := r.prune(ctx, parent, eval.children, live, st) // prune.go
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	st.setReady(eval, live)                                      // ready.go
+	return r.settle(eval, writes, deletes, plan.resync, st), nil // settled.go
+}
+
+// finish is deferred by Reconcile: it hands the status over and turns how
+// the reconcile ended into controller-runtime's result. The write's own
+// failures are the status writer's to retry, not the reconcile's.
+func (r *Reconciler) finish(ctx context.Context, parent *unstructured.Unstructured, st *status, res ctrl.Result, err error) (ctrl.Result, error) {
+	if class, _, _ := classify(err, 0); err != nil && class == terminal && len(st.problems) == 0 {
+		st.fail("", err) // a terminal error is always shown on the parent
+	}
+	if werr := r.writeStatus(ctx, parent, st, err); err == nil {
+		err = werr
+	}
+	if err == nil && !st.skip {
+		err = st.err(r.resourceResync)
+	}
+	return outcome(res, err, r.resourceResync)
+}
+
+// getParent reads the parent from the cache; nil when it is gone.
+func (r *Reconciler) getParent(ctx context.Context, key types.NamespacedName) (*unstructured.Unstructured, error) {
+	parent := &unstructured.Unstructured{}
+	parent.SetGroupVersionKind(r.gvk)
+	if err := r.parents.Get(ctx, key, parent); err != nil {
+		if apierrors.IsNotFound(err) {
+			r.settled.Delete(key) // gone: forget it
+			r.status.forget(key)
+			r.overLimit.forget(key)
+			return nil, nil
+		}
+		return nil, err
+	}
+	return parent, nil
+}

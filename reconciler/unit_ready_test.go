@@ -1,0 +1,63 @@
+package reconciler
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+)
+
+// TestUnitChildReady: a child's readiness is kstatus's Current.
+func TestUnitChildReady(t *testing.T) {
+	deployment := func(status map[string]any) *unstructured.Unstructured {
+		u := &unstructured.Unstructured{Object: map[string]any{
+			"apiVersion": "apps/v1", "kind": "Deployment",
+			"metadata": map[string]any{"name": "web", "namespace": "ns", "generation": int64(2)},
+			"spec":     map[string]any{"replicas": int64(2)},
+		}}
+		if status != nil {
+			u.Object["status"] = status
+		}
+		return u
+	}
+	complete := func() map[string]any {
+		return map[string]any{
+			"observedGeneration": int64(2), "replicas": int64(2), "updatedReplicas": int64(2),
+			"readyReplicas": int64(2), "availableReplicas": int64(2),
+			"conditions": []any{
+				map[string]any{"type": "Available", "status": "True", "reason": "MinimumReplicasAvailable"},
+				map[string]any{"type": "Progressing", "status": "True", "reason": "NewReplicaSetAvailable"},
+			},
+		}
+	}
+	with := func(m map[string]any, k string, v any) map[string]any { m[k] = v; return m }
+	widget := func(ready string) *unstructured.Unstructured {
+		return &unstructured.Unstructured{Object: map[string]any{
+			"apiVersion": "example.com/v1", "kind": "Widget",
+			"metadata": map[string]any{"name": "w", "namespace": "ns", "generation": int64(1)},
+			"status": map[string]any{"observedGeneration": int64(1), "conditions": []any{
+				map[string]any{"type": "Ready", "status": ready, "reason": "Checked", "message": "checked"},
+			}},
+		}}
+	}
+	for _, tc := range []struct {
+		name  string
+		obj   *unstructured.Unstructured
+		ready bool
+	}{
+		{"Deployment rolled out", deployment(complete()), true},
+		{"Deployment mid-rollout", deployment(with(complete(), "updatedReplicas", int64(1))), false},
+		{"Deployment with a replica not ready", deployment(with(complete(), "readyReplicas", int64(1))), false},
+		{"Deployment observedGeneration behind", deployment(with(complete(), "observedGeneration", int64(1))), false},
+		{"Deployment without status", deployment(nil), false},
+		{"ConfigMap, ready on existence", &unstructured.Unstructured{Object: map[string]any{
+			"apiVersion": "v1", "kind": "ConfigMap", "metadata": map[string]any{"name": "c", "namespace": "ns"},
+			"data": map[string]any{"k": "v"}}}, true},
+		{"Ready=False condition", widget("False"), false},
+		{"Ready=True condition", widget("True"), true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			assert.Equal(t, tc.ready, childReady(tc.obj))
+		})
+	}
+}
