@@ -6,10 +6,13 @@
 // One parent's reconcile (the steps, the status and its conditions, the
 // error taxonomy, events, the status writer) is package reconciler's; its
 // package doc walks through it step by step. Rendering a template for a
-// parent, under the limits, is package render's; the keys the engine
-// writes on objects are package contract's; CUE is package templates'.
-// This package assembles them and owns what a kind needs around its
-// reconciles:
+// parent, under the limits, is package render's; the template revisions
+// and the health and undo rules are package revisions'; moving parents to
+// a new revision is package rollout's; `engine diff` is package diff's;
+// the keys the engine writes on objects are package contract's; CUE is
+// package templates'. This package assembles them and owns what a kind
+// needs around its reconciles (docs/architecture.md: the import and lock
+// rules):
 //
 //   - engine.go: Options, New and Start; the label-selected parent and
 //     child caches and the child cache's parent-uid index; SetTemplates
@@ -21,22 +24,19 @@
 //     event, and the reconciler.Reconciler it builds with reconciler.New,
 //     implementing reconciler.Kind (the template a parent is reconciled
 //     with) and reconciler.Children (the parent's children, from the child
-//     cache's parent-uid index).
+//     cache's parent-uid index), and rollout.Kind for the kind's rollout
+//     coordinator, which it starts and stops with the controller.
 //   - childobjects.go: how the child cache holds each child kind (built-in
 //     kinds typed, read in protobuf; others unstructured).
 //   - crds.go: installing the templates' CRDs, refusing a change that could
 //     break stored objects.
 //   - restmapper.go: the manager's REST mapper, remembering the mappings.
 //   - reload.go: Reload, the hot reload of the templates directory.
-//   - revisions.go, rollout.go, rolloutfollow.go, hold.go: the template
-//     revisions (ControllerRevisions) and their rollout across a kind's
-//     parents, with health gates and holds.
 //   - stall.go: stall tracking, a kind whose every worker is held too long.
 //   - sharding.go: the sharding gate in front of each kind's reconciler.
-//   - diff.go, diff_revisions.go: `engine diff`, read-only.
 //
 // The integration tests (engine_test.go and the others) run the assembled
-// engine against a bare kube-apiserver and etcd from bin/; the unit tests
-// here (TestUnit*: the rollout, stall tracking, child objects, diff) need
-// no cluster.
+// engine against a bare kube-apiserver and etcd from bin/, and skip under
+// -short; the unit tests here (stall tracking, child objects) need no
+// cluster.
 package engine
