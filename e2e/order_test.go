@@ -102,7 +102,10 @@ func TestStorefrontDeletionOrder(t *testing.T) {
 			code, body := readyz(eng.probe)
 			return code == http.StatusInternalServerError && strings.Contains(body, "dependency cycle: children.app reads observed.assets"), nil
 		})
-		assert.Contains(t, eng.log.String(), "template reload refused")
+		// The log reaches the test through a pipe, after readyz may answer.
+		eventually(t, "the refusal logged", 30*time.Second, func(context.Context) (bool, error) {
+			return strings.Contains(eng.log.String(), "template reload refused"), nil
+		})
 
 		// The last good template still serves: a new Storefront gets its
 		// bucket, then its Deployment.

@@ -96,7 +96,10 @@ func TestHotReload(t *testing.T) {
 			out, err := kubectlErr("-n", ns, "get", "events", "--field-selector", "reason=TemplateReloadFailed", "-o", "name")
 			return strings.Count(out, "\n") >= n, err
 		})
-		assert.Contains(t, eng.log.String(), "template reload refused")
+		// The log reaches the test through a pipe, after readyz may answer.
+		eventually(t, "the refusal logged", 30*time.Second, func(context.Context) (bool, error) {
+			return strings.Contains(eng.log.String(), "template reload refused"), nil
+		})
 		// The last good version keeps serving: drift is still corrected
 		// with it, and nothing rolled to the broken image.
 		kubectl(t, "-n", ns, "scale", "deployment", "web-0", "--replicas=4")
