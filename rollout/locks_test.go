@@ -214,12 +214,17 @@ func TestUnitRolloutViewIsACopy(t *testing.T) {
 }
 
 // TestUnitRolloutNotLoaded: a reconcile before the revisions are loaded is
-// an error to retry, not a nil revision.
+// an error to retry, not a nil revision, nor a panic on a view with no
+// target.
 func TestUnitRolloutNotLoaded(t *testing.T) {
 	ro := New(&fakeKind{}, shelfKind, nil, 10, Hold{})
 	_, err := ro.templateFor(rolloutParent("p", "h1", metav1.ConditionTrue, metav1.ConditionTrue))
 	require.Error(t, err)
 	assert.False(t, errors.As(err, new(*render.Error)), "retried, not terminal")
+
+	ro.publish() // an Init that failed before it had a target publishes one without
+	_, err = ro.templateFor(rolloutParent("p", "h1", metav1.ConditionTrue, metav1.ConditionTrue))
+	assert.ErrorContains(t, err, "not loaded yet", "an error, not a nil target")
 }
 
 var shelfKind = schema.GroupVersionKind{Group: "shelf.cuengine.dev", Version: "v1", Kind: "Shelf"}

@@ -164,7 +164,7 @@ func (ro *Rollout) templateFor(parent *unstructured.Unstructured) (*loadedRevisi
 		return nil, &render.Error{Reason: contract.ReasonRevisionNotFound, Err: err}
 	}
 	v := ro.view.Load()
-	if v == nil {
+	if v == nil || v.target == nil {
 		return nil, fmt.Errorf("the revisions of %s are not loaded yet", contract.KindString(ro.gvk))
 	}
 	if pin > 0 {
