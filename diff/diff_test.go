@@ -39,7 +39,7 @@ func testParent(gvk schema.GroupVersionKind, name string, spec map[string]any) *
 
 func testTemplate(t *testing.T, gvk schema.GroupVersionKind) *templates.Template {
 	t.Helper()
-	set, err := templates.Load("testdata")
+	set, err := templates.Load("../testdata/unit") // the unit templates the packages share
 	require.NoError(t, err)
 	tpl, ok := set.Lookup(gvk)
 	require.True(t, ok, "a template for %s in testdata", gvk.Kind)

@@ -40,7 +40,7 @@ import (
 	"github.com/cuengine/engine/templates"
 )
 
-// The parent kinds of the templates the unit tests use: testdata/unit and
+// The parent kinds of the templates the unit tests use: ../testdata/unit and
 // the engine's integration tests' engine/testdata/templates.
 var (
 	unitMyKind  = schema.GroupVersionKind{Group: "webapp.my.domain", Version: "v1", Kind: "MyKind"}
@@ -59,7 +59,7 @@ const (
 
 var unitTemplates = sync.OnceValues(func() (map[schema.GroupVersionKind]*templates.Template, error) {
 	out := map[schema.GroupVersionKind]*templates.Template{}
-	for _, dir := range []string{"../engine/testdata/templates", "testdata/unit"} {
+	for _, dir := range []string{"../engine/testdata/templates", "../testdata/unit"} {
 		set, err := templates.Load(dir)
 		if err != nil {
 			return nil, err

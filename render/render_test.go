@@ -24,13 +24,27 @@ var (
 	leakyGVK  = schema.GroupVersionKind{Group: "test.cuengine.dev", Version: "v1", Kind: "Leaky"}
 )
 
-var testTemplates = sync.OnceValues(func() (*templates.Set, error) { return templates.Load("testdata") })
+// testTemplates are this package's templates (testdata) and the unit
+// templates the packages share (../testdata/unit).
+var testTemplates = sync.OnceValues(func() (map[schema.GroupVersionKind]*templates.Template, error) {
+	out := map[schema.GroupVersionKind]*templates.Template{}
+	for _, dir := range []string{"testdata", "../testdata/unit"} {
+		set, err := templates.Load(dir)
+		if err != nil {
+			return nil, err
+		}
+		for _, t := range set.Templates() {
+			out[t.GVK] = t
+		}
+	}
+	return out, nil
+})
 
 func testTemplate(t *testing.T, gvk schema.GroupVersionKind) *templates.Template {
 	t.Helper()
 	set, err := testTemplates()
 	require.NoError(t, err)
-	tpl, ok := set.Lookup(gvk)
+	tpl, ok := set[gvk]
 	require.True(t, ok, "a template for %s in testdata", gvk.Kind)
 	return tpl
 }

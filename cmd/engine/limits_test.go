@@ -52,7 +52,7 @@ func runProcess(t *testing.T, args ...string) (stdout, stderr string, code int) 
 func runaway(t *testing.T) (dir, parent string) {
 	t.Helper()
 	dir = t.TempDir()
-	src, err := os.ReadFile("../../reconciler/testdata/unit/greedy.cue")
+	src, err := os.ReadFile("../../testdata/unit/greedy.cue")
 	require.NoError(t, err)
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "greedy.cue"), src, 0o644))
 	parent = filepath.Join(t.TempDir(), "runaway.yaml")
