@@ -83,11 +83,9 @@ func newKindController(e *Engine, t *templates.Template) *kindController {
 	return kc
 }
 
-// template is the template of the files for the kind.
-func (kc *kindController) template() *templates.Template { return kc.tpl.Load() }
-
-// Template implements reconciler.Kind and rollout.Kind.
-func (kc *kindController) Template() *templates.Template { return kc.template() }
+// Template is the template of the files for the kind; it implements
+// reconciler.Kind and rollout.Kind.
+func (kc *kindController) Template() *templates.Template { return kc.tpl.Load() }
 
 // Retired implements reconciler.Kind.
 func (kc *kindController) Retired() bool { return kc.gone.Load() }
@@ -96,16 +94,10 @@ func (kc *kindController) status() KindStatus {
 	kc.mu.Lock()
 	running, err := kc.running, kc.err
 	kc.mu.Unlock()
-	t := kc.template()
+	t := kc.Template()
 	revision, held := kc.ro.Status()
 	return KindStatus{Kind: contract.KindString(kc.gvk), Template: t.Path, Revision: cmp.Or(revision, t.Hash), Running: running, Retired: kc.Retired(), Error: err, Held: held, Stalled: kc.busy.stalled()}
 }
-
-// Enqueue implements rollout.Kind.
-func (kc *kindController) Enqueue(parent *unstructured.Unstructured) { kc.enqueue(parent) }
-
-// RequeueAll implements rollout.Kind.
-func (kc *kindController) RequeueAll(ctx context.Context) { kc.requeueAll(ctx) }
 
 // Fleet implements rollout.Kind.
 func (kc *kindController) Fleet(ctx context.Context) ([]unstructured.Unstructured, error) {
@@ -134,8 +126,9 @@ func (kc *kindController) TemplateFor(parent *unstructured.Unstructured) (*templ
 	return kc.ro.TemplateFor(parent)
 }
 
-// enqueue queues a parent for a reconcile, without waiting for the queue.
-func (kc *kindController) enqueue(parent *unstructured.Unstructured) {
+// Enqueue queues a parent for a reconcile, without waiting for the queue;
+// it implements rollout.Kind.
+func (kc *kindController) Enqueue(parent *unstructured.Unstructured) {
 	ctx := kc.context()
 	ev := event.TypedGenericEvent[*unstructured.Unstructured]{Object: parent}
 	go func() {
@@ -153,7 +146,7 @@ func (kc *kindController) requeueAfterConflict(key types.NamespacedName) {
 	parent.SetGroupVersionKind(kc.gvk)
 	parent.SetNamespace(key.Namespace)
 	parent.SetName(key.Name)
-	time.AfterFunc(reconciler.ConflictDelay, func() { kc.enqueue(parent) })
+	time.AfterFunc(reconciler.ConflictDelay, func() { kc.Enqueue(parent) })
 }
 
 // start runs the controller in the background. Until the parent kind is
@@ -174,7 +167,7 @@ func (kc *kindController) start(parent context.Context) {
 			}
 			kc.setErr(err)
 			if attempt == 0 {
-				logger.Error(err, "parent kind cannot be watched; retrying", "template", kc.template().Path)
+				logger.Error(err, "parent kind cannot be watched; retrying", "template", kc.Template().Path)
 			} else {
 				logger.V(1).Info("parent kind still cannot be watched", "error", err.Error())
 			}
@@ -242,7 +235,7 @@ func (kc *kindController) run(ctx context.Context) error {
 	kc.ctrl = ctrl
 	kc.watching = map[schema.GroupVersionKind]bool{}
 	kc.mu.Unlock()
-	for _, gvk := range kc.template().ChildKinds() {
+	for _, gvk := range kc.Template().ChildKinds() {
 		if err := kc.Watch(ctx, gvk); err != nil {
 			log.FromContext(ctx).Error(err, "cannot watch child kind", "kind", contract.KindString(kc.gvk), "childKind", contract.KindString(gvk))
 		}
@@ -397,8 +390,9 @@ func (kc *kindController) update(t *templates.Template) {
 	kc.ro.Poke()
 }
 
-// requeueAll queues every parent of the kind, no faster than RequeueQPS.
-func (kc *kindController) requeueAll(ctx context.Context) {
+// RequeueAll queues every parent of the kind, no faster than RequeueQPS;
+// it implements rollout.Kind.
+func (kc *kindController) RequeueAll(ctx context.Context) {
 	parents, err := kc.e.listParents(ctx, kc.gvk)
 	if err != nil {
 		log.FromContext(ctx).Error(err, "cannot list parents to requeue", "kind", contract.KindString(kc.gvk))

@@ -277,7 +277,7 @@ func (e *Engine) SetTemplates(set *templates.Set) {
 		if _, ok := wanted[gvk]; ok || kc.Retired() {
 			continue
 		}
-		t := kc.template()
+		t := kc.Template()
 		if t.HasResources() || t.Policy.CrossNamespace.Any() || t.Policy.ClusterScoped {
 			// Its parents may carry the engine's finalizer: keep finishing
 			// their deletions (which need no template), and nothing else.

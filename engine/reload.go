@@ -119,7 +119,7 @@ func (e *Engine) checkLiveParents(ctx context.Context, set *templates.Set) error
 	var problems []string
 	for _, t := range set.Templates() {
 		kc := e.kind(t.GVK)
-		if kc == nil || kc.template().Hash == t.Hash || !kc.isRunning() {
+		if kc == nil || kc.Template().Hash == t.Hash || !kc.isRunning() {
 			continue
 		}
 		parents, err := e.listParents(ctx, t.GVK)
@@ -240,7 +240,7 @@ func (e *Engine) affectedKinds(err error) []schema.GroupVersionKind {
 	}
 	var out []schema.GroupVersionKind
 	for gvk, kc := range e.kinds {
-		if len(paths) == 0 || paths[kc.template().Path] {
+		if len(paths) == 0 || paths[kc.Template().Path] {
 			out = append(out, gvk)
 		}
 	}
