@@ -44,6 +44,13 @@ type Observation struct {
 	// State is the provider's view: physical name, URL, location... Plain
 	// JSON-compatible values only.
 	State map[string]any
+	// Sensitive are outputs nobody may see but the parent's connection
+	// Secret: passwords, keys, connection URIs that carry them. The engine
+	// writes them only into the Secret a resource's connectionSecret names,
+	// never into status, observed, events, logs or errors. Nil when the
+	// provider has none, or has none to give on this call (a password is
+	// known only when it is set).
+	Sensitive map[string][]byte
 }
 
 // Provider manages one kind of external resource. Every method is
