@@ -56,7 +56,7 @@ func (p *Plugin) Delete(ctx context.Context, req providers.Request) error {
 // ProviderUnavailable when the plugin is down (no waiting for it), and a
 // call cut by the plugin's death fails the same way.
 func (p *Plugin) call(ctx context.Context, method string, req providers.Request, attempt int, resp any) error {
-	conn, done, err := p.connection()
+	conn, done, err := p.connection(ctx)
 	if err != nil {
 		return err
 	}

@@ -53,8 +53,9 @@ func (o *Options) defaults() {
 }
 
 // Plugin is one provider plugin: Run starts and supervises its process,
-// and the providers.Provider methods call it. Calls made while it is not
-// running fail at once with a retryable ProviderUnavailable.
+// and the providers.Provider methods call it. Calls made before its first
+// start is over wait for it (within their context); calls made while it is
+// down after that fail at once with a retryable ProviderUnavailable.
 type Plugin struct {
 	opts Options
 	log  logr.Logger
@@ -67,6 +68,11 @@ type Plugin struct {
 	pid      int
 	down     error
 	restarts int
+	// started closes once the first start has succeeded or failed: calls
+	// made before wait for it, so an engine that just started does not
+	// report its plugins unavailable while they are starting.
+	started     chan struct{}
+	startedOnce sync.Once
 }
 
 var _ providers.Provider = (*Plugin)(nil)
@@ -76,7 +82,7 @@ func New(opts Options) *Plugin {
 	opts.defaults()
 	metricUp.WithLabelValues(opts.Name).Set(0)
 	metricRestarts.WithLabelValues(opts.Name)
-	return &Plugin{opts: opts, log: opts.Logger.WithValues("provider", opts.Name), down: errNoPlugin}
+	return &Plugin{opts: opts, log: opts.Logger.WithValues("provider", opts.Name), down: errNoPlugin, started: make(chan struct{})}
 }
 
 // Name is the provider's name.
@@ -114,6 +120,7 @@ func (p *Plugin) Health() error {
 // until ctx ends; then it stops it (SIGTERM, then SIGKILL after
 // StopTimeout) and returns nil.
 func (p *Plugin) Run(ctx context.Context) error {
+	defer p.startedOnce.Do(func() { close(p.started) })
 	backoff := p.opts.MinBackoff
 	for first := true; ; first = false {
 		if !first {
@@ -152,6 +159,7 @@ func (p *Plugin) publish(conn *grpc.ClientConn, pid int) {
 	p.conn, p.pid, p.down = conn, pid, nil
 	p.mu.Unlock()
 	metricUp.WithLabelValues(p.opts.Name).Set(1)
+	p.startedOnce.Do(func() { close(p.started) })
 }
 
 func (p *Plugin) setDown(err error) {
@@ -159,11 +167,17 @@ func (p *Plugin) setDown(err error) {
 	p.conn, p.pid, p.down = nil, 0, err
 	p.mu.Unlock()
 	metricUp.WithLabelValues(p.opts.Name).Set(0)
+	p.startedOnce.Do(func() { close(p.started) })
 }
 
 // connection returns the published connection, counted in flight until
-// done is called, or the retryable error of a plugin that is down.
-func (p *Plugin) connection() (conn *grpc.ClientConn, done func(), err error) {
+// done is called, or the retryable error of a plugin that is down. Before
+// the first start is over it waits for it, as long as ctx allows.
+func (p *Plugin) connection(ctx context.Context) (conn *grpc.ClientConn, done func(), err error) {
+	select {
+	case <-p.started:
+	case <-ctx.Done():
+	}
 	p.mu.Lock()
 	conn, down := p.conn, p.down
 	if conn != nil {

@@ -221,6 +221,28 @@ func TestPluginDownAnswersUnavailable(t *testing.T) {
 	require.NoError(t, err)
 }
 
+func TestPluginCallsWaitForTheFirstStart(t *testing.T) {
+	t.Parallel()
+	p := New(Options{Name: "fake", Path: self(t), Env: pluginEnv("fake")})
+	applied := make(chan error, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), waitFor)
+		defer cancel()
+		_, err := p.Apply(ctx, providers.Request{Name: "data", ExternalName: "x", Owner: owner})
+		applied <- err
+	}()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { _ = p.Run(ctx); close(done) }()
+	defer func() { cancel(); <-done }()
+	select {
+	case err := <-applied:
+		require.NoError(t, err)
+	case <-time.After(waitFor):
+		t.Fatal("Apply made before the start never returned")
+	}
+}
+
 func TestPluginHandshakeRefusesAnotherProtocol(t *testing.T) {
 	t.Parallel()
 	p, logs := newTestPlugin(t, "fake", envTestVersion+"=99")
