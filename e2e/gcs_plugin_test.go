@@ -101,6 +101,11 @@ spec: {projectID: my-project, bucketName: %s}
 		code, _ := readyz(eng.probe)
 		return code == 200, nil
 	})
+	// Deleted while this engine runs, so that no later test's engine finds it.
+	kubectl(t, "-n", ns, "delete", "gcs", "during", "--wait=true", "--timeout=60s")
+	all, err := emu.Buckets(context.Background())
+	require.NoError(t, err)
+	assert.Empty(t, all, "no bucket left")
 	log := eng.log.String()
 	assert.Contains(t, log, `"msg":"provider plugin down; restarting"`)
 	assert.Contains(t, log, `"provider":"gcs"`)
