@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -380,4 +381,23 @@ func TestDiscover(t *testing.T) {
 
 	_, err = Discover(filepath.Join(dir, "missing"))
 	require.EqualError(t, err, "provider directory: open "+filepath.Join(dir, "missing")+": no such file or directory")
+}
+
+func TestPluginMetrics(t *testing.T) {
+	t.Parallel()
+	p := New(Options{Name: "metered", Path: self(t), Env: pluginEnv("metered"), MinBackoff: 50 * time.Millisecond})
+	up := func() float64 { return testutil.ToFloat64(metricUp.WithLabelValues("metered")) }
+	restarts := func() float64 { return testutil.ToFloat64(metricRestarts.WithLabelValues("metered")) }
+	assert.Equal(t, 0.0, up(), "the series exist from the start")
+	assert.Equal(t, 0.0, restarts())
+
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { _ = p.Run(ctx); close(done) }()
+	require.Eventually(t, func() bool { return up() == 1 }, waitFor, 10*time.Millisecond)
+	require.NoError(t, syscall.Kill(p.Status().Pid, syscall.SIGKILL))
+	require.Eventually(t, func() bool { return restarts() == 1 && up() == 1 && p.Status().Up }, waitFor, 10*time.Millisecond)
+	cancel()
+	<-done
+	assert.Equal(t, 0.0, up(), "down once stopped")
 }
