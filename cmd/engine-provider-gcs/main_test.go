@@ -128,7 +128,7 @@ func TestPluginAgainstTheEmulator(t *testing.T) {
 				return true
 			}
 			reason, retryable := providers.Classify(err)
-			require.Equal(t, plugin.ReasonProviderUnavailable, reason, "%v", err)
+			require.Equal(t, providers.ReasonProviderUnavailable, reason, "%v", err)
 			require.True(t, retryable)
 			return false
 		}, waitFor, 50*time.Millisecond)

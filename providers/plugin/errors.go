@@ -11,12 +11,6 @@ import (
 	"github.com/cuengine/engine/providers"
 )
 
-// ReasonProviderUnavailable is the reason of every call to a plugin that is
-// not running (starting, restarting, refused at the handshake) or that died
-// during the call. It is retryable: the call is made again once the plugin
-// is back, and nothing is deleted meanwhile.
-const ReasonProviderUnavailable = "ProviderUnavailable"
-
 // wireError is a provider's error as it crosses the socket: a
 // providers.Error keeps its reason and retryability; any other error only
 // its text, and is classified on the engine's side as it would be in
@@ -70,5 +64,5 @@ func transportError(ctx context.Context, name, method string, err error) error {
 }
 
 func unavailable(name string, err error) error {
-	return providers.Retryable(ReasonProviderUnavailable, fmt.Errorf("provider %s: plugin unavailable: %w", name, err))
+	return providers.Retryable(providers.ReasonProviderUnavailable, fmt.Errorf("provider %s: plugin unavailable: %w", name, err))
 }

@@ -190,7 +190,7 @@ func TestPluginCrashIsUnavailableUntilRestarted(t *testing.T) {
 	_, err := p.Apply(context.Background(), providers.Request{Name: "data", ExternalName: "x", Spec: map[string]any{"do": "crash"}})
 	require.Error(t, err)
 	reason, retryable := providers.Classify(err)
-	assert.Equal(t, ReasonProviderUnavailable, reason)
+	assert.Equal(t, providers.ReasonProviderUnavailable, reason)
 	assert.True(t, retryable)
 	assert.True(t, strings.HasPrefix(err.Error(), "ProviderUnavailable: provider fake: plugin unavailable: "), err.Error())
 
@@ -214,7 +214,7 @@ func TestPluginDownAnswersUnavailable(t *testing.T) {
 	require.Eventually(t, func() bool {
 		_, err := p.Apply(context.Background(), providers.Request{Name: "data", ExternalName: "x"})
 		reason, _ := providers.Classify(err)
-		return reason == ReasonProviderUnavailable
+		return reason == providers.ReasonProviderUnavailable
 	}, waitFor, time.Millisecond)
 	require.Eventually(t, func() bool { return p.Status().Restarts == 1 && p.Status().Up }, waitFor, 10*time.Millisecond)
 	require.NoError(t, p.Health())
@@ -256,7 +256,7 @@ func TestPluginHandshakeRefusesAnotherProtocol(t *testing.T) {
 	assert.True(t, strings.HasPrefix(p.Health().Error(), want), p.Health().Error())
 	_, err := p.Apply(context.Background(), providers.Request{Name: "data", ExternalName: "x"})
 	reason, retryable := providers.Classify(err)
-	assert.Equal(t, ReasonProviderUnavailable, reason)
+	assert.Equal(t, providers.ReasonProviderUnavailable, reason)
 	assert.True(t, retryable)
 	assert.Contains(t, err.Error(), "speaks plugin protocol 99, this engine 1")
 }
