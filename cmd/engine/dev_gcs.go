@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"time"
 )
@@ -30,7 +31,7 @@ func startGCSEmulator() (*devEmulator, error) {
 	if err != nil {
 		return nil, err
 	}
-	path := dir + string(os.PathSeparator) + gcsEmulatorBinary
+	path := filepath.Join(dir, gcsEmulatorBinary)
 	cmd := exec.Command(path)
 	// The emulator stops when its stdin closes: when engine dev ends,
 	// however it ends.
