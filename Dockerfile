@@ -21,18 +21,24 @@ COPY . .
 ARG VERSION=dev
 ARG TARGETOS
 ARG TARGETARCH
-# A static binary (no cgo), so the runtime image needs no libc.
+# Static binaries (no cgo), so the runtime image needs no libc: the engine
+# and its provider plugins, which it finds beside itself (--provider-dir
+# defaults to the engine binary's directory) and runs as processes in the
+# same container.
 RUN --mount=type=cache,target=/root/.cache/go-build \
+    mkdir /out && \
     CGO_ENABLED=0 GOOS=${TARGETOS:-linux} GOARCH=${TARGETARCH} \
-    go build -trimpath -ldflags "-s -w -X main.version=${VERSION}" -o /engine ./cmd/engine
+    go build -trimpath -ldflags "-s -w -X main.version=${VERSION}" -o /out/ ./cmd/engine ./cmd/engine-provider-gcs
 
 # Runtime stage. distroless/static ships CA certificates
 # (/etc/ssl/certs/ca-certificates.crt), which the GCS provider needs to reach
 # storage.googleapis.com over TLS (without them: "x509: failed to load system
 # roots"), tzdata and /etc/passwd, and nothing else: no shell, no package
-# manager. The :nonroot tag runs as user and group 65532 (nonroot).
+# manager. The :nonroot tag runs as user and group 65532 (nonroot). The
+# plugins' sockets go under /tmp, which the chart and config/ mount as an
+# emptyDir (the root filesystem is read-only there).
 FROM gcr.io/distroless/static-debian12:nonroot
-COPY --from=build /engine /engine
+COPY --from=build /out/engine /out/engine-provider-gcs /
 USER 65532:65532
 # 8080: Prometheus metrics; 8081: /healthz and /readyz.
 EXPOSE 8080 8081

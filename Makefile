@@ -18,8 +18,8 @@ help: ## Show this help.
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  \033[36m%-10s\033[0m %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
 .PHONY: build
-build: ## Build the engine binary into bin/engine.
-	$(GO) build -trimpath -ldflags "$(LDFLAGS)" -o $(BIN)/engine ./cmd/engine
+build: ## Build the engine and its provider plugins into bin/ (engine, engine-provider-gcs; engine-gcs-emulator for engine dev).
+	$(GO) build -trimpath -ldflags "$(LDFLAGS)" -o $(BIN)/ ./cmd/engine ./cmd/engine-provider-gcs ./cmd/engine-gcs-emulator
 
 .PHONY: assets
 assets: ## Build the local control plane and helm into bin/ (kube-apiserver, etcd, controller-manager, scheduler, kubectl, kwok, helm).
@@ -133,4 +133,4 @@ lint: vet $(STATICCHECK) ## Run go vet and staticcheck (on promcheck's module to
 
 .PHONY: clean
 clean: ## Remove built binaries (keeps the control plane, which is slow to build).
-	rm -f $(BIN)/engine
+	rm -f $(BIN)/engine $(BIN)/engine-provider-* $(BIN)/engine-gcs-emulator

@@ -17,8 +17,9 @@ import (
 )
 
 // TestEngineDev runs the README's main command: `engine dev` starts its own
-// cluster with an embedded GCS emulator; the examples work against it from
-// another "shell"; Ctrl-C stops everything.
+// cluster with a local GCS emulator (engine-gcs-emulator) for the gcs
+// plugin; the examples work against it from another "shell"; Ctrl-C stops
+// everything.
 func TestEngineDev(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "dev")
 	cmd := exec.Command(filepath.Join(bin, "engine"), "dev", "--templates", filepath.Join(repo, "examples/templates"), "--dir", dir)
@@ -68,7 +69,7 @@ func TestEngineDev(t *testing.T) {
 	})
 	out, err = run("get", "gcs", "example", "-o", "jsonpath={.status.bucketFullName}")
 	require.NoError(t, err)
-	assert.Regexp(t, `^example-[0-9a-f]{8}$`, out, "a bucket in the embedded emulator")
+	assert.Regexp(t, `^example-[0-9a-f]{8}$`, out, "a bucket in the local emulator")
 
 	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
 	require.NoError(t, err)

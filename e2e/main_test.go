@@ -75,10 +75,11 @@ func run(m *testing.M) int {
 	return m.Run()
 }
 
-// buildEngine builds bin/engine from this checkout, so the tests always run
-// the code under test (go's build cache makes it quick when unchanged).
+// buildEngine builds bin/engine and its provider plugins beside it from
+// this checkout, so the tests always run the code under test (go's build
+// cache makes it quick when unchanged).
 func buildEngine() error {
-	cmd := exec.Command("go", "build", "-o", filepath.Join(bin, "engine"), "./cmd/engine")
+	cmd := exec.Command("go", "build", "-o", bin+string(filepath.Separator), "./cmd/engine", "./cmd/engine-provider-gcs", "./cmd/engine-gcs-emulator")
 	cmd.Dir = repo
 	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
 	return cmd.Run()

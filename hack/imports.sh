@@ -18,13 +18,18 @@ templates       contract
 providers/...   providers/...
 render          templates contract
 revisions       templates contract
-reconciler      render revisions providers/... templates contract
+reconciler      render revisions providers templates contract
 rollout         render revisions templates contract
 diff            render revisions templates contract
 sharding        contract
 engine          *
 internal/...    *
+cmd/engine      engine contract templates render revisions reconciler rollout diff sharding providers providers/plugin internal/localcluster
 '
+# The engine binary runs its providers as plugins (engine-provider-<name>,
+# providers/plugin): it links no provider implementation, directly or not
+# (checked on go list -deps ./cmd/engine; a provider is providers/<name>).
+BINARY=cmd/engine
 # And nothing imports engine, in its code or its tests, but these (and
 # engine's own external tests): internal/... may not either.
 ENGINE=engine
@@ -131,6 +136,15 @@ while IFS='|' read -r path imports testimports; do
     done
   fi
 done <<<"$listing"
+
+if (($# == 0)); then
+  while read -r dep; do
+    pkg=$(ours "$dep")
+    if [[ $pkg == providers/* && $pkg != providers/plugin && $pkg != providers/*/* ]]; then
+      violations+=("$BINARY links the provider $pkg: providers run as plugins, engine-provider-<name> (providers/plugin)")
+    fi
+  done < <(go list -deps "./$BINARY")
+fi
 
 if ((${#violations[@]} > 0)); then
   echo "imports: ${#violations[@]} import(s) break the rules at the top of hack/imports.sh:"

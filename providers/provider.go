@@ -81,6 +81,10 @@ const (
 	ReasonUnavailable      = "Unavailable"
 	ReasonTimeout          = "Timeout"
 	ReasonProviderError    = "ProviderError"
+	// ReasonProviderUnavailable: the provider's plugin is not running
+	// (starting, restarting, refused at the handshake) or died during the
+	// call. Retryable; nothing is deleted meanwhile.
+	ReasonProviderUnavailable = "ProviderUnavailable"
 )
 
 // Error is a classified provider error.

@@ -68,12 +68,9 @@ type anonPeak struct {
 func (a *anonPeak) sample(pid int, exited <-chan struct{}) {
 	tick := time.NewTicker(anonSampleEvery)
 	defer tick.Stop()
-	path := fmt.Sprintf("/proc/%d/status", pid)
 	for {
-		if status, err := os.ReadFile(path); err == nil {
-			if n, err := parseStatusKiB(string(status), "RssAnon:"); err == nil {
-				a.observe(n)
-			}
+		if n, err := anonOf(pid); err == nil {
+			a.observe(n)
 		}
 		select {
 		case <-exited:
@@ -116,9 +113,67 @@ type usage struct {
 	anon int64
 }
 
-// usage returns the process's CPU time so far and its peak RSS.
+// usage returns the process's CPU time so far and its peak RSS, its child
+// processes' added (the engine's provider plugins: what it costs is the
+// engine's and its plugins' together).
 func (p *process) usage() (usage, error) {
 	pid := p.cmd.Process.Pid
+	u, err := pidUsage(pid)
+	if err != nil {
+		return usage{}, err
+	}
+	for _, child := range children(pid) {
+		if c, err := pidUsage(child); err == nil {
+			u.cpu += c.cpu
+			u.rss += c.rss
+		}
+	}
+	if anon, err := anonOf(pid); err == nil {
+		p.anon.observe(anon)
+	}
+	u.anon = p.anon.get()
+	return u, nil
+}
+
+// anonOf is the anonymous RSS of pid and its children, now.
+func anonOf(pid int) (int64, error) {
+	anon, err := statusKiB(pid, "RssAnon:")
+	if err != nil {
+		return 0, err
+	}
+	for _, child := range children(pid) {
+		if a, err := statusKiB(child, "RssAnon:"); err == nil {
+			anon += a
+		}
+	}
+	return anon, nil
+}
+
+// children lists the child processes of pid (none when /proc cannot say).
+func children(pid int) []int {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/children", pid, pid))
+	if err != nil {
+		return nil
+	}
+	var out []int
+	for _, f := range strings.Fields(string(b)) {
+		if n, err := strconv.Atoi(f); err == nil {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+func statusKiB(pid int, field string) (int64, error) {
+	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0, err
+	}
+	return parseStatusKiB(string(status), field)
+}
+
+// pidUsage is one process's CPU time and peak RSS (anon left at 0).
+func pidUsage(pid int) (usage, error) {
 	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
 	if err != nil {
 		return usage{}, fmt.Errorf("reading controller CPU time: %w", err)
@@ -135,10 +190,7 @@ func (p *process) usage() (usage, error) {
 	if err != nil {
 		return usage{}, err
 	}
-	if anon, err := parseStatusKiB(string(status), "RssAnon:"); err == nil {
-		p.anon.observe(anon)
-	}
-	return usage{cpu: cpu, rss: rss, anon: p.anon.get()}, nil
+	return usage{cpu: cpu, rss: rss}, nil
 }
 
 // parseCPU returns utime + stime from the content of /proc/<pid>/stat.

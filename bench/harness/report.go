@@ -362,7 +362,7 @@ func (r *Report) notes(w io.Writer) {
 		fmt.Fprintf(w, "- kro is %s built from its Go module (hack/tools/kro) on its own control plane with the ResourceGraphDefinition of bench/harness/kro-mykind.yaml; "+
 			"kro runs with --dynamic-controller-concurrent-reconciles %d; kro-defaults, if run, with kro's defaults (1 worker, client QPS 100, burst 150).\n", r.KroVersion, r.cfg.Workers)
 	}
-	fmt.Fprintln(w, "- CPU and peak RSS are the controller process's (/proc/<pid>/stat utime+stime, /proc/<pid>/status VmHWM), including start-up and a one-parent warm-up.")
+	fmt.Fprintln(w, "- CPU and peak RSS are the controller process's with its child processes' (the engine's provider plugins) added (/proc/<pid>/stat utime+stime, /proc/<pid>/status VmHWM), including start-up and a one-parent warm-up.")
 	fmt.Fprintln(w, "- Requests are the apiserver's apiserver_request_total deltas on mykinds, deployments and events, minus the harness's own requests (counted client-side).")
 }
 

@@ -8,7 +8,6 @@ import (
 	"github.com/spf13/cobra"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 
-	"github.com/cuengine/engine/internal/gcsemulator"
 	"github.com/cuengine/engine/internal/localcluster"
 	"github.com/cuengine/engine/templates"
 )
@@ -40,7 +39,7 @@ kubectl from another shell with the printed export line. Ctrl-C stops it all.`,
 	}
 	o.addFlags(cmd)
 	cmd.Flags().StringVar(&o.dir, "dir", ".engine-dev", "working directory of the local cluster (data, logs, kubeconfig)")
-	cmd.Flags().BoolVar(&o.gcsEmulator, "gcs-emulator", true, "serve the gcs provider from an embedded Cloud Storage emulator (ignored when STORAGE_EMULATOR_HOST is set)")
+	cmd.Flags().BoolVar(&o.gcsEmulator, "gcs-emulator", true, "serve the gcs provider from a local Cloud Storage emulator, engine-gcs-emulator beside the engine (ignored when STORAGE_EMULATOR_HOST is set)")
 	_ = cmd.Flags().Set("metrics-bind-address", "0")
 	_ = cmd.Flags().Set("health-probe-bind-address", "0")
 	return cmd
@@ -79,15 +78,15 @@ func (o *devOptions) runDev(cmd *cobra.Command) error {
 	if host := os.Getenv("STORAGE_EMULATOR_HOST"); host != "" {
 		gcsNote = "Buckets go to the Cloud Storage emulator at " + host + "."
 	} else if o.gcsEmulator {
-		emu, err := gcsemulator.Start(gcsemulator.Options{})
+		emu, err := startGCSEmulator()
 		if err != nil {
 			return fmt.Errorf("starting the Cloud Storage emulator: %w", err)
 		}
-		defer emu.Stop()
-		// The Go storage client's own convention: set before the provider
-		// is built, on first use.
-		os.Setenv("STORAGE_EMULATOR_HOST", emu.Host())
-		gcsNote = "Buckets go to an embedded Cloud Storage emulator at " + emu.URL() + " (no Google account needed)."
+		defer emu.stop()
+		// The Go storage client's own convention, read by the gcs plugin,
+		// which inherits the engine's environment when it starts.
+		os.Setenv("STORAGE_EMULATOR_HOST", emu.host)
+		gcsNote = "Buckets go to a local Cloud Storage emulator at http://" + emu.host + " (no Google account needed)."
 	}
 	fmt.Fprintf(cmd.OutOrStdout(), `
 The cluster is ready. In another shell:

@@ -14,12 +14,13 @@ import (
 // probeServer serves /healthz and /readyz. Unlike controller-runtime's
 // probe endpoint, which withholds the reason of a failed check, /readyz
 // says what is wrong (the apiserver unreachable, a template on disk that
-// cannot be served, a kind whose CRD is missing), so `kubectl describe pod`
-// and curl show it.
+// cannot be served, a kind whose CRD is missing, a provider plugin down),
+// so `kubectl describe pod` and curl show it.
 type probeServer struct {
 	addr      string
 	eng       *engine.Engine
 	apiserver func(context.Context) error
+	plugins   func() error
 }
 
 // NeedLeaderElection: every replica answers probes.
@@ -32,7 +33,7 @@ func (p *probeServer) Start(ctx context.Context) error {
 		fmt.Fprintln(w, "ok")
 	})
 	mux.HandleFunc("/readyz", func(w http.ResponseWriter, r *http.Request) {
-		if err := readiness(r.Context(), p.eng, p.apiserver); err != nil {
+		if err := readiness(r.Context(), p.eng, p.apiserver, p.plugins); err != nil {
 			http.Error(w, "not ready: "+err.Error(), http.StatusInternalServerError)
 			return
 		}

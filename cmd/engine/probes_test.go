@@ -26,17 +26,25 @@ func TestReadiness(t *testing.T) {
 		name      string
 		state     fakeEngineState
 		apiserver func(context.Context) error
+		plugins   func() error
 		want      string
 	}{
-		{"ready", fakeEngineState{kinds: []engine.KindStatus{{Kind: "MyKind.webapp.my.domain/v1", Running: true}}}, up, ""},
-		{"apiserver down", fakeEngineState{}, down, "the apiserver is unreachable (nothing is reconciled until it is back; nothing is lost): dial tcp 10.0.0.1:443: connect: connection refused"},
-		{"reload refused", fakeEngineState{reloadErr: errors.New("mykind.cue:3:1: bad")}, up, "templates on disk not served (the last good version is): mykind.cue:3:1: bad"},
-		{"kind not served", fakeEngineState{kinds: []engine.KindStatus{{Kind: "Ghost.ghost.cuengine.dev/v1", Template: "ghost.cue", Error: "no CRD"}}}, up, "Ghost.ghost.cuengine.dev/v1 (template ghost.cue): no CRD"},
-		{"kind stalled", fakeEngineState{kinds: []engine.KindStatus{{Kind: "MyKind.webapp.my.domain/v1", Template: "mykind.cue", Running: true, Stalled: "stalled: all 4 workers held"}}}, up, "MyKind.webapp.my.domain/v1 (template mykind.cue): stalled: all 4 workers held"},
-		{"revision held", fakeEngineState{kinds: []engine.KindStatus{{Kind: "MyKind.webapp.my.domain/v1", Template: "mykind.cue", Running: true, Held: "revision 4 held: would delete 2 children"}}}, up, "MyKind.webapp.my.domain/v1 (template mykind.cue): revision 4 held: would delete 2 children"},
+		{"ready", fakeEngineState{kinds: []engine.KindStatus{{Kind: "MyKind.webapp.my.domain/v1", Running: true}}}, up, nil, ""},
+		{"apiserver down", fakeEngineState{}, down, nil, "the apiserver is unreachable (nothing is reconciled until it is back; nothing is lost): dial tcp 10.0.0.1:443: connect: connection refused"},
+		{"plugin down", fakeEngineState{}, up, func() error {
+			return errors.New("provider gcs: plugin /engine-provider-gcs down (restarts: 2): exited: signal: killed")
+		}, "provider gcs: plugin /engine-provider-gcs down (restarts: 2): exited: signal: killed (its resources wait, ProviderUnavailable; nothing is deleted)"},
+		{"reload refused", fakeEngineState{reloadErr: errors.New("mykind.cue:3:1: bad")}, up, nil, "templates on disk not served (the last good version is): mykind.cue:3:1: bad"},
+		{"kind not served", fakeEngineState{kinds: []engine.KindStatus{{Kind: "Ghost.ghost.cuengine.dev/v1", Template: "ghost.cue", Error: "no CRD"}}}, up, nil, "Ghost.ghost.cuengine.dev/v1 (template ghost.cue): no CRD"},
+		{"kind stalled", fakeEngineState{kinds: []engine.KindStatus{{Kind: "MyKind.webapp.my.domain/v1", Template: "mykind.cue", Running: true, Stalled: "stalled: all 4 workers held"}}}, up, nil, "MyKind.webapp.my.domain/v1 (template mykind.cue): stalled: all 4 workers held"},
+		{"revision held", fakeEngineState{kinds: []engine.KindStatus{{Kind: "MyKind.webapp.my.domain/v1", Template: "mykind.cue", Running: true, Held: "revision 4 held: would delete 2 children"}}}, up, nil, "MyKind.webapp.my.domain/v1 (template mykind.cue): revision 4 held: would delete 2 children"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			err := readiness(context.Background(), tc.state, tc.apiserver)
+			plugins := tc.plugins
+			if plugins == nil {
+				plugins = func() error { return nil }
+			}
+			err := readiness(context.Background(), tc.state, tc.apiserver, plugins)
 			if tc.want == "" {
 				assert.NoError(t, err)
 				return

@@ -1,27 +1,68 @@
 package main
 
 import (
-	"context"
-	"time"
+	"fmt"
+	"os"
+	"path/filepath"
 
 	"github.com/go-logr/logr"
+	"sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	"github.com/cuengine/engine/providers"
-	"github.com/cuengine/engine/providers/gcs"
+	"github.com/cuengine/engine/providers/plugin"
 )
 
-// newProviders registers the built-in providers. Each is built on first
-// use: a missing credential is reported on the parents that need it
-// (Synced=False, reason CredentialsError), not as a failure to start.
-func newProviders(logger logr.Logger) *providers.Registry {
-	reg := providers.NewRegistry()
-	reg.Register(gcs.Name, providers.Lazy(func(ctx context.Context) (providers.Provider, error) {
-		p, err := gcs.New(ctx, gcs.Options{})
-		if err != nil {
-			logger.Error(err, "GCS provider unavailable; buckets cannot be managed until credentials are provided")
-			return nil, err
+func init() { metrics.Registry.MustRegister(plugin.Collectors()...) }
+
+// newProviders registers a plugin for every provider executable in dir
+// (engine-provider-<name>; empty dir: the engine binary's directory). The
+// plugins are started by running the returned ones (every replica runs
+// them); a provider a template names that is not there is UnknownProvider
+// on its parents.
+func newProviders(logger logr.Logger, dir string) (*providers.Registry, []*plugin.Plugin, error) {
+	if dir == "" {
+		var err error
+		if dir, err = engineDir(); err != nil {
+			return nil, nil, err
 		}
-		return p, nil
-	}, time.Minute))
-	return reg
+	}
+	found, err := plugin.Discover(dir)
+	if err != nil {
+		return nil, nil, fmt.Errorf("--provider-dir: %w", err)
+	}
+	reg := providers.NewRegistry()
+	plugins := make([]*plugin.Plugin, 0, len(found))
+	for _, f := range found {
+		p := plugin.New(plugin.Options{Name: f.Name, Path: f.Path, Logger: logger.WithName("provider")})
+		reg.Register(f.Name, p)
+		plugins = append(plugins, p)
+	}
+	logger.Info("provider plugins", "dir", dir, "providers", reg.Names())
+	return reg, plugins, nil
+}
+
+// engineDir is the directory of the running engine binary, links
+// resolved: where make build, the image and the chart put the plugins.
+func engineDir() (string, error) {
+	exe, err := os.Executable()
+	if err != nil {
+		return "", fmt.Errorf("finding the engine binary: %w", err)
+	}
+	if resolved, err := filepath.EvalSymlinks(exe); err == nil {
+		exe = resolved
+	}
+	return filepath.Dir(exe), nil
+}
+
+// pluginsHealth is nil while every plugin is up and names the first that
+// is not otherwise.
+func pluginsHealth(plugins []*plugin.Plugin) func() error {
+	return func() error {
+		for _, p := range plugins {
+			if err := p.Health(); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
 }

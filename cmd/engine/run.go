@@ -56,6 +56,7 @@ type runOptions struct {
 	zap                     zap.Options
 	sharding                bool
 	shardID                 string
+	providerDir             string
 }
 
 func (o *runOptions) addFlags(cmd *cobra.Command) {
@@ -82,6 +83,7 @@ func (o *runOptions) addFlags(cmd *cobra.Command) {
 	f.DurationVar(&o.rescanInterval, "rescan-interval", time.Minute, "periodic rescan of the templates directory, a safety net behind file events")
 	f.BoolVar(&o.sharding, "sharding", false, "share the parents among the replicas: each reconciles and caches only the parents labelled with its shard; the elected leader assigns them (implies --leader-elect; docs/operations.md, Sharding)")
 	f.StringVar(&o.shardID, "shard-id", "", "this replica's shard under --sharding (default: $POD_NAME, else the hostname with a random suffix)")
+	f.StringVar(&o.providerDir, "provider-dir", "", "directory of the provider plugins, the executables engine-provider-<name> started and supervised by the engine (default: the engine binary's directory)")
 	f.StringVar(&o.logFormat, "log-format", "", `log format: "console" (one line per event, key=value, coloured on a terminal) or "json" (default: console under engine dev or when stderr is a terminal, json otherwise)`)
 	zfs := goflag.NewFlagSet("zap", goflag.ContinueOnError)
 	o.zap.Development = false
@@ -163,10 +165,21 @@ func (o *runOptions) run(cmd *cobra.Command, cfg *rest.Config) error {
 	if err != nil {
 		return fmt.Errorf("creating manager: %w", err)
 	}
+	registry, plugins, err := newProviders(logger, o.providerDir)
+	if err != nil {
+		return err
+	}
+	// Every replica runs the plugins, so a new leader or shard owner finds
+	// them up.
+	for _, p := range plugins {
+		if err := mgr.Add(everyReplica(p.Run)); err != nil {
+			return err
+		}
+	}
 	eng, err := engine.New(mgr, engine.Options{
 		MaxConcurrentReconciles: o.maxConcurrentReconciles,
 		Namespace:               o.namespace,
-		Providers:               newProviders(logger),
+		Providers:               registry,
 		RequeueQPS:              o.requeueQPS,
 		ResourceResync:          o.resourceResync,
 		InstallCRDs:             o.installCRDs,
@@ -202,7 +215,7 @@ func (o *runOptions) run(cmd *cobra.Command, cfg *rest.Config) error {
 		if err != nil {
 			return err
 		}
-		if err := mgr.Add(&probeServer{addr: o.probeAddr, eng: eng, apiserver: ping}); err != nil {
+		if err := mgr.Add(&probeServer{addr: o.probeAddr, eng: eng, apiserver: ping, plugins: pluginsHealth(plugins)}); err != nil {
 			return err
 		}
 	}
@@ -212,11 +225,15 @@ func (o *runOptions) run(cmd *cobra.Command, cfg *rest.Config) error {
 
 // readiness fails while the templates on disk cannot be served (the last
 // good version keeps running), a kind's controller cannot run, a kind is
-// stalled (every worker held for minutes) or its new revision is held (it
-// would delete children), and says why.
-func readiness(ctx context.Context, eng engineState, apiserver func(context.Context) error) error {
+// stalled (every worker held for minutes), its new revision is held (it
+// would delete children) or a provider plugin is down (it is being
+// restarted), and says why.
+func readiness(ctx context.Context, eng engineState, apiserver func(context.Context) error, plugins func() error) error {
 	if err := apiserver(ctx); err != nil {
 		return fmt.Errorf("the apiserver is unreachable (nothing is reconciled until it is back; nothing is lost): %w", err)
+	}
+	if err := plugins(); err != nil {
+		return fmt.Errorf("%w (its resources wait, ProviderUnavailable; nothing is deleted)", err)
 	}
 	if err := eng.ReloadError(); err != nil {
 		return fmt.Errorf("templates on disk not served (the last good version is): %w", err)

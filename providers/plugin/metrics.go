@@ -1,0 +1,20 @@
+package plugin
+
+import "github.com/prometheus/client_golang/prometheus"
+
+var (
+	metricUp = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "engine_provider_up",
+		Help: "Whether a provider plugin is running and answered the handshake (1) or not (0), by provider.",
+	}, []string{"provider"})
+	metricRestarts = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "engine_provider_restarts_total",
+		Help: "Restarts of a provider plugin after it exited or failed to start, by provider.",
+	}, []string{"provider"})
+)
+
+// Collectors are the host's metrics, for the engine to register (the
+// package does not, so that a plugin's own binary needs no registry).
+func Collectors() []prometheus.Collector {
+	return []prometheus.Collector{metricUp, metricRestarts}
+}
