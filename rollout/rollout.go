@@ -168,13 +168,7 @@ func (ro *Rollout) templateFor(parent *unstructured.Unstructured) (*loadedRevisi
 		return nil, fmt.Errorf("the revisions of %s are not loaded yet", contract.KindString(ro.gvk))
 	}
 	if pin > 0 {
-		for _, r := range v.byHash {
-			if r.Number == pin {
-				return r, nil
-			}
-		}
-		return nil, &render.Error{Reason: contract.ReasonRevisionNotFound, Err: fmt.Errorf(
-			"the object is pinned (%s) to revision %d, which is not stored; `engine rollout history %s` lists the revisions", contract.AnnotationTemplateRevision, pin, ro.gvk.Kind)}
+		return ro.pinned(v, pin)
 	}
 	_, hash := contract.ParentRevision(parent)
 	cur := v.byHash[hash]
@@ -193,6 +187,24 @@ func (ro *Rollout) templateFor(parent *unstructured.Unstructured) (*loadedRevisi
 		return v.stable, nil
 	}
 	return cur, nil // where it is, until the rollout reaches it
+}
+
+// pinned returns the revision a parent is pinned to, if the newest
+// template's rollout policy lets the pin be followed
+// (revisions.PinRefused); a RevisionNotFound error saying why otherwise.
+func (ro *Rollout) pinned(v *rolloutView, pin int64) (*loadedRevision, error) {
+	for _, r := range v.byHash {
+		if r.Number != pin {
+			continue
+		}
+		if err := revisions.PinRefused(v.target.tpl.Rollout.Pins, v.target.Number, r.Revision); err != nil {
+			return nil, &render.Error{Reason: contract.ReasonRevisionNotFound, Err: fmt.Errorf(
+				"the object is pinned (%s) to revision %d, which the engine does not run: %w", contract.AnnotationTemplateRevision, pin, err)}
+		}
+		return r, nil
+	}
+	return nil, &render.Error{Reason: contract.ReasonRevisionNotFound, Err: fmt.Errorf(
+		"the object is pinned (%s) to revision %d, which is not stored; `engine rollout history %s` lists the revisions", contract.AnnotationTemplateRevision, pin, ro.gvk.Kind)}
 }
 
 // Init loads the kind's stored revisions and records the files' template
@@ -315,7 +327,9 @@ func (ro *Rollout) stored() []revisions.Revision {
 }
 
 // prune deletes revisions beyond the history limit that no parent runs or
-// is pinned to.
+// is pinned to. A pin keeps its revision only while the engine follows it
+// (revisions.PinRefused): the history pins keep alive is bounded by the
+// rollout policy's pins.
 func (ro *Rollout) prune(ctx context.Context) {
 	parents, err := ro.kind.Fleet(ctx)
 	if err != nil {
@@ -325,13 +339,17 @@ func (ro *Rollout) prune(ctx context.Context) {
 	used := map[string]bool{ro.target.Hash: true, ro.stable.Hash: true}
 	pinned := map[int64]bool{}
 	for i := range parents {
+		if n, _ := contract.PinnedRevision(&parents[i]); n > 0 {
+			pinned[n] = true // not the revision it ran: that one only if the pin is followed
+			continue
+		}
 		_, hash := contract.ParentRevision(&parents[i])
 		used[hash] = true
-		if n, _ := contract.PinnedRevision(&parents[i]); n > 0 {
-			pinned[n] = true
-		}
 	}
-	err = ro.store.Prune(ctx, ro.historyLimit, func(r revisions.Revision) bool { return used[r.Hash] || pinned[r.Number] })
+	keep := func(r revisions.Revision) bool {
+		return used[r.Hash] || (pinned[r.Number] && revisions.PinRefused(ro.target.tpl.Rollout.Pins, ro.target.Number, r) == nil)
+	}
+	err = ro.store.Prune(ctx, ro.historyLimit, keep)
 	if err != nil {
 		log.FromContext(ctx).Error(err, "pruning old revisions")
 	}
