@@ -19,7 +19,7 @@ func PinRefused(pins templates.Pins, newest int64, rev Revision) error {
 	case pins.Forbid:
 		return fmt.Errorf("the template's rollout policy forbids pins (rollout: %s)", pins)
 	case !pins.Allows(rev.Number, newest):
-		return fmt.Errorf("the template's rollout policy allows pins only to the newest %d revisions (rollout: %s), %d to %d", pins.Newest, pins, max(1, newest-int64(pins.Newest)+1), newest)
+		return fmt.Errorf("the template's rollout policy allows pins only to revisions %d to %d (rollout: %s)", pins.Oldest(newest), newest, pins)
 	case rev.Phase == PhaseRolledBack:
 		return fmt.Errorf("revision %d was rolled back and is not run again (%s)", rev.Number, rev.Message)
 	case rev.Phase == PhaseHeld:

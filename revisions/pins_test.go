@@ -23,7 +23,7 @@ func TestPinRefused(t *testing.T) {
 		{"superseded", templates.DefaultPins, 3, Revision{Number: 2, Phase: PhaseSuperseded}, ""},
 		{"the newest", templates.Pins{Newest: 1}, 3, complete(3), ""},
 		{"forbidden", templates.Pins{Forbid: true}, 3, complete(3), `the template's rollout policy forbids pins (rollout: pins: "Forbid")`},
-		{"too old", templates.Pins{Newest: 2}, 5, complete(3), `the template's rollout policy allows pins only to the newest 2 revisions (rollout: pins: newest: 2), 4 to 5`},
+		{"too old", templates.Pins{Newest: 2}, 5, complete(3), `the template's rollout policy allows pins only to revisions 4 to 5 (rollout: pins: newest: 2)`},
 		{"rolled back", templates.DefaultPins, 3, Revision{Number: 2, Phase: PhaseRolledBack, Message: "undone (engine rollout undo)"},
 			`revision 2 was rolled back and is not run again (undone (engine rollout undo))`},
 		{"held", templates.DefaultPins, 3, Revision{Number: 3, Phase: PhaseHeld, Message: "the new version of p.cue would delete 1 children"},

@@ -85,7 +85,7 @@ func TestUnitTemplateFor(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			ro := testRollout(tt.phase, tt.wave)
 			if tt.moved {
-				ro.moving[tt.parent.GetUID()] = time.Now()
+				ro.moving[tt.parent.GetUID()] = move{since: time.Now()}
 				ro.publish()
 			}
 			got, err := ro.templateFor(tt.parent)
@@ -131,7 +131,7 @@ func TestUnitRolloutOrder(t *testing.T) {
 		}
 		return out
 	}
-	first := names(rolloutOrder(parents))
+	first := names(rolloutOrder(parents, templates.Canary{ObjectLabel: true}))
 	require.Len(t, first, 3)
 	assert.Equal(t, "d", first[0], "the canary first")
 	assert.ElementsMatch(t, []string{"a", "c", "d"}, first)
@@ -140,7 +140,7 @@ func TestUnitRolloutOrder(t *testing.T) {
 	for i := range parents {
 		reversed[len(parents)-1-i] = parents[i]
 	}
-	assert.Equal(t, first, names(rolloutOrder(reversed)))
+	assert.Equal(t, first, names(rolloutOrder(reversed, templates.Canary{ObjectLabel: true})))
 }
 
 // TestUnitHealthGates: a moved parent passes when it is healthy on the

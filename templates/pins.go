@@ -30,8 +30,25 @@ type Pins struct {
 	// Forbid refuses every pin.
 	Forbid bool
 	// Newest is how many of the newest revisions (by number, the newest
-	// included) a pin may select.
+	// included) a pin may select; 0 is DefaultPinnedRevisions.
 	Newest int
+}
+
+// newest is Newest, defaulted.
+func (p Pins) newest() int {
+	if p.Newest == 0 {
+		return DefaultPinnedRevisions
+	}
+	return p.Newest
+}
+
+// Oldest is the oldest revision number a pin may select while the newest
+// revision is newest (at least 1); 0 when pins are forbidden.
+func (p Pins) Oldest(newest int64) int64 {
+	if p.Forbid {
+		return 0
+	}
+	return max(1, newest-int64(p.newest())+1)
 }
 
 // DefaultPins are the pins of a template that says nothing about them.
@@ -40,7 +57,7 @@ var DefaultPins = Pins{Newest: DefaultPinnedRevisions}
 // Allows reports whether a pin to revision number may be followed while
 // the newest revision is newest.
 func (p Pins) Allows(number, newest int64) bool {
-	return !p.Forbid && number > newest-int64(p.Newest)
+	return !p.Forbid && number > newest-int64(p.newest())
 }
 
 // String is the policy as a template writes it.
@@ -48,7 +65,7 @@ func (p Pins) String() string {
 	if p.Forbid {
 		return fmt.Sprintf("pins: %q", PinsForbid)
 	}
-	return fmt.Sprintf("pins: newest: %d", p.Newest)
+	return fmt.Sprintf("pins: newest: %d", p.newest())
 }
 
 // decodePins reads rollout.pins: "Allow", "Forbid", or {newest: K}.

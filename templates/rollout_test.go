@@ -146,6 +146,8 @@ func TestPinsAllows(t *testing.T) {
 		{Pins{Forbid: true}, 5, 5, false},
 		{DefaultPins, 1, 10, true},
 		{DefaultPins, 1, 11, false},
+		{Pins{}, 2, 11, true},
+		{Pins{}, 1, 11, false},
 	} {
 		assert.Equal(t, tt.want, tt.pins.Allows(tt.number, tt.newest), "%s: %d of %d", tt.pins, tt.number, tt.newest)
 	}
