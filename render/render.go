@@ -18,9 +18,8 @@ type Options struct {
 	// OfflineScoper.
 	Scoper Scoper
 	// Bound, when set, is the newest template's policy: the children of
-	// an older revision (one a parent is pinned to, or runs until the
-	// rollout reaches it) go only where both policies allow
-	// (templates.Policy.Within).
+	// an older revision a parent is pinned to go only where both policies
+	// allow (templates.Policy.Within).
 	Bound *templates.Policy
 }
 
