@@ -1,13 +1,20 @@
 package rollout
 
 import (
+	"context"
+	"fmt"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	appsv1 "k8s.io/api/apps/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	"github.com/cuengine/engine/contract"
 	"github.com/cuengine/engine/revisions"
@@ -116,4 +123,48 @@ func TestUnitCanaryByPolicy(t *testing.T) {
 	order := rolloutOrder(parents, templates.Canary{Namespaces: []string{"canary"}})
 	assert.Equal(t, second, order[0].GetName())
 	assert.Equal(t, last, order[len(order)-1].GetName())
+}
+
+// TestUnitPruneKeepsFollowedPinsOnly: beyond the history limit, a revision
+// is kept for a pin only while the engine follows the pin: not for one
+// older than rollout.pins allows, nor for one to a rolled-back revision;
+// and the revision a refused pin's object last ran is not kept for it.
+func TestUnitPruneKeepsFollowedPinsOnly(t *testing.T) {
+	scheme := runtime.NewScheme()
+	require.NoError(t, appsv1.AddToScheme(scheme))
+	c := fake.NewClientBuilder().WithScheme(scheme).Build()
+	gvk := schema.GroupVersionKind{Group: "test.cuengine.dev", Version: "v1", Kind: "Test"}
+	k := &fakeKind{}
+	ro := New(k, gvk, &revisions.Store{Client: c, Reader: c, Namespace: "default", GVK: gvk}, 1, Hold{})
+	k.ro = ro
+	phases := []revisions.Phase{revisions.PhaseComplete, revisions.PhaseComplete, revisions.PhaseRolledBack, revisions.PhaseComplete, revisions.PhaseComplete, revisions.PhaseComplete}
+	for i, phase := range phases {
+		n := int64(i + 1)
+		hash := fmt.Sprintf("h%d", n)
+		rev := revisions.Revision{Name: revisions.RevisionName(gvk, hash), Number: n, Hash: hash, Phase: phase, HeldDeletes: -1}
+		require.NoError(t, c.Create(context.Background(), revisions.ObjectOf("default", gvk, rev, nil)))
+		lr := &loadedRevision{Revision: rev, tpl: &templates.Template{Path: hash, Rollout: templates.Rollout{Pins: templates.Pins{Newest: 4}}}}
+		ro.revs[hash] = lr
+		ro.target = lr
+	}
+	ro.restable()
+	pinned := func(name, pin, runs string) unstructured.Unstructured {
+		p := rolloutParent(name, runs, metav1.ConditionTrue, metav1.ConditionTrue)
+		p.SetAnnotations(map[string]string{contract.AnnotationTemplateRevision: pin})
+		return *p
+	}
+	k.parents = []unstructured.Unstructured{
+		pinned("too-old", "1", "h1"),                                             // revisions 3 to 6 may be pinned: refused
+		pinned("rolled-back", "3", "h2"),                                         // refused; h2 is what it last ran
+		pinned("followed", "4", "h4"),                                            // kept
+		*rolloutParent("on-5", "h5", metav1.ConditionTrue, metav1.ConditionTrue), // runs it: kept
+	}
+	ro.prune(context.Background())
+	left, err := revisions.ListRevisions(context.Background(), c, "default", gvk)
+	require.NoError(t, err)
+	var numbers []int64
+	for _, r := range left {
+		numbers = append(numbers, r.Number)
+	}
+	assert.Equal(t, []int64{4, 5, 6}, numbers)
 }
