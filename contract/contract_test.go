@@ -45,6 +45,7 @@ func TestWireValues(t *testing.T) {
 		{contract.AnnotationRolloutWave, "engine.cuengine.dev/rollout-wave"},
 		{contract.AnnotationRolloutMessage, "engine.cuengine.dev/rollout-message"},
 		{contract.AnnotationRolloutHeldDeletes, "engine.cuengine.dev/rollout-held-deletes"},
+		{contract.AnnotationRolloutFailingBefore, "engine.cuengine.dev/rollout-failing-before"},
 		{contract.AnnotationRolloutPaused, "engine.cuengine.dev/rollout-paused"},
 		{contract.AnnotationRolloutApproved, "engine.cuengine.dev/rollout-approved"},
 		{contract.AnnotationRolloutUndo, "engine.cuengine.dev/rollout-undo"},

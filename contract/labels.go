@@ -39,14 +39,18 @@ const (
 	// deletionPolicy for all its resources; "Orphan" keeps them.
 	AnnotationDeletionPolicy = "engine.cuengine.dev/deletion-policy"
 	// AnnotationTemplateRevision on a parent pins it to a revision number,
-	// whatever the files say; removing it lets the parent follow.
+	// whatever the files say, within the newest template's rollout policy
+	// for pins and under its policy for children (revisions.PinRefused);
+	// removing it lets the parent follow.
 	AnnotationTemplateRevision = "engine.cuengine.dev/template-revision"
 	// AnnotationRolloutTo, on a parent, is the hash of the revision the rollout
 	// coordinator moved it to. Under sharding the coordinator and the shard
 	// reconciling the parent are different replicas: the annotation is how the
 	// shard learns, and its update event is what brings the reconcile.
 	AnnotationRolloutTo = "engine.cuengine.dev/rollout-to"
-	// LabelCanary, "true" on a parent, puts it in a rollout's first wave.
+	// LabelCanary, "true" on a parent, puts it in a rollout's first wave,
+	// only where the template's rollout policy lets it count
+	// (rollout: canary: objectLabel: true); by default it does not.
 	LabelCanary = "engine.cuengine.dev/canary"
 )
 

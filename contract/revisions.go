@@ -38,6 +38,11 @@ const (
 	// AnnotationRolloutHeldDeletes counts the children a held revision
 	// would delete; absent unless the revision is held.
 	AnnotationRolloutHeldDeletes = "engine.cuengine.dev/rollout-held-deletes"
+	// AnnotationRolloutFailingBefore lists, comma-separated, the parents
+	// ("namespace/name") that were not healthy on their previous revision
+	// when the rollout moved them: their health is not held against the
+	// revision. Absent when there are none.
+	AnnotationRolloutFailingBefore = "engine.cuengine.dev/rollout-failing-before"
 
 	// AnnotationRolloutPaused, "true", set by a user, stops a rollout
 	// between waves; removing it resumes.

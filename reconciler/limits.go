@@ -64,7 +64,7 @@ func (r *Reconciler) boundedRender(t *templates.Template, parent *unstructured.U
 		return nil, err
 	}
 	start := time.Now()
-	out, err := render.Render(t, parent, observed, render.Options{Limits: r.limits, Scoper: r.scoper})
+	out, err := render.Render(t, parent, observed, render.Options{Limits: r.limits, Scoper: r.scoper, Bound: r.bound(t, parent)})
 	metricEvaluateSeconds.WithLabelValues(contract.KindString(t.GVK)).Observe(time.Since(start).Seconds())
 	if err == nil && out.Result.Remembered {
 		metricEvaluationsRemembered.WithLabelValues(contract.KindString(t.GVK)).Inc()

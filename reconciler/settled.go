@@ -31,7 +31,11 @@ func (r *Reconciler) isSettled(t *templates.Template, parent *unstructured.Unstr
 	if st.revision != nil {
 		revision = st.revision.Number
 	}
-	fp := fingerprint(t, revision, parent, owned)
+	bound := ""
+	if r.bound(t, parent) != nil {
+		bound = r.kind.Template().Hash // its policy bounds the children
+	}
+	fp := fingerprint(t, bound, revision, parent, owned)
 	if last, ok := r.settled.Load(key); ok && last == fp {
 		st.skip = true
 		return true
@@ -61,11 +65,13 @@ func (r *Reconciler) settle(eval *evaluation, applies, deletes int, resync time.
 
 // fingerprint summarises everything an evaluation and its status depend
 // on: the template's content and revision number (a revision renumbered
-// changes only the status), the parent's spec generation and metadata, and
-// the identity and resource version of each existing child.
-func fingerprint(t *templates.Template, revision int64, parent *unstructured.Unstructured, existing render.OwnedChildren) string {
+// changes only the status), the newest template's when its policy bounds
+// the children (a pinned parent, bound.go), the parent's spec generation
+// and metadata, and the identity and resource version of each existing
+// child.
+func fingerprint(t *templates.Template, bound string, revision int64, parent *unstructured.Unstructured, existing render.OwnedChildren) string {
 	h := sha256.New()
-	fmt.Fprintf(h, "%s\x00%d\x00%d\x00%s\x00", t.Hash, revision, parent.GetGeneration(), parent.GetUID())
+	fmt.Fprintf(h, "%s\x00%s\x00%d\x00%d\x00%s\x00", t.Hash, bound, revision, parent.GetGeneration(), parent.GetUID())
 	writeMap(h, parent.GetLabels())
 	writeMap(h, parent.GetAnnotations())
 	fmt.Fprintf(h, "%s\x00", strings.Join(parent.GetFinalizers(), ","))

@@ -1,6 +1,7 @@
 package render
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -61,6 +62,42 @@ func TestDesiredPolicy(t *testing.T) {
 			}
 			require.NoError(t, err)
 			assert.Equal(t, tc.owned, len(obj.GetOwnerReferences()) == 1, "an owner reference only in the parent's namespace")
+		})
+	}
+}
+
+// TestRenderBound: a revision whose own policy is wider than the newest
+// template's (Options.Bound) renders only the children both allow, and
+// the refusal says that the newest policy bounds it.
+func TestRenderBound(t *testing.T) {
+	tpl := testTemplate(t, tenantGVK) // crossNamespace: true, clusterScoped: true
+	parent := testParent(tenantGVK, "acme", map[string]any{})
+	for _, tc := range []struct {
+		name     string
+		bound    *templates.Policy
+		children []string
+		refused  []string
+	}{
+		{"unbounded", nil, []string{"Namespace/tenant-acme", "ConfigMap/tenant-acme/settings"}, nil},
+		{"bound as wide", &templates.Policy{CrossNamespace: templates.Namespaces{All: true}, ClusterScoped: true},
+			[]string{"Namespace/tenant-acme", "ConfigMap/tenant-acme/settings"}, nil},
+		{"narrowed", &templates.Policy{CrossNamespace: templates.Namespaces{Names: []string{"shared"}}}, nil, []string{
+			`child settings: ConfigMap "settings" is in namespace "tenant-acme", which the template's policy.crossNamespace does not list (shared); the revision this object runs allowed it, but no revision may go beyond the newest template's policy`,
+			`child tenant: Namespace "tenant-acme" is cluster-scoped; set policy: clusterScoped: true in the template to allow it; the revision this object runs allowed it, but no revision may go beyond the newest template's policy`,
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			out, err := Render(tpl, parent, nil, Options{Bound: tc.bound})
+			require.NoError(t, err)
+			var children, refused []string
+			for _, c := range out.Children {
+				children = append(children, strings.Replace(c.GetKind()+"/"+c.GetNamespace()+"/"+c.GetName(), "//", "/", 1))
+			}
+			for _, err := range out.Refused {
+				refused = append(refused, err.Error())
+			}
+			assert.Equal(t, tc.children, children)
+			assert.Equal(t, tc.refused, refused)
 		})
 	}
 }

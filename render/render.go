@@ -1,6 +1,7 @@
 package render
 
 import (
+	"errors"
 	"slices"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -16,6 +17,10 @@ type Options struct {
 	// Scoper tells namespaced kinds from cluster-scoped ones; nil is
 	// OfflineScoper.
 	Scoper Scoper
+	// Bound, when set, is the newest template's policy: the children of
+	// an older revision a parent is pinned to go only where both policies
+	// allow (templates.Policy.Within).
+	Bound *templates.Policy
 }
 
 // Rendered is what a template makes of one parent, as the engine applies it.
@@ -55,9 +60,16 @@ func Render(t *templates.Template, parent *unstructured.Unstructured, observed m
 		scoper = OfflineScoper{}
 	}
 	r := &Rendered{Result: out, Children: make([]*unstructured.Unstructured, 0, len(out.Children))}
+	policy := t.Policy
+	if opts.Bound != nil {
+		policy = t.Policy.Within(*opts.Bound)
+	}
 	for _, c := range out.Children {
-		obj, err := Desired(parent, t.Policy, scoper, c)
+		obj, err := Desired(parent, policy, scoper, c)
 		if err != nil {
+			if opts.Bound != nil {
+				err = bounded(parent, t, scoper, c, err)
+			}
 			r.Refused = append(r.Refused, &Error{Reason: contract.ReasonChildRefused, Err: err})
 			continue
 		}
@@ -70,6 +82,19 @@ func Render(t *templates.Template, parent *unstructured.Unstructured, observed m
 		return namespaceFirst(a) - namespaceFirst(b)
 	})
 	return r, nil
+}
+
+// bounded says why a child that the revision's own policy allows is
+// refused: the newest template's policy bounds every revision.
+func bounded(parent *unstructured.Unstructured, t *templates.Template, scoper Scoper, c templates.Child, refused error) error {
+	if _, err := Desired(parent, t.Policy, scoper, c); err != nil {
+		return refused // refused by the revision's own policy too
+	}
+	ce := (*ChildError)(nil)
+	if !errors.As(refused, &ce) {
+		return refused
+	}
+	return &ChildError{Child: ce.Child, Msg: ce.Msg + "; the revision this object runs allowed it, but no revision may go beyond the newest template's policy"}
 }
 
 func namespaceFirst(obj *unstructured.Unstructured) int {

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -59,9 +60,18 @@ type Revision struct {
 	// when the revision is not held (or was held by an engine that did not
 	// record the count).
 	HeldDeletes int
+	// FailingBefore are the parents ("namespace/name") that were not
+	// healthy (ReadyOn) on their previous revision when the rollout moved
+	// them to this one: their failures are not this revision's. At most
+	// MaxFailingBefore of them are recorded.
+	FailingBefore []string
 	// Paused, Approved and Undo are the users' requests.
 	Paused, Approved, Undo bool
 }
+
+// MaxFailingBefore bounds the parents a revision records as failing before
+// the move (a ControllerRevision's annotations hold at most 256 KiB).
+const MaxFailingBefore = 500
 
 // revisionData is a ControllerRevision's data: the template's files.
 type revisionData struct {
@@ -83,19 +93,20 @@ func RevisionOf(cr *appsv1.ControllerRevision) Revision {
 		heldDeletes = -1
 	}
 	return Revision{
-		Name:        cr.Name,
-		Kind:        a[contract.AnnotationTemplateKind],
-		Number:      cr.Revision,
-		Hash:        a[contract.AnnotationTemplateHash],
-		Path:        a[contract.AnnotationTemplatePath],
-		Created:     cr.CreationTimestamp.Time,
-		Phase:       cmp.Or(Phase(a[contract.AnnotationRolloutPhase]), PhasePending),
-		Wave:        wave,
-		Message:     a[contract.AnnotationRolloutMessage],
-		HeldDeletes: heldDeletes,
-		Paused:      a[contract.AnnotationRolloutPaused] == "true",
-		Approved:    a[contract.AnnotationRolloutApproved] == "true",
-		Undo:        a[contract.AnnotationRolloutUndo] == "true",
+		Name:          cr.Name,
+		Kind:          a[contract.AnnotationTemplateKind],
+		Number:        cr.Revision,
+		Hash:          a[contract.AnnotationTemplateHash],
+		Path:          a[contract.AnnotationTemplatePath],
+		Created:       cr.CreationTimestamp.Time,
+		Phase:         cmp.Or(Phase(a[contract.AnnotationRolloutPhase]), PhasePending),
+		Wave:          wave,
+		Message:       a[contract.AnnotationRolloutMessage],
+		HeldDeletes:   heldDeletes,
+		FailingBefore: splitList(a[contract.AnnotationRolloutFailingBefore]),
+		Paused:        a[contract.AnnotationRolloutPaused] == "true",
+		Approved:      a[contract.AnnotationRolloutApproved] == "true",
+		Undo:          a[contract.AnnotationRolloutUndo] == "true",
 	}
 }
 
@@ -120,6 +131,9 @@ func ObjectOf(namespace string, gvk schema.GroupVersionKind, rev Revision, files
 	if rev.Phase == PhaseHeld && rev.HeldDeletes >= 0 {
 		a[contract.AnnotationRolloutHeldDeletes] = strconv.Itoa(rev.HeldDeletes)
 	}
+	if len(rev.FailingBefore) > 0 {
+		a[contract.AnnotationRolloutFailingBefore] = strings.Join(rev.FailingBefore, ",")
+	}
 	for key, set := range map[string]bool{contract.AnnotationRolloutPaused: rev.Paused, contract.AnnotationRolloutApproved: rev.Approved, contract.AnnotationRolloutUndo: rev.Undo} {
 		if set {
 			a[key] = "true"
@@ -138,6 +152,14 @@ func ObjectOf(namespace string, gvk schema.GroupVersionKind, rev Revision, files
 		Data:     runtime.RawExtension{Raw: data},
 		Revision: rev.Number,
 	}
+}
+
+// splitList reads a comma-separated annotation; nil when it is empty.
+func splitList(s string) []string {
+	if s == "" {
+		return nil
+	}
+	return strings.Split(s, ",")
 }
 
 // ListRevisions returns the stored revisions of a kind, oldest first.

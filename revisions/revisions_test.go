@@ -96,7 +96,8 @@ func TestObjectOf(t *testing.T) {
 	created := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	for _, rev := range []revisions.Revision{
 		{Number: 1, Hash: "aaaaaaaaaaaa", Path: "mykind.cue", Phase: revisions.PhaseComplete, Message: "the first revision of the kind", HeldDeletes: -1},
-		{Number: 2, Hash: "bbbbbbbbbbbb", Path: "kinds/mykind.cue", Created: created, Phase: revisions.PhaseProgressing, Wave: 2, Message: "wave 3 of 4", Paused: true, HeldDeletes: -1},
+		{Number: 2, Hash: "bbbbbbbbbbbb", Path: "kinds/mykind.cue", Created: created, Phase: revisions.PhaseProgressing, Wave: 2, Message: "wave 3 of 4", Paused: true, HeldDeletes: -1,
+			FailingBefore: []string{"default/t-3", "team-a/web"}},
 		{Number: 3, Hash: "cccccccccccc", Path: "mykind.cue", Phase: revisions.PhaseHeld, HeldDeletes: 0, Approved: true},
 		{Number: 4, Hash: "dddddddddddd", Path: "mykind.cue", Phase: revisions.PhaseHeld, HeldDeletes: -1},
 		{Number: 5, Hash: "eeeeeeeeeeee", Path: "mykind.cue", Phase: revisions.PhaseComplete, HeldDeletes: -1, Undo: true},

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"strconv"
+	"strings"
 
 	appsv1 "k8s.io/api/apps/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -104,10 +105,14 @@ func (s *Store) Load(cr *appsv1.ControllerRevision) (*templates.Template, error)
 // upon are cleared with it.
 func (s *Store) Record(ctx context.Context, rev Revision, clear ...string) error {
 	patch := map[string]any{
-		contract.AnnotationRolloutPhase:       string(rev.Phase),
-		contract.AnnotationRolloutWave:        strconv.Itoa(rev.Wave),
-		contract.AnnotationRolloutMessage:     rev.Message,
-		contract.AnnotationRolloutHeldDeletes: nil,
+		contract.AnnotationRolloutPhase:         string(rev.Phase),
+		contract.AnnotationRolloutWave:          strconv.Itoa(rev.Wave),
+		contract.AnnotationRolloutMessage:       rev.Message,
+		contract.AnnotationRolloutHeldDeletes:   nil,
+		contract.AnnotationRolloutFailingBefore: nil,
+	}
+	if len(rev.FailingBefore) > 0 {
+		patch[contract.AnnotationRolloutFailingBefore] = strings.Join(rev.FailingBefore, ",")
 	}
 	if rev.Phase == PhaseHeld && rev.HeldDeletes >= 0 {
 		patch[contract.AnnotationRolloutHeldDeletes] = strconv.Itoa(rev.HeldDeletes)

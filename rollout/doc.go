@@ -3,7 +3,10 @@
 // the parents to the newest one as the template's rollout policy says
 // (Immediate, or Progressive in waves gated on the parents' health), holds a
 // revision that would delete children until a user confirms it, and rolls
-// back a revision whose parents fail their gates or that a user undoes.
+// back a revision whose parents regress (fail their gates after being
+// healthy on their previous revision, gate.go) or that a user undoes. The
+// first wave's canaries are the policy's choice (order.go), and a pin is
+// followed only as the newest template's policy for pins allows.
 // Under sharding one replica coordinates and the others follow (follow.go).
 //
 // It reaches its kind only through Kind (the parents, their children, the

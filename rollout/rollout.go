@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"hash/fnv"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -67,8 +66,9 @@ type Rollout struct {
 	// target is the revision of the files; stable the newest complete one,
 	// where parents that have not moved stay.
 	target, stable *loadedRevision
-	// moving holds the parents this leader sent to the target, with when.
-	moving map[types.UID]time.Time
+	// moving holds the parents this leader sent to the target: when, and
+	// whether they were failing before (gate.go).
+	moving map[types.UID]move
 	// followed is the target's phase when this replica last followed it.
 	followed revisions.Phase
 
@@ -110,7 +110,7 @@ type rolloutView struct {
 
 func New(kind Kind, gvk schema.GroupVersionKind, store *revisions.Store, historyLimit int, hold Hold) *Rollout {
 	return &Rollout{kind: kind, gvk: gvk, store: store, historyLimit: historyLimit, hold: hold,
-		revs: map[string]*loadedRevision{}, moving: map[types.UID]time.Time{}, wake: make(chan struct{}, 1)}
+		revs: map[string]*loadedRevision{}, moving: map[types.UID]move{}, wake: make(chan struct{}, 1)}
 }
 
 // publish stores a copy of the working state as the view.
@@ -168,13 +168,7 @@ func (ro *Rollout) templateFor(parent *unstructured.Unstructured) (*loadedRevisi
 		return nil, fmt.Errorf("the revisions of %s are not loaded yet", contract.KindString(ro.gvk))
 	}
 	if pin > 0 {
-		for _, r := range v.byHash {
-			if r.Number == pin {
-				return r, nil
-			}
-		}
-		return nil, &render.Error{Reason: contract.ReasonRevisionNotFound, Err: fmt.Errorf(
-			"the object is pinned (%s) to revision %d, which is not stored; `engine rollout history %s` lists the revisions", contract.AnnotationTemplateRevision, pin, ro.gvk.Kind)}
+		return ro.pinned(v, pin)
 	}
 	_, hash := contract.ParentRevision(parent)
 	cur := v.byHash[hash]
@@ -193,6 +187,24 @@ func (ro *Rollout) templateFor(parent *unstructured.Unstructured) (*loadedRevisi
 		return v.stable, nil
 	}
 	return cur, nil // where it is, until the rollout reaches it
+}
+
+// pinned returns the revision a parent is pinned to, if the newest
+// template's rollout policy lets the pin be followed
+// (revisions.PinRefused); a RevisionNotFound error saying why otherwise.
+func (ro *Rollout) pinned(v *rolloutView, pin int64) (*loadedRevision, error) {
+	for _, r := range v.byHash {
+		if r.Number != pin {
+			continue
+		}
+		if err := revisions.PinRefused(v.target.tpl.Rollout.Pins, v.target.Number, r.Revision); err != nil {
+			return nil, &render.Error{Reason: contract.ReasonRevisionNotFound, Err: fmt.Errorf(
+				"the object is pinned (%s) to revision %d, which the engine does not run: %w", contract.AnnotationTemplateRevision, pin, err)}
+		}
+		return r, nil
+	}
+	return nil, &render.Error{Reason: contract.ReasonRevisionNotFound, Err: fmt.Errorf(
+		"the object is pinned (%s) to revision %d, which is not stored; `engine rollout history %s` lists the revisions", contract.AnnotationTemplateRevision, pin, ro.gvk.Kind)}
 }
 
 // Init loads the kind's stored revisions and records the files' template
@@ -315,7 +327,9 @@ func (ro *Rollout) stored() []revisions.Revision {
 }
 
 // prune deletes revisions beyond the history limit that no parent runs or
-// is pinned to.
+// is pinned to. A pin keeps its revision only while the engine follows it
+// (revisions.PinRefused): the history pins keep alive is bounded by the
+// rollout policy's pins.
 func (ro *Rollout) prune(ctx context.Context) {
 	parents, err := ro.kind.Fleet(ctx)
 	if err != nil {
@@ -325,13 +339,17 @@ func (ro *Rollout) prune(ctx context.Context) {
 	used := map[string]bool{ro.target.Hash: true, ro.stable.Hash: true}
 	pinned := map[int64]bool{}
 	for i := range parents {
+		if n, _ := contract.PinnedRevision(&parents[i]); n > 0 {
+			pinned[n] = true // not the revision it ran: that one only if the pin is followed
+			continue
+		}
 		_, hash := contract.ParentRevision(&parents[i])
 		used[hash] = true
-		if n, _ := contract.PinnedRevision(&parents[i]); n > 0 {
-			pinned[n] = true
-		}
 	}
-	err = ro.store.Prune(ctx, ro.historyLimit, func(r revisions.Revision) bool { return used[r.Hash] || pinned[r.Number] })
+	keep := func(r revisions.Revision) bool {
+		return used[r.Hash] || (pinned[r.Number] && revisions.PinRefused(ro.target.tpl.Rollout.Pins, ro.target.Number, r) == nil)
+	}
+	err = ro.store.Prune(ctx, ro.historyLimit, keep)
 	if err != nil {
 		log.FromContext(ctx).Error(err, "pruning old revisions")
 	}
@@ -465,35 +483,36 @@ func (ro *Rollout) begin(ctx context.Context, parents []unstructured.Unstructure
 
 // progress moves the parents of the current wave, checks their health, and
 // starts the next wave once every parent moved so far is healthy on the
-// target (revisions.ReadyOn).
+// target (revisions.ReadyOn), or was failing before it moved (gate.go).
 func (ro *Rollout) progress(ctx context.Context, parents []unstructured.Unstructured) error {
 	policy := ro.target.tpl.Rollout
 	if ro.target.Undo {
 		return ro.rollBack(ctx, parents, "undone (engine rollout undo)", contract.AnnotationRolloutUndo)
 	}
-	fleet := rolloutOrder(parents)
+	fleet := rolloutOrder(parents, policy.Canary)
 	now := time.Now()
 	var moved []*unstructured.Unstructured
-	var failures []string
 	for _, p := range fleet {
 		_, hash := contract.ParentRevision(p)
-		since, sent := ro.moving[p.GetUID()]
+		_, sent := ro.moving[p.GetUID()]
 		if !sent && hash != ro.target.Hash && movedTo(p) != ro.target.Hash {
 			continue
 		}
 		if !sent {
-			// Moved by an earlier leader: its clock starts now.
-			since = now
-			ro.moving[p.GetUID()] = now
+			// Moved by an earlier leader: its clock starts now; whether it
+			// was failing before is what that leader recorded.
+			ro.moving[p.GetUID()] = move{since: now, failingBefore: slices.Contains(ro.target.FailingBefore, parentName(p))}
 		}
 		moved = append(moved, p)
-		if msg := failedOn(p, ro.target.Hash, since, now, policy.ProgressDeadline); msg != "" {
-			failures = append(failures, fmt.Sprintf("%s/%s: %s", p.GetNamespace(), p.GetName(), msg))
-		}
 	}
-	if len(failures) > policy.MaxFailures {
-		return ro.rollBack(ctx, parents, fmt.Sprintf("%d objects failed (more than maxFailures %d): %s",
-			len(failures), policy.MaxFailures, strings.Join(failures[:min(len(failures), 3)], "; ")))
+	v := judge(moved, ro.moving, ro.target.Hash, now, policy.ProgressDeadline)
+	if allowed := policy.FailuresAllowed(len(fleet)); len(v.failures) > allowed {
+		budget := policy.MaxFailuresString()
+		if policy.MaxFailuresPercent > 0 {
+			budget = fmt.Sprintf("%s, %d of %d objects", budget, allowed, len(fleet))
+		}
+		return ro.rollBack(ctx, parents, fmt.Sprintf("%d objects failed (more than maxFailures %s): %s",
+			len(v.failures), budget, strings.Join(v.failures[:min(len(v.failures), 3)], "; ")))
 	}
 	msg := fmt.Sprintf("wave %d of %d", ro.target.Wave+1, len(policy.Waves))
 	if ro.target.Paused {
@@ -506,6 +525,7 @@ func (ro *Rollout) progress(ctx context.Context, parents []unstructured.Unstruct
 		msg = fmt.Sprintf("paused at wave %d of %d: %d of %d objects moved, %d Ready (engine rollout resume continues)",
 			ro.target.Wave+1, len(policy.Waves), len(moved), len(fleet), ready)
 	}
+	msg += failingBeforeNote(len(v.failingBefore))
 	if ro.target.Message != msg {
 		ro.target.Message = msg
 		if err := ro.store.Record(ctx, ro.target.Revision); err != nil {
@@ -517,43 +537,78 @@ func (ro *Rollout) progress(ctx context.Context, parents []unstructured.Unstruct
 	}
 	want := policy.Waves[ro.target.Wave].Of(len(fleet))
 	if len(moved) < want {
-		var wave []*unstructured.Unstructured
-		for _, p := range fleet {
-			if len(moved)+len(wave) >= want {
-				break
-			}
-			if _, sent := ro.moving[p.GetUID()]; !sent {
-				wave = append(wave, p)
-				ro.moving[p.GetUID()] = now
-			}
-		}
-		// Their reconciles read the view: it says they moved before
-		// they are sent.
-		ro.publish()
-		for i, p := range wave {
-			if err := ro.send(ctx, p); err != nil {
-				for _, q := range wave[i:] {
-					delete(ro.moving, q.GetUID()) // not sent: not moving
-				}
-				return err
-			}
-		}
+		return ro.sendWave(ctx, fleet, want-len(moved), now)
+	}
+	if v.waiting > 0 {
 		return nil
 	}
-	for _, p := range moved {
-		if !revisions.ReadyOn(p, ro.target.Hash) {
-			return nil
-		}
-	}
 	if ro.target.Wave+1 >= len(policy.Waves) {
-		return ro.complete(ctx, fmt.Sprintf("rolled out in %d waves", len(policy.Waves)))
+		return ro.complete(ctx, fmt.Sprintf("rolled out in %d waves", len(policy.Waves))+failingBeforeNote(len(v.failingBefore)))
 	}
 	ro.target.Wave++
-	ro.target.Message = fmt.Sprintf("wave %d of %d", ro.target.Wave+1, len(policy.Waves))
+	ro.target.Message = fmt.Sprintf("wave %d of %d", ro.target.Wave+1, len(policy.Waves)) + failingBeforeNote(len(v.failingBefore))
 	if err := ro.store.Record(ctx, ro.target.Revision); err != nil {
 		return err
 	}
 	return ro.progress(ctx, parents) // the next wave's parents, at once
+}
+
+// sendWave moves the next n parents of the fleet to the target. Those not
+// healthy on their revision are recorded as failing before the move first,
+// so a leader that takes over knows them too.
+func (ro *Rollout) sendWave(ctx context.Context, fleet []*unstructured.Unstructured, n int, now time.Time) error {
+	var wave []*unstructured.Unstructured
+	var failing []string
+	for _, p := range fleet {
+		if len(wave) >= n {
+			break
+		}
+		if _, sent := ro.moving[p.GetUID()]; !sent {
+			wave = append(wave, p)
+			m := move{since: now, failingBefore: failingBefore(p)}
+			if m.failingBefore {
+				failing = append(failing, parentName(p))
+			}
+			ro.moving[p.GetUID()] = m
+		}
+	}
+	if recordFailingBefore(&ro.target.Revision, failing) {
+		if err := ro.store.Record(ctx, ro.target.Revision); err != nil {
+			for _, p := range wave {
+				delete(ro.moving, p.GetUID()) // not sent: not moving
+			}
+			return err
+		}
+	}
+	// Their reconciles read the view: it says they moved before they are
+	// sent.
+	ro.publish()
+	for i, p := range wave {
+		if err := ro.send(ctx, p); err != nil {
+			for _, q := range wave[i:] {
+				delete(ro.moving, q.GetUID()) // not sent: not moving
+			}
+			return err
+		}
+	}
+	return nil
+}
+
+// failingBeforeNote is what a rollout's message adds about the parents
+// that were failing before they moved.
+func failingBeforeNote(n int) string {
+	if n == 0 {
+		return ""
+	}
+	return fmt.Sprintf("; %s failing before the move, not counted against the revision (engine rollout status lists them)", count(n, "object", "objects"))
+}
+
+// count is "1 object" or "3 objects".
+func count(n int, one, many string) string {
+	if n == 1 {
+		return "1 " + one
+	}
+	return fmt.Sprintf("%d %s", n, many)
 }
 
 // complete makes the target the stable revision and moves every parent.
@@ -627,7 +682,7 @@ func (ro *Rollout) Status() (revision string, held string) {
 // evaluate is left to its health gate.
 func (ro *Rollout) wouldDelete(ctx context.Context, parents []unstructured.Unstructured) (*HoldError, error) {
 	held := &HoldError{Templates: []string{ro.target.Path}}
-	fleet := rolloutOrder(parents) // pinned parents do not move
+	fleet := rolloutOrder(parents, ro.target.tpl.Rollout.Canary) // pinned parents do not move
 	// By name, so the same hold reads the same (and names the same examples).
 	slices.SortFunc(fleet, func(a, b *unstructured.Unstructured) int {
 		return cmp.Or(strings.Compare(a.GetNamespace(), b.GetNamespace()), strings.Compare(a.GetName(), b.GetName()))
@@ -642,61 +697,4 @@ func (ro *Rollout) wouldDelete(ctx context.Context, parents []unstructured.Unstr
 		}
 	}
 	return held, nil
-}
-
-// rolloutOrder is the order parents move in: those labelled canary first,
-// then by a hash of their UID, so the same parents go first every time.
-func rolloutOrder(parents []unstructured.Unstructured) []*unstructured.Unstructured {
-	var out []*unstructured.Unstructured
-	for i := range parents {
-		p := &parents[i]
-		if p.GetDeletionTimestamp() != nil {
-			continue
-		}
-		if n, err := contract.PinnedRevision(p); n > 0 || err != nil {
-			continue // pinned: not part of the rollout
-		}
-		out = append(out, p)
-	}
-	slices.SortFunc(out, func(a, b *unstructured.Unstructured) int {
-		ca, cb := a.GetLabels()[contract.LabelCanary] == "true", b.GetLabels()[contract.LabelCanary] == "true"
-		if ca != cb {
-			if ca {
-				return -1
-			}
-			return 1
-		}
-		return strings.Compare(uidOrder(a.GetUID()), uidOrder(b.GetUID()))
-	})
-	return out
-}
-
-// uidOrder spreads parents evenly and stably: a hash of the UID.
-func uidOrder(uid types.UID) string {
-	h := fnv.New64a()
-	h.Write([]byte(uid))
-	return fmt.Sprintf("%016x", h.Sum64())
-}
-
-// failedOn says why a parent moved to revision hash at since has failed
-// its health gate, or returns "": Synced=False on the revision, or not
-// healthy on it (revisions.ReadyOn) within the deadline.
-func failedOn(p *unstructured.Unstructured, hash string, since, now time.Time, deadline time.Duration) string {
-	_, h := contract.ParentRevision(p)
-	if h == hash && contract.GenerationObserved(p) {
-		if c := contract.FindCondition(p, contract.ConditionSynced); c != nil && c.Status == metav1.ConditionFalse {
-			return fmt.Sprintf("Synced=False %s: %s", c.Reason, c.Message)
-		}
-		if revisions.ReadyOn(p, hash) {
-			return ""
-		}
-	}
-	if now.Sub(since) < deadline {
-		return ""
-	}
-	msg := "not updated to the revision"
-	if c := contract.FindCondition(p, contract.ConditionReady); h == hash && c != nil {
-		msg = fmt.Sprintf("Ready=%s %s: %s", c.Status, c.Reason, c.Message)
-	}
-	return fmt.Sprintf("not Ready %s after its update (progressDeadline): %s", deadline, msg)
 }

@@ -85,7 +85,7 @@ func TestUnitTemplateFor(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			ro := testRollout(tt.phase, tt.wave)
 			if tt.moved {
-				ro.moving[tt.parent.GetUID()] = time.Now()
+				ro.moving[tt.parent.GetUID()] = move{since: time.Now()}
 				ro.publish()
 			}
 			got, err := ro.templateFor(tt.parent)
@@ -103,6 +103,38 @@ func TestUnitTemplateFor(t *testing.T) {
 		var re *render.Error
 		require.ErrorAs(t, err, &re, "terminal, with its reason, for the reconciler")
 		assert.Equal(t, contract.ReasonRevisionNotFound, re.Reason)
+	})
+	t.Run("pins the policy does not follow", func(t *testing.T) {
+		for _, tc := range []struct {
+			name   string
+			pins   templates.Pins
+			phase  revisions.Phase // of revision 2, the target
+			pin    string
+			reason string
+		}{
+			{"forbidden", templates.Pins{Forbid: true}, revisions.PhaseComplete, "1",
+				`the object is pinned (engine.cuengine.dev/template-revision) to revision 1, which the engine does not run: the template's rollout policy forbids pins (rollout: pins: "Forbid")`},
+			{"older than the newest allowed", templates.Pins{Newest: 1}, revisions.PhaseComplete, "1",
+				`the object is pinned (engine.cuengine.dev/template-revision) to revision 1, which the engine does not run: the template's rollout policy allows pins only to revisions 2 to 2 (rollout: pins: newest: 1)`},
+			{"rolled back", templates.DefaultPins, revisions.PhaseRolledBack, "2",
+				`the object is pinned (engine.cuengine.dev/template-revision) to revision 2, which the engine does not run: revision 2 was rolled back and is not run again (failed)`},
+			{"held", templates.DefaultPins, revisions.PhaseHeld, "2",
+				"the object is pinned (engine.cuengine.dev/template-revision) to revision 2, which the engine does not run: revision 2 is held, waiting for `engine rollout resume` to confirm it (failed)"},
+		} {
+			t.Run(tc.name, func(t *testing.T) {
+				ro := testRollout(tc.phase, 0)
+				ro.target.tpl = &templates.Template{Path: "v2", Rollout: templates.Rollout{Pins: tc.pins}}
+				ro.target.Message = "failed"
+				ro.publish()
+				p := on1.DeepCopy()
+				p.SetAnnotations(map[string]string{contract.AnnotationTemplateRevision: tc.pin})
+				_, err := ro.templateFor(p)
+				var re *render.Error
+				require.ErrorAs(t, err, &re)
+				assert.Equal(t, contract.ReasonRevisionNotFound, re.Reason)
+				assert.EqualError(t, err, tc.reason)
+			})
+		}
 	})
 	t.Run("pinned to something that is not a number", func(t *testing.T) {
 		p := on1.DeepCopy()
@@ -131,7 +163,7 @@ func TestUnitRolloutOrder(t *testing.T) {
 		}
 		return out
 	}
-	first := names(rolloutOrder(parents))
+	first := names(rolloutOrder(parents, templates.Canary{ObjectLabel: true}))
 	require.Len(t, first, 3)
 	assert.Equal(t, "d", first[0], "the canary first")
 	assert.ElementsMatch(t, []string{"a", "c", "d"}, first)
@@ -140,7 +172,7 @@ func TestUnitRolloutOrder(t *testing.T) {
 	for i := range parents {
 		reversed[len(parents)-1-i] = parents[i]
 	}
-	assert.Equal(t, first, names(rolloutOrder(reversed)))
+	assert.Equal(t, first, names(rolloutOrder(reversed, templates.Canary{ObjectLabel: true})))
 }
 
 // TestUnitHealthGates: a moved parent passes when it is healthy on the

@@ -92,6 +92,31 @@ func (n Namespaces) Allows(ns string) bool { return n.All || slices.Contains(n.N
 // Any reports whether the set holds any namespace at all.
 func (n Namespaces) Any() bool { return n.All || len(n.Names) > 0 }
 
+// within is the namespaces in both n and bound.
+func (n Namespaces) within(bound Namespaces) Namespaces {
+	switch {
+	case bound.All:
+		return n
+	case n.All:
+		return Namespaces{Names: slices.Clone(bound.Names)}
+	}
+	out := Namespaces{}
+	for _, name := range n.Names {
+		if slices.Contains(bound.Names, name) {
+			out.Names = append(out.Names, name)
+		}
+	}
+	return out
+}
+
+// Within is what p allows that bound allows too: the rights of a revision
+// a parent runs (pinned, or not moved yet), bounded by the newest
+// template's policy, so that an older revision never writes where the
+// platform has since narrowed the template.
+func (p Policy) Within(bound Policy) Policy {
+	return Policy{CrossNamespace: p.CrossNamespace.within(bound.CrossNamespace), ClusterScoped: p.ClusterScoped && bound.ClusterScoped}
+}
+
 // decodePolicy reads the policy block: crossNamespace is a bool or a list
 // of namespace names.
 func decodePolicy(v cue.Value) (Policy, error) {

@@ -32,8 +32,14 @@ type Rollout struct {
 	// failed.
 	ProgressDeadline time.Duration
 	// MaxFailures are the failures tolerated before the rollout stops and
-	// rolls back.
-	MaxFailures int
+	// rolls back; MaxFailuresPercent, when set instead, is that share of
+	// the objects taking part in the rollout (FailuresAllowed).
+	MaxFailures        int
+	MaxFailuresPercent int
+	// Canary says which parents go first (canary.go).
+	Canary Canary
+	// Pins says which revisions parents may be pinned to (pins.go).
+	Pins Pins
 	// AllowDeletions: the revision may delete children the previous one
 	// produces without being held for a confirmation.
 	AllowDeletions bool
@@ -63,7 +69,25 @@ func (w Wave) Of(total int) int {
 }
 
 // DefaultRollout is the policy of a template without a rollout block.
-var DefaultRollout = Rollout{Strategy: RolloutImmediate, Waves: []Wave{{Percent: 100}}, ProgressDeadline: 5 * time.Minute}
+var DefaultRollout = Rollout{Strategy: RolloutImmediate, Waves: []Wave{{Percent: 100}}, ProgressDeadline: 5 * time.Minute, Pins: DefaultPins}
+
+// FailuresAllowed is how many of total parents (those taking part in the
+// rollout) may fail their health gates before the rollout rolls back: the
+// count, or the share rounded down.
+func (r Rollout) FailuresAllowed(total int) int {
+	if r.MaxFailuresPercent > 0 {
+		return total * r.MaxFailuresPercent / 100
+	}
+	return r.MaxFailures
+}
+
+// MaxFailuresString is maxFailures as the template wrote it: 1, or "10%".
+func (r Rollout) MaxFailuresString() string {
+	if r.MaxFailuresPercent > 0 {
+		return strconv.Itoa(r.MaxFailuresPercent) + "%"
+	}
+	return strconv.Itoa(r.MaxFailures)
+}
 
 // defaultWaves are a Progressive rollout's waves when it lists none.
 var defaultWaves = []Wave{{Count: 1}, {Percent: 10}, {Percent: 50}, {Percent: 100}}
@@ -74,8 +98,10 @@ func decodeRollout(v cue.Value) (Rollout, error) {
 		Strategy         *string `json:"strategy"`
 		Waves            []any   `json:"waves"`
 		ProgressDeadline *string `json:"progressDeadline"`
-		MaxFailures      *int    `json:"maxFailures"`
+		MaxFailures      any     `json:"maxFailures"`
 		AllowDeletions   bool    `json:"allowDeletions"`
+		Canary           any     `json:"canary"`
+		Pins             any     `json:"pins"`
 	}
 	if err := v.Decode(&raw); err != nil {
 		return Rollout{}, err
@@ -106,12 +132,39 @@ func decodeRollout(v cue.Value) (Rollout, error) {
 		r.ProgressDeadline = d
 	}
 	if raw.MaxFailures != nil {
-		if *raw.MaxFailures < 0 {
-			return Rollout{}, &fieldError{"rollout", "maxFailures", fmt.Sprintf("must be 0 or more, not %d", *raw.MaxFailures)}
+		if err := decodeMaxFailures(raw.MaxFailures, &r); err != nil {
+			return Rollout{}, err
 		}
-		r.MaxFailures = *raw.MaxFailures
+	}
+	var err error
+	if r.Canary, err = decodeCanary(raw.Canary); err != nil {
+		return Rollout{}, err
+	}
+	if r.Pins, err = decodePins(raw.Pins); err != nil {
+		return Rollout{}, err
 	}
 	return r, nil
+}
+
+// decodeMaxFailures reads a count (0 or more) or a share ("10%").
+func decodeMaxFailures(x any, r *Rollout) error {
+	bad := func(msg string, args ...any) error {
+		return &fieldError{"rollout", "maxFailures", fmt.Sprintf(msg, args...)}
+	}
+	if s, ok := x.(string); ok {
+		p, err := strconv.Atoi(strings.TrimSuffix(s, "%"))
+		if !strings.HasSuffix(s, "%") || err != nil || p < 0 || p > 100 {
+			return bad("a share of the objects is written \"0%%\" to \"100%%\", not %q", s)
+		}
+		r.MaxFailures, r.MaxFailuresPercent = 0, p
+		return nil
+	}
+	n, ok := wholeNumber(x)
+	if !ok || n < 0 {
+		return bad("must be a count of 0 or more, or a share such as \"10%%\", not %v", x)
+	}
+	r.MaxFailures = n
+	return nil
 }
 
 // decodeWaves reads counts and percentages; they must grow, and the last

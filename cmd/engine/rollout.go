@@ -67,11 +67,16 @@ RolledBack, Superseded), the wave in progress, the objects on it, how many of
 them are Ready on it as the rollout's health gates count them (reconciled at
 their current generation, Synced and Ready), and how many are pinned to it
 (annotation engine.cuengine.dev/template-revision). Then why the target is
-where it is: what a held revision would delete, why one rolled back.`, o.status)
+where it is: what a held revision would delete, why one rolled back, and the
+objects that were failing before they moved to it, which its health gates
+do not count.`, o.status)
 	status.Flags().StringVarP(&o.output, "output", "o", "", `output format: "" (a table) or json`)
 	history := kindArg("history", "Every stored revision of the kind, oldest first", `History prints every stored revision of the kind, oldest first: its number,
-content hash, phase, age, the objects that run it, and the engine's last
-message about it.`, o.history)
+content hash, phase, age, the objects that run it, the objects pinned to it
+(annotation engine.cuengine.dev/template-revision; "(refused)" when the
+newest template's rollout policy does not let the engine follow them, or
+the revision was rolled back or is held), and the engine's last message
+about it. Then which revisions pins may select (rollout: pins).`, o.history)
 	history.Flags().StringVarP(&o.output, "output", "o", "", `output format: "" (a table) or json`)
 	pause := kindArg("pause", "Stop the rollout of the target revision between waves", `Pause stops the rollout of the target revision before its next wave: objects
 already on it stay there and are still health-checked (a failure still rolls
@@ -174,11 +179,25 @@ func (o *rolloutOptions) history(ctx context.Context, w io.Writer, s *rolloutSes
 		return err
 	}
 	on := objectsOn(parents)
+	pv := s.pinView(parents)
 	if o.output == "json" {
-		return printJSON(w, historyOf(s.revs, on))
+		return printJSON(w, historyOf(s.revs, on, pv))
 	}
-	printHistory(w, s.revs, on, time.Now())
+	printHistory(w, s.revs, on, pv, time.Now())
 	return nil
+}
+
+// pinView reads the newest revision's rollout policy for pins from the
+// template it stores (unknown when this engine cannot compile it).
+func (s *rolloutSession) pinView(parents []unstructured.Unstructured) pinView {
+	target := s.revs.target()
+	pv := pinView{pinned: pinnedTo(parents), newest: target.Number}
+	if cr := s.revs.objects[target.Name]; cr != nil {
+		if t, err := revisions.LoadRevision(cr, s.gvk); err == nil {
+			pv.pins = &t.Rollout.Pins
+		}
+	}
+	return pv
 }
 
 func (o *rolloutOptions) pause(ctx context.Context, w io.Writer, s *rolloutSession) error {

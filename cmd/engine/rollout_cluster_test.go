@@ -192,10 +192,11 @@ revision 3 (*) is Progressing: wave 2 of 3
 	t.Run("history", func(t *testing.T) {
 		out, errOut, code := rolloutCLI("history", "mk")
 		require.Equal(t, 0, code, errOut)
-		assert.Regexp(t, regexp.MustCompile(`^REVISION  HASH          PHASE        CREATED  OBJECTS  MESSAGE
-1         <v1>  Complete     \d+s +1        the first revision of the kind
-2         <v2>  Complete     \d+s +2        rolled out in 3 waves
-3         <v3>  Progressing  \d+s +2        wave 2 of 3
+		assert.Regexp(t, regexp.MustCompile(`^REVISION  HASH          PHASE        CREATED  OBJECTS  PINNED  MESSAGE
+1         <v1>  Complete     \d+s +1        1       the first revision of the kind
+2         <v2>  Complete     \d+s +2        0       rolled out in 3 waves
+3         <v3>  Progressing  \d+s +2        0       wave 2 of 3
+pins: followed to revisions 1 to 3 \(rollout: pins: newest: 10\), not to a RolledBack or Held one; a refused pin keeps no revision from pruning
 $`), hashes.Replace(out))
 	})
 

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -18,6 +19,7 @@ import (
 
 	"github.com/cuengine/engine/contract"
 	"github.com/cuengine/engine/revisions"
+	"github.com/cuengine/engine/templates"
 )
 
 var myKindGVK = schema.GroupVersionKind{Group: "webapp.my.domain", Version: "v1", Kind: "MyKind"}
@@ -282,18 +284,64 @@ func TestUnitRolloutHistoryTable(t *testing.T) {
 	now := time.Date(2026, 1, 3, 2, 0, 0, 0, time.UTC)
 	var out bytes.Buffer
 	on := objectsOn(fleetParents())
-	printHistory(&out, kr, on, now)
-	assert.Equal(t, `REVISION  HASH          PHASE     CREATED  OBJECTS  MESSAGE
-1         aaaaaaaaaaaa  Complete  2d2h     1        the first revision of the kind
-2         bbbbbbbbbbbb  Complete  2d1h     5        rolled out to every object at once (strategy Immediate)
-3         cccccccccccc  Paused    60m      2        wave 2 of 3
+	pv := pinView{pinned: pinnedTo(fleetParents()), pins: &templates.DefaultPins, newest: 3}
+	printHistory(&out, kr, on, pv, now)
+	assert.Equal(t, `REVISION  HASH          PHASE     CREATED  OBJECTS  PINNED  MESSAGE
+1         aaaaaaaaaaaa  Complete  2d2h     1        1       the first revision of the kind
+2         bbbbbbbbbbbb  Complete  2d1h     5        0       rolled out to every object at once (strategy Immediate)
+3         cccccccccccc  Paused    60m      2        0       wave 2 of 3
+pins: followed to revisions 1 to 3 (rollout: pins: newest: 10), not to a RolledBack or Held one; a refused pin keeps no revision from pruning
 `, out.String())
-	h := historyOf(kr, on)
+	h := historyOf(kr, on, pv)
 	require.Len(t, h, 3)
 	assert.Equal(t, historyEntry{
 		Name: "mykind.webapp.my.domain-cccccccccccc", Number: 3, Hash: "cccccccccccc", Phase: "Paused",
 		Created: time.Date(2026, 1, 3, 1, 0, 0, 0, time.UTC), Objects: 2, Message: "wave 2 of 3", Paused: true,
 	}, h[2])
+	assert.Equal(t, 1, h[0].Pinned)
+	assert.Empty(t, h[0].PinRefused)
+
+	// Pins only to the newest two: the pin to revision 1 is refused.
+	pv.pins = &templates.Pins{Newest: 2}
+	out.Reset()
+	printHistory(&out, kr, on, pv, now)
+	assert.Contains(t, out.String(), "1         aaaaaaaaaaaa  Complete  2d2h     1        1 (refused)  the first revision of the kind\n")
+	assert.True(t, strings.HasSuffix(out.String(), "pins: followed to revisions 2 to 3 (rollout: pins: newest: 2), not to a RolledBack or Held one; a refused pin keeps no revision from pruning\n"), out.String())
+	assert.Equal(t, "the template's rollout policy allows pins only to revisions 2 to 3 (rollout: pins: newest: 2)", historyOf(kr, on, pv)[0].PinRefused)
+
+	pv.pins = &templates.Pins{Forbid: true}
+	out.Reset()
+	printHistory(&out, kr, on, pv, now)
+	assert.True(t, strings.HasSuffix(out.String(), "pins: none followed (rollout: pins: \"Forbid\")\n"), out.String())
+}
+
+// TestUnitRolloutStatusFailingBefore: status names the objects that were
+// failing before they moved to the target, a bounded list.
+func TestUnitRolloutStatusFailingBefore(t *testing.T) {
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	for _, tc := range []struct {
+		name    string
+		failing []string
+		want    string
+	}{
+		{"one", []string{"apps/t-3"}, "failing before the move to revision 2, not counted against it: apps/t-3\n"},
+		{"many", []string{"a/1", "a/2", "a/3", "a/4", "a/5", "a/6", "a/7", "a/8", "a/9", "a/10", "a/11", "a/12"},
+			"failing before the move to revision 2, not counted against it: a/1, a/2, a/3, a/4, a/5, a/6, a/7, a/8, a/9, a/10 and 2 more\n"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			two := revisions.ObjectOf("engine-system", myKindGVK, revisions.Revision{Number: 2, Hash: "bbbbbbbbbbbb", Path: "mykind.cue", Created: t0,
+				Phase: revisions.PhaseComplete, Message: "rolled out in 2 waves", HeldDeletes: -1, FailingBefore: tc.failing}, nil)
+			kr, err := selectRevisions([]appsv1.ControllerRevision{
+				*storedRevision("engine-system", myKindGVK, 1, "aaaaaaaaaaaa", revisions.PhaseComplete, 0, "", t0), *two,
+			}, myKindGVK.GroupKind(), "")
+			require.NoError(t, err)
+			st := fleetOf(kr, nil, func(revisions.Revision) int { return 0 })
+			assert.Equal(t, tc.failing, st.Target.FailingBefore)
+			var out bytes.Buffer
+			printStatus(&out, st, "mykind")
+			assert.True(t, strings.HasSuffix(out.String(), "revision 2 (*) is Complete: rolled out in 2 waves\n"+tc.want), out.String())
+		})
+	}
 }
 
 func TestUnitRolloutRequests(t *testing.T) {

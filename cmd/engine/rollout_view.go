@@ -8,6 +8,7 @@ import (
 	"maps"
 	"slices"
 	"strconv"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -16,6 +17,7 @@ import (
 
 	"github.com/cuengine/engine/contract"
 	"github.com/cuengine/engine/revisions"
+	"github.com/cuengine/engine/templates"
 )
 
 // phasePaused is how status shows a Progressing revision that a user
@@ -43,6 +45,10 @@ type fleetRevision struct {
 	Pinned  int    `json:"pinned"`
 	Target  bool   `json:"target,omitempty"`
 	Message string `json:"message,omitempty"`
+	// FailingBefore are the objects ("namespace/name") that were not
+	// healthy on their previous revision when the rollout moved them to
+	// this one: the health gates do not count them against it.
+	FailingBefore []string `json:"failingBefore,omitempty"`
 }
 
 // fleetStatus is `engine rollout status`: the revisions the kind's objects
@@ -73,7 +79,7 @@ func fleetOf(kr *kindRevisions, parents []unstructured.Unstructured, waves func(
 		if r := rows[rev.Hash]; r != nil {
 			return r
 		}
-		r := &fleetRevision{Number: rev.Number, Hash: rev.Hash, Phase: displayPhase(rev), Message: rev.Message}
+		r := &fleetRevision{Number: rev.Number, Hash: rev.Hash, Phase: displayPhase(rev), Message: rev.Message, FailingBefore: rev.FailingBefore}
 		r.Wave, r.Waves = waveOf(rev, waves)
 		rows[rev.Hash] = r
 		byNumber[rev.Number] = r
@@ -181,6 +187,7 @@ func printStatus(w io.Writer, st fleetStatus, cmdKind string) {
 		fmt.Fprintf(w, "%s an %s annotation that is not a revision number\n", count(st.BadPins, "object has", "objects have"), contract.AnnotationTemplateRevision)
 	}
 	t := st.Target
+	defer printFailingBefore(w, t)
 	switch t.Phase {
 	case string(revisions.PhaseHeld):
 		fmt.Fprintf(w, "revision %d (*) is held: %s\n`engine rollout resume %s` confirms it\n", t.Number, t.Message, cmdKind)
@@ -193,14 +200,65 @@ func printStatus(w io.Writer, st fleetStatus, cmdKind string) {
 	}
 }
 
-// printHistory writes every stored revision, oldest first.
-func printHistory(w io.Writer, kr *kindRevisions, objectsOn map[string]int, now time.Time) {
+// maxFailingBeforeShown bounds the objects status names as failing
+// before the move.
+const maxFailingBeforeShown = 10
+
+// printFailingBefore names the objects the target's health gates do not
+// count: they were failing before they moved.
+func printFailingBefore(w io.Writer, t fleetRevision) {
+	n := len(t.FailingBefore)
+	if n == 0 {
+		return
+	}
+	names := strings.Join(t.FailingBefore[:min(n, maxFailingBeforeShown)], ", ")
+	if n > maxFailingBeforeShown {
+		names += fmt.Sprintf(" and %d more", n-maxFailingBeforeShown)
+	}
+	fmt.Fprintf(w, "failing before the move to revision %d, not counted against it: %s\n", t.Number, names)
+}
+
+// pinView is what history says about pins: the objects pinned to each
+// revision number, and the newest revision's rollout policy for pins (nil
+// when this engine cannot read its template back).
+type pinView struct {
+	pinned map[int64]int
+	pins   *templates.Pins
+	newest int64
+}
+
+// refused says why pins to rev are not followed, "" when they are or
+// when the policy is unknown (revisions.PinRefused).
+func (pv pinView) refused(rev revisions.Revision) string {
+	if pv.pins == nil {
+		return ""
+	}
+	if err := revisions.PinRefused(*pv.pins, pv.newest, rev); err != nil {
+		return err.Error()
+	}
+	return ""
+}
+
+// printHistory writes every stored revision, oldest first, with the
+// objects pinned to each, then which revisions pins may select.
+func printHistory(w io.Writer, kr *kindRevisions, objectsOn map[string]int, pv pinView, now time.Time) {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "REVISION\tHASH\tPHASE\tCREATED\tOBJECTS\tMESSAGE")
+	fmt.Fprintln(tw, "REVISION\tHASH\tPHASE\tCREATED\tOBJECTS\tPINNED\tMESSAGE")
 	for _, rev := range kr.Revisions {
-		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%d\t%s\n", rev.Number, rev.Hash, displayPhase(rev), duration.HumanDuration(now.Sub(rev.Created)), objectsOn[rev.Hash], rev.Message)
+		pinned := strconv.Itoa(pv.pinned[rev.Number])
+		if pv.pinned[rev.Number] > 0 && pv.refused(rev) != "" {
+			pinned += " (refused)"
+		}
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%d\t%s\t%s\n", rev.Number, rev.Hash, displayPhase(rev), duration.HumanDuration(now.Sub(rev.Created)), objectsOn[rev.Hash], pinned, rev.Message)
 	}
 	tw.Flush()
+	switch {
+	case pv.pins == nil:
+	case pv.pins.Forbid:
+		fmt.Fprintf(w, "pins: none followed (rollout: %s)\n", pv.pins)
+	default:
+		fmt.Fprintf(w, "pins: followed to revisions %d to %d (rollout: %s), not to a RolledBack or Held one; a refused pin keeps no revision from pruning\n", pv.pins.Oldest(pv.newest), pv.newest, pv.pins)
+	}
 }
 
 // historyEntry is one revision in `engine rollout history -o json`.
@@ -211,20 +269,39 @@ type historyEntry struct {
 	Phase   string    `json:"phase"`
 	Created time.Time `json:"created"`
 	Objects int       `json:"objects"`
-	Message string    `json:"message,omitempty"`
-	Paused  bool      `json:"paused,omitempty"`
+	// Pinned counts the objects pinned to it; PinRefused says why the
+	// engine does not follow those pins (revisions.PinRefused).
+	Pinned     int    `json:"pinned,omitempty"`
+	PinRefused string `json:"pinRefused,omitempty"`
+	Message    string `json:"message,omitempty"`
+	Paused     bool   `json:"paused,omitempty"`
 	// Approved and Undo are requests the engine has not acted on yet.
 	Approved bool `json:"approved,omitempty"`
 	Undo     bool `json:"undo,omitempty"`
 }
 
-func historyOf(kr *kindRevisions, objectsOn map[string]int) []historyEntry {
+func historyOf(kr *kindRevisions, objectsOn map[string]int, pv pinView) []historyEntry {
 	out := make([]historyEntry, 0, len(kr.Revisions))
 	for _, rev := range kr.Revisions {
-		out = append(out, historyEntry{
+		e := historyEntry{
 			Name: rev.Name, Number: rev.Number, Hash: rev.Hash, Phase: displayPhase(rev), Created: rev.Created,
-			Objects: objectsOn[rev.Hash], Message: rev.Message, Paused: rev.Paused, Approved: rev.Approved, Undo: rev.Undo,
-		})
+			Objects: objectsOn[rev.Hash], Pinned: pv.pinned[rev.Number], Message: rev.Message, Paused: rev.Paused, Approved: rev.Approved, Undo: rev.Undo,
+		}
+		if e.Pinned > 0 {
+			e.PinRefused = pv.refused(rev)
+		}
+		out = append(out, e)
+	}
+	return out
+}
+
+// pinnedTo counts the objects pinned to each revision number.
+func pinnedTo(parents []unstructured.Unstructured) map[int64]int {
+	out := map[int64]int{}
+	for i := range parents {
+		if n, err := contract.PinnedRevision(&parents[i]); err == nil && n > 0 {
+			out[n]++
+		}
 	}
 	return out
 }
