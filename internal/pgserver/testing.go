@@ -4,30 +4,48 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"sync"
 	"testing"
 	"time"
 )
 
-// Main runs a test package's tests with one server for the whole package,
-// from TestMain: under -short it runs them without one (they skip, as
-// control-plane tests do); without the binaries it fails with the command
-// that installs them, never skipping silently. set receives the server
-// before the tests run.
-func Main(m *testing.M, set func(*Server)) int {
+// Shared is one server for a test package, started by the first test that
+// asks for it and stopped from TestMain:
+//
+//	var pg pgserver.Shared
+//	func TestMain(m *testing.M) { code := m.Run(); pg.Stop(); os.Exit(code) }
+//	func TestX(t *testing.T) { s := pg.Get(t); ... }
+type Shared struct {
+	once sync.Once
+	s    *Server
+	err  error
+}
+
+// Get returns the package's server, starting it on first use. Under -short
+// the test is skipped, as control-plane tests are; when the binaries are
+// missing it fails with the command that installs them, never skipping.
+func (sh *Shared) Get(t testing.TB) *Server {
+	t.Helper()
 	if testing.Short() {
-		return m.Run()
+		t.Skip("needs a PostgreSQL server (run without -short)")
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	s, err := Start(ctx, Options{Log: func(f string, a ...any) { fmt.Fprintf(os.Stderr, f+"\n", a...) }})
-	cancel()
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "starting PostgreSQL for the tests: %v\n", err)
-		return 1
+	sh.once.Do(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		defer cancel()
+		sh.s, sh.err = Start(ctx, Options{Log: func(f string, a ...any) { fmt.Fprintf(os.Stderr, f+"\n", a...) }})
+	})
+	if sh.err != nil {
+		t.Fatalf("starting PostgreSQL: %v", sh.err)
 	}
-	set(s)
-	code := m.Run()
-	if err := s.Stop(); err != nil {
+	return sh.s
+}
+
+// Stop stops the server if one was started.
+func (sh *Shared) Stop() {
+	if sh.s == nil {
+		return
+	}
+	if err := sh.s.Stop(); err != nil {
 		fmt.Fprintf(os.Stderr, "stopping PostgreSQL: %v\n", err)
 	}
-	return code
 }
