@@ -56,6 +56,7 @@ type runOptions struct {
 	zap                     zap.Options
 	sharding                bool
 	shardID                 string
+	postgres                postgresOptions
 }
 
 func (o *runOptions) addFlags(cmd *cobra.Command) {
@@ -82,6 +83,8 @@ func (o *runOptions) addFlags(cmd *cobra.Command) {
 	f.DurationVar(&o.rescanInterval, "rescan-interval", time.Minute, "periodic rescan of the templates directory, a safety net behind file events")
 	f.BoolVar(&o.sharding, "sharding", false, "share the parents among the replicas: each reconciles and caches only the parents labelled with its shard; the elected leader assigns them (implies --leader-elect; docs/operations.md, Sharding)")
 	f.StringVar(&o.shardID, "shard-id", "", "this replica's shard under --sharding (default: $POD_NAME, else the hostname with a random suffix)")
+	f.StringVar(&o.postgres.dsnFile, "postgresql-dsn-file", "", "file holding the postgresql provider's admin connection string (a mounted Secret; default: libpq's PGHOST, PGPORT, PGUSER, PGPASSWORD, PGSSLMODE)")
+	f.StringVar(&o.postgres.clientHost, "postgresql-client-host", "", "host written into connection Secrets of postgresql resources, when applications reach the server by another name than the engine (default: the admin connection's)")
 	f.StringVar(&o.logFormat, "log-format", "", `log format: "console" (one line per event, key=value, coloured on a terminal) or "json" (default: console under engine dev or when stderr is a terminal, json otherwise)`)
 	zfs := goflag.NewFlagSet("zap", goflag.ContinueOnError)
 	o.zap.Development = false
@@ -166,7 +169,7 @@ func (o *runOptions) run(cmd *cobra.Command, cfg *rest.Config) error {
 	eng, err := engine.New(mgr, engine.Options{
 		MaxConcurrentReconciles: o.maxConcurrentReconciles,
 		Namespace:               o.namespace,
-		Providers:               newProviders(logger),
+		Providers:               newProviders(logger, o.postgres),
 		RequeueQPS:              o.requeueQPS,
 		ResourceResync:          o.resourceResync,
 		InstallCRDs:             o.installCRDs,
