@@ -171,6 +171,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 		return ctrl.Result{}, err
 	}
 	eval = withConnectionSecrets(eval, plan) // connectionsecret.go
+
 	if recorded, err := r.record(ctx, parent, plan, render.NextInventory(eval.children, live), st); recorded || err != nil { // record.go
 		return ctrl.Result{}, err
 	}
