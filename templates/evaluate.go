@@ -285,7 +285,7 @@ func (t *Template) resources(v cue.Value, out *rendered) ([]Resource, error) {
 		if r.DeletionPolicy != DeletionPolicyDelete && r.DeletionPolicy != DeletionPolicyOrphan {
 			return nil, bad("deletionPolicy", fmt.Sprintf("must be %q or %q, not %q", DeletionPolicyDelete, DeletionPolicyOrphan, r.DeletionPolicy))
 		}
-		if field, msg := connectionSecretOf(&r, raw); msg != "" {
+		if field, msg := checkConnectionSecret(raw); msg != "" {
 			return nil, bad(field, msg)
 		}
 		if r.ConnectionSecret != "" {
@@ -312,12 +312,15 @@ func (t *Template) resource(name string, raw map[string]any) Resource {
 	if r.DeletionPolicy == "" {
 		r.DeletionPolicy = DeletionPolicyDelete
 	}
+	if cs, ok := raw[fieldConnectionSecret].(map[string]any); ok {
+		r.ConnectionSecret, _ = cs["name"].(string)
+	}
 	return r
 }
 
-// connectionSecretOf reads connectionSecret: name: "..." into r, and says
-// what is wrong with it (the field and a message) when it is malformed.
-func connectionSecretOf(r *Resource, raw map[string]any) (field, msg string) {
+// checkConnectionSecret says what is wrong with a resource's
+// connectionSecret: name: "..." (the field and a message), if anything.
+func checkConnectionSecret(raw map[string]any) (field, msg string) {
 	v, ok := raw[fieldConnectionSecret]
 	if !ok || v == nil {
 		return "", ""
@@ -338,7 +341,6 @@ func connectionSecretOf(r *Resource, raw map[string]any) (field, msg string) {
 	if errs := validation.IsDNS1123Subdomain(name); len(errs) > 0 {
 		return fieldConnectionSecret + ".name", fmt.Sprintf("%q is not a valid Secret name: %s", name, strings.Join(errs, "; "))
 	}
-	r.ConnectionSecret = name
 	return "", ""
 }
 
