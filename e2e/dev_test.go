@@ -17,8 +17,9 @@ import (
 )
 
 // TestEngineDev runs the README's main command: `engine dev` starts its own
-// cluster with an embedded GCS emulator; the examples work against it from
-// another "shell"; Ctrl-C stops everything.
+// cluster with an embedded GCS emulator and a throwaway PostgreSQL server;
+// the examples work against it from another "shell"; Ctrl-C stops
+// everything.
 func TestEngineDev(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "dev")
 	cmd := exec.Command(filepath.Join(bin, "engine"), "dev", "--templates", filepath.Join(repo, "examples/templates"), "--dir", dir)
@@ -63,12 +64,18 @@ func TestEngineDev(t *testing.T) {
 	out, err := run("apply", "-f", filepath.Join(repo, "examples/crs/"))
 	require.NoError(t, err, out)
 	eventually(t, "the examples Ready", 90*time.Second, func(ctx context.Context) (bool, error) {
-		out, err := run("get", "mykinds,gcs,storefronts", "-o", `jsonpath={range .items[*]}{.kind}={.status.conditions[?(@.type=="Ready")].status} {end}`)
-		return strings.Count(out, "=True") == 3, err
+		out, err := run("get", "mykinds,gcs,storefronts,webapps", "-o", `jsonpath={range .items[*]}{.kind}={.status.conditions[?(@.type=="Ready")].status} {end}`)
+		return strings.Count(out, "=True") == 4, err
 	})
 	out, err = run("get", "gcs", "example", "-o", "jsonpath={.status.bucketFullName}")
 	require.NoError(t, err)
 	assert.Regexp(t, `^example-[0-9a-f]{8}$`, out, "a bucket in the embedded emulator")
+	out, err = run("get", "webapps", "shop", "-o", "jsonpath={.status.database}")
+	require.NoError(t, err)
+	assert.Regexp(t, `^shop_[0-9a-f]{8}$`, out, "a database on the throwaway PostgreSQL server")
+	out, err = run("get", "secret", "shop-db", "-o", "jsonpath={.data.username}")
+	require.NoError(t, err)
+	assert.NotEmpty(t, out, "the WebApp's connection Secret")
 
 	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
 	require.NoError(t, err)
@@ -80,6 +87,7 @@ func TestEngineDev(t *testing.T) {
 		t.Fatal("engine dev did not stop within a minute of Ctrl-C")
 	}
 	assert.Contains(t, log.String(), "dev: stopping the local cluster")
+	assert.Contains(t, log.String(), "dev: stopping PostgreSQL")
 	_, err = run("--request-timeout=3s", "get", "ns")
 	assert.Error(t, err, "the cluster at %s is gone", cfg.Host)
 }
