@@ -12,7 +12,6 @@ import (
 	"github.com/cuengine/engine/contract"
 )
 
-
 func vaultRecord() resourceRecord {
 	return resourceRecord{Name: "db", Provider: "fake", ExternalName: "db-0", Settings: map[string]string{"zone": "test"}, DeletionPolicy: "Delete"}
 }
