@@ -70,10 +70,10 @@ func TestEngineDev(t *testing.T) {
 	out, err = run("get", "gcs", "example", "-o", "jsonpath={.status.bucketFullName}")
 	require.NoError(t, err)
 	assert.Regexp(t, `^example-[0-9a-f]{8}$`, out, "a bucket in the embedded emulator")
-	out, err = run("get", "webapps", "shop", "-o", "jsonpath={.status.database}")
+	out, err = run("get", "webapps", "orders", "-o", "jsonpath={.status.database}")
 	require.NoError(t, err)
-	assert.Regexp(t, `^shop_[0-9a-f]{8}$`, out, "a database on the throwaway PostgreSQL server")
-	out, err = run("get", "secret", "shop-db", "-o", "jsonpath={.data.username}")
+	assert.Regexp(t, `^orders_[0-9a-f]{8}$`, out, "a database on the throwaway PostgreSQL server")
+	out, err = run("get", "secret", "orders-db", "-o", "jsonpath={.data.username}")
 	require.NoError(t, err)
 	assert.NotEmpty(t, out, "the WebApp's connection Secret")
 

@@ -85,6 +85,7 @@ func (r *Reconciler) reconcileResources(ctx context.Context, parent *unstructure
 		rec, ok := records[res.Name]
 		if !ok {
 			r.planName(parent, p, res, plan, st)
+			r.planConnectionSecret(parent, res, secret, nil, plan, st)
 			continue
 		}
 		if rec.DeletionPolicy != res.DeletionPolicy || !slices.Equal(rec.DependsOn, res.DependsOn) {
