@@ -17,7 +17,9 @@ func TestIsDeclaredConnectionSecret(t *testing.T) {
 		u.SetAnnotations(annotations)
 		return u
 	}
-	of := func(res string) map[string]string { return map[string]string{contract.AnnotationConnectionSecretOf: res} }
+	of := func(res string) map[string]string {
+		return map[string]string{contract.AnnotationConnectionSecretOf: res}
+	}
 	resources := []templates.Resource{{Name: "db", Provider: "postgresql", ConnectionSecret: "app-db"}}
 	cases := []struct {
 		name string
