@@ -152,7 +152,8 @@ func TestApplyCorrectsDrift(t *testing.T) {
 	_, err = p.Apply(t.Context(), req)
 	require.NoError(t, err)
 	user, owner = login(t, obs.Sensitive)
-	assert.Equal(t, role, owner)
+	assert.Equal(t, role, user, "LOGIN is back")
+	assert.Equal(t, role, owner, "and so is the owner")
 
 	// A database left unmarked by a crash between CREATE and COMMENT is
 	// ours through its owner, and gets its mark back.
