@@ -28,7 +28,7 @@ ARG TARGETARCH
 RUN --mount=type=cache,target=/root/.cache/go-build \
     mkdir /out && \
     CGO_ENABLED=0 GOOS=${TARGETOS:-linux} GOARCH=${TARGETARCH} \
-    go build -trimpath -ldflags "-s -w -X main.version=${VERSION}" -o /out/ ./cmd/engine ./cmd/engine-provider-gcs
+    go build -trimpath -ldflags "-s -w -X main.version=${VERSION}" -o /out/ ./cmd/engine ./cmd/engine-provider-gcs ./cmd/engine-provider-postgresql
 
 # Runtime stage. distroless/static ships CA certificates
 # (/etc/ssl/certs/ca-certificates.crt), which the GCS provider needs to reach
@@ -38,7 +38,7 @@ RUN --mount=type=cache,target=/root/.cache/go-build \
 # plugins' sockets go under /tmp, which the chart and config/ mount as an
 # emptyDir (the root filesystem is read-only there).
 FROM gcr.io/distroless/static-debian12:nonroot
-COPY --from=build /out/engine /out/engine-provider-gcs /
+COPY --from=build /out/engine /out/engine-provider-gcs /out/engine-provider-postgresql /
 USER 65532:65532
 # 8080: Prometheus metrics; 8081: /healthz and /readyz.
 EXPOSE 8080 8081

@@ -18,12 +18,16 @@ help: ## Show this help.
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  \033[36m%-10s\033[0m %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
 .PHONY: build
-build: ## Build the engine and its provider plugins into bin/ (engine, engine-provider-gcs; engine-gcs-emulator for engine dev).
-	$(GO) build -trimpath -ldflags "$(LDFLAGS)" -o $(BIN)/ ./cmd/engine ./cmd/engine-provider-gcs ./cmd/engine-gcs-emulator
+build: ## Build the engine and its provider plugins into bin/ (engine, engine-provider-gcs, engine-provider-postgresql; engine-gcs-emulator for engine dev).
+	$(GO) build -trimpath -ldflags "$(LDFLAGS)" -o $(BIN)/ ./cmd/engine ./cmd/engine-provider-gcs ./cmd/engine-provider-postgresql ./cmd/engine-gcs-emulator
 
 .PHONY: assets
 assets: ## Build the local control plane and helm into bin/ (kube-apiserver, etcd, controller-manager, scheduler, kubectl, kwok, helm).
 	@bash hack/build-assets.sh
+
+.PHONY: postgres
+postgres: ## Install Debian's postgresql-15 where initdb/pg_ctl are missing (apt-get as root; the postgresql provider's tests start throwaway servers from it).
+	@bash hack/postgres.sh install
 
 .PHONY: generate
 generate: build ## Regenerate config/crds.yaml, config/rbac.yaml, config/templates and the chart's generated files (charts/engine/crds, files/) from examples/templates.
@@ -75,8 +79,8 @@ stage = @echo "test: $(1) ($$(( $$(date +%s) - $(START) ))s elapsed)"
 test: verify lint ## Check (verify, lint), run the fast lane (test-unit) so a slip fails in a minute, then the templates' cases, the chart, the alerts and dashboard, every test (unit, integration, end-to-end) with -race and the fault suite at full size.
 	$(call stage,stage 1/2: fast lane (no control plane): make test-unit)
 	@$(MAKE) --no-print-directory test-unit
-	$(call stage,stage 2/2: full (control plane): make assets build test-templates test-chart test-monitoring$(comma) every test with -race$(comma) then test-faults)
-	@$(MAKE) --no-print-directory assets build test-templates test-chart test-monitoring
+	$(call stage,stage 2/2: full (control plane): make assets postgres build test-templates test-chart test-monitoring$(comma) every test with -race$(comma) then test-faults)
+	@$(MAKE) --no-print-directory assets postgres build test-templates test-chart test-monitoring
 	$(GO) test -race -count=1 -timeout 40m -skip '^TestFaults$$' $(PKGS)
 	@$(MAKE) --no-print-directory test-faults
 	$(call stage,passed)

@@ -25,6 +25,7 @@ func TestWireValues(t *testing.T) {
 		{contract.AnnotationParent, "engine.cuengine.dev/parent"},
 		{contract.AnnotationAppliedHash, "engine.cuengine.dev/applied-hash"},
 		{contract.AnnotationDependsOn, "engine.cuengine.dev/depends-on"},
+		{contract.AnnotationConnectionSecretOf, "engine.cuengine.dev/connection-secret-of"},
 		{contract.Finalizer, "engine.cuengine.dev/finalizer"},
 		{contract.AnnotationResourcePrefix, "resources.engine.cuengine.dev/"},
 		{contract.AnnotationInventory, "engine.cuengine.dev/inventory"},

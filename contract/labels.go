@@ -16,6 +16,11 @@ const (
 	// children and resources a child depends on (the template's graph), so
 	// deletion orders them from the live objects alone (engine/order.go).
 	AnnotationDependsOn = "engine.cuengine.dev/depends-on"
+	// AnnotationConnectionSecretOf marks a Secret the engine writes for an
+	// external resource's connectionSecret; its value is the resource's
+	// local name. Such a Secret is never part of what the template sees as
+	// observed: it holds the resource's sensitive outputs.
+	AnnotationConnectionSecretOf = "engine.cuengine.dev/connection-secret-of"
 )
 
 // FieldManager is the server-side apply field manager of every write.

@@ -94,7 +94,7 @@ func (d *Differ) diffParent(ctx context.Context, t *templates.Template, parent *
 		}
 	}
 	for _, c := range existing {
-		if !kept[render.ObjectKeyOf(c)] {
+		if !kept[render.ObjectKeyOf(c)] && !render.IsDeclaredConnectionSecret(out.Result.Resources, c) {
 			sum.Pruned++
 			d.write(parent, c, "pruned", clean(c), "")
 		}
@@ -181,6 +181,9 @@ func clean(obj *unstructured.Unstructured) string {
 		{"metadata", "annotations", "deployment.kubernetes.io/revision"}, {"status"},
 	} {
 		unstructured.RemoveNestedField(c.Object, f...)
+	}
+	if _, ok := obj.GetAnnotations()[contract.AnnotationConnectionSecretOf]; ok {
+		hideSecretValues(c)
 	}
 	if len(c.GetAnnotations()) == 0 {
 		unstructured.RemoveNestedField(c.Object, "metadata", "annotations")

@@ -175,6 +175,9 @@ func resourceYAML(r templates.Resource, exists bool) string {
 	if len(r.DependsOn) > 0 {
 		m["dependsOn"] = r.DependsOn
 	}
+	if r.ConnectionSecret != "" {
+		m["connectionSecret"] = map[string]any{"name": r.ConnectionSecret}
+	}
 	return toYAML(m)
 }
 

@@ -18,7 +18,8 @@ import (
 
 // TestEngineDev runs the README's main command: `engine dev` starts its own
 // cluster with a local GCS emulator (engine-gcs-emulator) for the gcs
-// plugin; the examples work against it from another "shell"; Ctrl-C stops
+// plugin and a throwaway PostgreSQL server for the postgresql plugin; the
+// examples work against it from another "shell"; Ctrl-C stops
 // everything.
 func TestEngineDev(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "dev")
@@ -64,12 +65,18 @@ func TestEngineDev(t *testing.T) {
 	out, err := run("apply", "-f", filepath.Join(repo, "examples/crs/"))
 	require.NoError(t, err, out)
 	eventually(t, "the examples Ready", 90*time.Second, func(ctx context.Context) (bool, error) {
-		out, err := run("get", "mykinds,gcs,storefronts", "-o", `jsonpath={range .items[*]}{.kind}={.status.conditions[?(@.type=="Ready")].status} {end}`)
-		return strings.Count(out, "=True") == 3, err
+		out, err := run("get", "mykinds,gcs,storefronts,webapps", "-o", `jsonpath={range .items[*]}{.kind}={.status.conditions[?(@.type=="Ready")].status} {end}`)
+		return strings.Count(out, "=True") == 4, err
 	})
 	out, err = run("get", "gcs", "example", "-o", "jsonpath={.status.bucketFullName}")
 	require.NoError(t, err)
 	assert.Regexp(t, `^example-[0-9a-f]{8}$`, out, "a bucket in the local emulator")
+	out, err = run("get", "webapps", "orders", "-o", "jsonpath={.status.database}")
+	require.NoError(t, err)
+	assert.Regexp(t, `^orders_[0-9a-f]{8}$`, out, "a database on the throwaway PostgreSQL server")
+	out, err = run("get", "secret", "orders-db", "-o", "jsonpath={.data.username}")
+	require.NoError(t, err)
+	assert.NotEmpty(t, out, "the WebApp's connection Secret")
 
 	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
 	require.NoError(t, err)
@@ -81,6 +88,7 @@ func TestEngineDev(t *testing.T) {
 		t.Fatal("engine dev did not stop within a minute of Ctrl-C")
 	}
 	assert.Contains(t, log.String(), "dev: stopping the local cluster")
+	assert.Contains(t, log.String(), "dev: stopping PostgreSQL")
 	_, err = run("--request-timeout=3s", "get", "ns")
 	assert.Error(t, err, "the cluster at %s is gone", cfg.Host)
 }

@@ -79,7 +79,7 @@ func run(m *testing.M) int {
 // this checkout, so the tests always run the code under test (go's build
 // cache makes it quick when unchanged).
 func buildEngine() error {
-	cmd := exec.Command("go", "build", "-o", bin+string(filepath.Separator), "./cmd/engine", "./cmd/engine-provider-gcs", "./cmd/engine-gcs-emulator")
+	cmd := exec.Command("go", "build", "-o", bin+string(filepath.Separator), "./cmd/engine", "./cmd/engine-provider-gcs", "./cmd/engine-provider-postgresql", "./cmd/engine-gcs-emulator")
 	cmd.Dir = repo
 	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
 	return cmd.Run()

@@ -63,6 +63,7 @@ var (
 func TestMain(m *testing.M) {
 	code := m.Run()
 	stopControlPlane()
+	pg.Stop()
 	os.Exit(code)
 }
 

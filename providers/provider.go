@@ -32,6 +32,13 @@ type Request struct {
 	// Settings are the provider-specific values recorded on the parent with
 	// the external name (for GCS: the project), so Delete works without Spec.
 	Settings map[string]string
+	// ResetCredentials asks Apply to issue new credentials (a new password)
+	// and return them in the Observation's Sensitive outputs. The engine sets
+	// it when the resource declares a connectionSecret and that Secret does
+	// not exist (first create, or deleted out of band): the secret it held is
+	// lost, and only a new one can be delivered. Providers without
+	// credentials ignore it.
+	ResetCredentials bool
 }
 
 // Observation is what a provider knows of a resource now. State is what the

@@ -170,6 +170,8 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 	if eval, err = r.reevaluate(t, parent, eval, st); err != nil { // evaluate.go
 		return ctrl.Result{}, err
 	}
+	eval = withConnectionSecrets(eval, plan) // connectionsecret.go
+
 	if recorded, err := r.record(ctx, parent, plan, render.NextInventory(eval.children, live), st); recorded || err != nil { // record.go
 		return ctrl.Result{}, err
 	}

@@ -35,6 +35,9 @@ type resourcePlan struct {
 	finalizer bool
 	// resync is when to observe the resources again; 0 when there are none.
 	resync time.Duration
+	// secrets are the resources' connection Secrets to apply as children
+	// (connectionsecret.go).
+	secrets []*unstructured.Unstructured
 }
 
 func (p *resourcePlan) set(rec resourceRecord) {
@@ -65,29 +68,42 @@ func (r *Reconciler) reconcileResources(ctx context.Context, parent *unstructure
 	}
 	plan.resync = jitter(r.resourceResync)
 	for _, res := range eval.result.Resources {
+		var secret *unstructured.Unstructured // the live connection Secret, kept whatever happens below
+		lost := false
+		if res.ConnectionSecret != "" {
+			if secret, lost, err = r.liveConnectionSecret(ctx, parent, res, live); err != nil {
+				return nil, err
+			}
+		}
 		p, ok := r.provider(res.Provider)
 		if !ok {
 			st.fail(contract.ReasonUnknownProvider, terminalError(contract.ReasonUnknownProvider,
 				fmt.Errorf("resource %s: no provider %q (this engine has: %s)", res.Name, res.Provider, strings.Join(r.providers.Names(), ", "))))
+			r.planConnectionSecret(parent, res, secret, nil, plan, st)
 			continue
 		}
 		rec, ok := records[res.Name]
 		if !ok {
 			r.planName(parent, p, res, plan, st)
+			r.planConnectionSecret(parent, res, secret, nil, plan, st)
 			continue
 		}
 		if rec.DeletionPolicy != res.DeletionPolicy || !slices.Equal(rec.DependsOn, res.DependsOn) {
 			rec.DeletionPolicy, rec.DependsOn = res.DeletionPolicy, res.DependsOn
 			plan.set(rec)
 		}
-		req := providers.Request{Name: res.Name, ExternalName: rec.ExternalName, Owner: ownerOf(parent), Spec: res.Spec, Settings: rec.Settings}
+		req := providers.Request{Name: res.Name, ExternalName: rec.ExternalName, Owner: ownerOf(parent), Spec: res.Spec, Settings: rec.Settings, ResetCredentials: lost}
 		callCtx, cancel := context.WithTimeout(ctx, providerCallTimeout)
 		obs, err := p.Apply(callCtx, req)
 		cancel()
 		if err == nil {
 			st.setResource(res.Name, newResourceStatus(rec, &obs))
+			if res.ConnectionSecret != "" {
+				r.planConnectionSecret(parent, res, secret, obs.Sensitive, plan, st)
+			}
 			continue
 		}
+		r.planConnectionSecret(parent, res, secret, nil, plan, st)
 		if renamed, ok := r.rename(parent, p, req, rec, stored[res.Name], err); ok {
 			plan.set(renamed)
 			continue

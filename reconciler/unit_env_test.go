@@ -49,6 +49,7 @@ var (
 	unitTenant  = schema.GroupVersionKind{Group: "test.cuengine.dev", Version: "v1", Kind: "Tenant"}
 	unitStore   = schema.GroupVersionKind{Group: "unit.cuengine.dev", Version: "v1", Kind: "Store"}
 	unitBroken  = schema.GroupVersionKind{Group: "unit.cuengine.dev", Version: "v1", Kind: "Broken"}
+	unitVault   = schema.GroupVersionKind{Group: "unit.cuengine.dev", Version: "v1", Kind: "Vault"}
 )
 
 const (
@@ -461,6 +462,8 @@ type fakeProvider struct {
 	mu    sync.Mutex
 	calls []string
 	fail  map[string]error // by call: "apply data-0", "delete data-0"
+	// tokens counts the credentials issued on ResetCredentials.
+	tokens int
 }
 
 var _ providers.Provider = (*fakeProvider)(nil)
@@ -479,11 +482,26 @@ func (p *fakeProvider) Observe(_ context.Context, req providers.Request) (provid
 	return providers.Observation{Exists: true, Ready: true, State: map[string]any{"name": req.ExternalName}}, nil
 }
 
+// Apply answers an observation; asked to reset credentials, it issues a
+// new token (tok-1, tok-2, ...) among its sensitive outputs, next to the
+// endpoint it always gives.
 func (p *fakeProvider) Apply(_ context.Context, req providers.Request) (providers.Observation, error) {
-	if err := p.call("apply " + req.ExternalName); err != nil {
+	c := "apply " + req.ExternalName
+	if req.ResetCredentials {
+		c += " reset"
+	}
+	if err := p.call(c); err != nil {
 		return providers.Observation{}, err
 	}
-	return providers.Observation{Exists: true, Ready: true, State: map[string]any{"name": req.ExternalName}}, nil
+	obs := providers.Observation{Exists: true, Ready: true, State: map[string]any{"name": req.ExternalName},
+		Sensitive: map[string][]byte{"endpoint": []byte("fake://" + req.ExternalName)}}
+	if req.ResetCredentials {
+		p.mu.Lock()
+		p.tokens++
+		obs.Sensitive["token"] = []byte(fmt.Sprintf("tok-%d", p.tokens))
+		p.mu.Unlock()
+	}
+	return obs, nil
 }
 
 func (p *fakeProvider) Delete(_ context.Context, req providers.Request) error {

@@ -104,10 +104,14 @@ func asUnstructured(obj client.Object) (*unstructured.Unstructured, error) {
 
 // Observed is what the template sees as observed: each existing child's
 // content by its local name, and each external resource's state as
-// status.resources last recorded it (ObservedResources).
+// status.resources last recorded it (ObservedResources). Connection
+// Secrets are left out: what they hold is for nobody's eyes.
 func (lc *LiveChildren) Observed(parent *unstructured.Unstructured) map[string]any {
 	observed := make(map[string]any, len(lc.list))
 	for _, c := range lc.list {
+		if _, secret := c.GetAnnotations()[contract.AnnotationConnectionSecretOf]; secret {
+			continue
+		}
 		if name := c.GetLabels()[contract.LabelChild]; name != "" {
 			observed[name] = c.Object
 		}

@@ -67,7 +67,7 @@ func (h Hold) countDeletes(t *templates.Template, parent *unstructured.Unstructu
 		kept[render.ObjectKeyOf(obj)] = true
 	}
 	for _, c := range live.List() {
-		if kept[render.ObjectKeyOf(c)] {
+		if kept[render.ObjectKeyOf(c)] || render.IsDeclaredConnectionSecret(out.Result.Resources, c) {
 			continue
 		}
 		held.Deletes++

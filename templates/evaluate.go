@@ -4,11 +4,13 @@ import (
 	"fmt"
 	"runtime/debug"
 	"sort"
+	"strings"
 
 	"cuelang.org/go/cue"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	utiljson "k8s.io/apimachinery/pkg/util/json"
+	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/cuengine/engine/contract"
 )
@@ -59,7 +61,14 @@ type Resource struct {
 	DeletionPolicy string // "Delete" or "Orphan"
 	// DependsOn are the local names the resource depends on (graph.go).
 	DependsOn []string
+	// ConnectionSecret is the name of the Secret, in the parent's
+	// namespace, that the engine writes the provider's sensitive outputs
+	// into (connectionSecret: name: "..."); empty when there is none.
+	ConnectionSecret string
 }
+
+// fieldConnectionSecret is a resource's connectionSecret field.
+const fieldConnectionSecret = "connectionSecret"
 
 // Deletion policies of a resource.
 const (
@@ -258,6 +267,7 @@ func (t *Template) resources(v cue.Value, out *rendered) ([]Resource, error) {
 		return nil, fromCUE(t.root, t.Path, err)
 	}
 	var resources []Resource
+	secrets := map[string]string{} // connection Secret name -> resource
 	for it.Next() {
 		path := "resources." + it.Selector().String()
 		var raw map[string]any
@@ -274,6 +284,15 @@ func (t *Template) resources(v cue.Value, out *rendered) ([]Resource, error) {
 		}
 		if r.DeletionPolicy != DeletionPolicyDelete && r.DeletionPolicy != DeletionPolicyOrphan {
 			return nil, bad("deletionPolicy", fmt.Sprintf("must be %q or %q, not %q", DeletionPolicyDelete, DeletionPolicyOrphan, r.DeletionPolicy))
+		}
+		if field, msg := checkConnectionSecret(raw); msg != "" {
+			return nil, bad(field, msg)
+		}
+		if r.ConnectionSecret != "" {
+			if other, taken := secrets[r.ConnectionSecret]; taken {
+				return nil, bad(fieldConnectionSecret+".name", fmt.Sprintf("%q is already the connection Secret of resources.%s: each resource needs its own", r.ConnectionSecret, other))
+			}
+			secrets[r.ConnectionSecret] = r.Name
 		}
 		resources = append(resources, r)
 		out.resources = append(out.resources, renderedPart{r.Name, b})
@@ -293,7 +312,36 @@ func (t *Template) resource(name string, raw map[string]any) Resource {
 	if r.DeletionPolicy == "" {
 		r.DeletionPolicy = DeletionPolicyDelete
 	}
+	if cs, ok := raw[fieldConnectionSecret].(map[string]any); ok {
+		r.ConnectionSecret, _ = cs["name"].(string)
+	}
 	return r
+}
+
+// checkConnectionSecret says what is wrong with a resource's
+// connectionSecret: name: "..." (the field and a message), if anything.
+func checkConnectionSecret(raw map[string]any) (field, msg string) {
+	v, ok := raw[fieldConnectionSecret]
+	if !ok || v == nil {
+		return "", ""
+	}
+	m, ok := v.(map[string]any)
+	if !ok {
+		return fieldConnectionSecret, `must be an object such as {name: "app-db"}`
+	}
+	for k := range m {
+		if k != "name" {
+			return fieldConnectionSecret + "." + k, `is not a known field (known: name)`
+		}
+	}
+	name, _ := m["name"].(string)
+	if name == "" {
+		return fieldConnectionSecret + ".name", "must be a non-empty string: the name of the Secret to write the resource's credentials into"
+	}
+	if errs := validation.IsDNS1123Subdomain(name); len(errs) > 0 {
+		return fieldConnectionSecret + ".name", fmt.Sprintf("%q is not a valid Secret name: %s", name, strings.Join(errs, "; "))
+	}
+	return "", ""
 }
 
 // lookupDeclared looks up a top-level field of v, when the template's files

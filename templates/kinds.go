@@ -19,7 +19,11 @@ func (t *Template) ChildKinds() []schema.GroupVersionKind {
 	return append([]schema.GroupVersionKind(nil), t.childKinds...)
 }
 
-// childKindsOf scans the source files for literal apiVersion/kind pairs.
+// secretGVK is the kind of a resource's connection Secret.
+var secretGVK = schema.GroupVersionKind{Version: "v1", Kind: "Secret"}
+
+// childKindsOf scans the source files for literal apiVersion/kind pairs,
+// and for connectionSecret fields, whose Secrets the engine writes.
 func childKindsOf(files []string, parent schema.GroupVersionKind) []schema.GroupVersionKind {
 	seen := map[schema.GroupVersionKind]bool{}
 	for _, f := range files {
@@ -28,6 +32,13 @@ func childKindsOf(files []string, parent schema.GroupVersionKind) []schema.Group
 			continue // compile already reported it
 		}
 		ast.Walk(af, func(n ast.Node) bool {
+			if f, ok := n.(*ast.Field); ok {
+				// A resource's connection Secret is a child too.
+				if label, _, err := ast.LabelName(f.Label); err == nil && label == fieldConnectionSecret {
+					seen[secretGVK] = true
+				}
+				return true
+			}
 			s, ok := n.(*ast.StructLit)
 			if !ok {
 				return true

@@ -50,7 +50,7 @@ func TestMemoAnswersWhatTheEvaluationReturned(t *testing.T) {
 parent: {apiVersion: "example.com/v1", kind: "Shop", spec: size: *1 | int}
 resources: {
 	bucket: {provider: "gcs", spec: {bucketName: parent.metadata.name, size: parent.spec.size}}
-	kept: {provider: "gcs", deletionPolicy: "Orphan", spec: ratio: 1.0}
+	kept: {provider: "gcs", deletionPolicy: "Orphan", spec: ratio: 1.0, connectionSecret: name: "kept"}
 }
 children: {
 	cm: {apiVersion: "v1", kind: "ConfigMap", metadata: name: parent.metadata.name, data: b: "x"}
@@ -77,6 +77,7 @@ ready: observed.app != _|_
 	require.Len(t, first.Resources, 2)
 	assert.Equal(t, []string{"spec.unknown"}, first.Pruned)
 	assert.Equal(t, DeletionPolicyDelete, first.Resources[0].DeletionPolicy)
+	assert.Equal(t, "kept", first.Resources[1].ConnectionSecret)
 	assert.Equal(t, []string{"bucket", "cm"}, first.Children[0].DependsOn)
 	again, answered := evaluateRemembered(t, tm, Input{Parent: shop("2")})
 	require.True(t, answered)

@@ -16,6 +16,7 @@ type devOptions struct {
 	runOptions
 	dir         string
 	gcsEmulator bool
+	postgres    bool
 }
 
 func newDevCommand() *cobra.Command {
@@ -40,6 +41,7 @@ kubectl from another shell with the printed export line. Ctrl-C stops it all.`,
 	o.addFlags(cmd)
 	cmd.Flags().StringVar(&o.dir, "dir", ".engine-dev", "working directory of the local cluster (data, logs, kubeconfig)")
 	cmd.Flags().BoolVar(&o.gcsEmulator, "gcs-emulator", true, "serve the gcs provider from a local Cloud Storage emulator, engine-gcs-emulator beside the engine (ignored when STORAGE_EMULATOR_HOST is set)")
+	cmd.Flags().BoolVar(&o.postgres, "postgres", true, "serve the postgresql provider from a throwaway PostgreSQL server when its binaries are installed (ignored when PGHOST is set)")
 	_ = cmd.Flags().Set("metrics-bind-address", "0")
 	_ = cmd.Flags().Set("health-probe-bind-address", "0")
 	return cmd
@@ -88,6 +90,8 @@ func (o *devOptions) runDev(cmd *cobra.Command) error {
 		os.Setenv("STORAGE_EMULATOR_HOST", emu.host)
 		gcsNote = "Buckets go to a local Cloud Storage emulator at http://" + emu.host + " (no Google account needed)."
 	}
+	pgNote, stopPG := o.startPostgres(ctx, stderr)
+	defer stopPG()
 	fmt.Fprintf(cmd.OutOrStdout(), `
 The cluster is ready. In another shell:
 
@@ -98,9 +102,10 @@ The cluster is ready. In another shell:
 
 Templates in %s are watched: edit them and the cluster follows.
 %s
+%s
 Ctrl-C stops the engine and the cluster.
 
-`, cluster.Kubeconfig, binDir(), set.Root, gcsNote)
+`, cluster.Kubeconfig, binDir(), set.Root, gcsNote, pgNote)
 	o.installCRDs = true
 	return o.run(cmd, cluster.Config)
 }

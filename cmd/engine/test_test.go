@@ -40,7 +40,7 @@ func TestTestExamplesPass(t *testing.T) {
 		assert.Contains(t, out, "--- PASS: "+c+" (")
 	}
 	assert.NotContains(t, out, "FAIL")
-	assert.Regexp(t, `(?m)^ok    \S+  11 cases \(\d+\.\d+s\)\n$`, out)
+	assert.Regexp(t, `(?m)^ok    \S+  15 cases \(\d+\.\d+s\)\n$`, out)
 	assert.NotContains(t, out, "warning", "warnings of passing cases only with -v")
 
 	out, _, code = run(t, "test", "--templates", examples, "-v", "-run", "mykind/defaults")
@@ -144,7 +144,7 @@ func TestTestBrokenTemplatesFail(t *testing.T) {
 			for _, s := range tc.output {
 				assert.Contains(t, out, s)
 			}
-			assert.Regexp(t, `(?m)^FAIL  \S+  \d+ of 11 cases failed`, out)
+			assert.Regexp(t, `(?m)^FAIL  \S+  \d+ of 15 cases failed`, out)
 		})
 	}
 }
@@ -210,13 +210,13 @@ func TestTestJUnit(t *testing.T) {
 	require.NoError(t, err)
 	var got junitSuites
 	require.NoError(t, xml.Unmarshal(b, &got))
-	assert.Equal(t, 11, got.Tests)
+	assert.Equal(t, 15, got.Tests)
 	assert.Equal(t, 3, got.Failures)
 	var suites []string
 	for _, s := range got.Suites {
 		suites = append(suites, s.Name)
 	}
-	assert.Equal(t, []string{"gcs", "mykind", "storefront"}, suites)
+	assert.Equal(t, []string{"gcs", "mykind", "storefront", "webapp"}, suites)
 	mk := got.Suites[1]
 	assert.Equal(t, 5, mk.Tests)
 	assert.Equal(t, 3, mk.Failures)
@@ -257,5 +257,5 @@ func TestTestCaseProblems(t *testing.T) {
 	assert.Contains(t, out, `    children.service: not in the output (want { spec: { type: "ClusterIP" } })`)
 	assert.Contains(t, out, "    tests/gcs/orphan/parent.yaml: a MyKind (webapp.my.domain/v1), but template gcs.cue is for Gcs (storage.matsumo.dev/v1)\n")
 	assert.Contains(t, out, `    tests/mykind/rename/expect.cue: want an error matching "refused", but the parent rendered without one`)
-	assert.Contains(t, out, "FAIL  "+dir+"  4 of 12 cases failed")
+	assert.Contains(t, out, "FAIL  "+dir+"  4 of 16 cases failed")
 }

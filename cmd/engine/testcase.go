@@ -196,7 +196,11 @@ func outcome(r *rendering) map[string]any {
 	}
 	resources := map[string]any{}
 	for _, res := range r.result.Resources {
-		resources[res.Name] = map[string]any{"provider": res.Provider, "spec": res.Spec, "deletionPolicy": res.DeletionPolicy}
+		m := map[string]any{"provider": res.Provider, "spec": res.Spec, "deletionPolicy": res.DeletionPolicy}
+		if res.ConnectionSecret != "" {
+			m["connectionSecret"] = map[string]any{"name": res.ConnectionSecret}
+		}
+		resources[res.Name] = m
 	}
 	status := r.result.Status
 	if status == nil {
