@@ -59,7 +59,7 @@ func (e *unitEnv) limitExceeded(limits ...string) float64 {
 // rememberedOverLimit is the error the reconciler remembers for the
 // parent's inputs having gone over a limit, or nil.
 func (e *unitEnv) rememberedOverLimit(parent *unstructured.Unstructured) error {
-	return e.r.overLimit.check(e.kind.Template(), parent)
+	return e.r.budget.Remembered(e.kind.Template(), parent)
 }
 
 // TestUnitEvaluationTimeout: an evaluation that outlives the timeout frees

@@ -16,6 +16,10 @@ type Options struct {
 	// Scoper tells namespaced kinds from cluster-scoped ones; nil is
 	// OfflineScoper.
 	Scoper Scoper
+	// Budget is the memory of the objects whose inputs went over a limit
+	// and the cap on what evaluations past the timeout hold, shared by
+	// every path that renders (budget.go); nil remembers nothing.
+	Budget *Budget
 }
 
 // Rendered is what a template makes of one parent, as the engine applies it.
@@ -41,13 +45,19 @@ type Rendered struct {
 // (contract.ReasonEvaluationTimeout, ReasonTooManyChildren,
 // ReasonRenderTooLarge); an evaluation error is the template's own
 // (templates.Error and the like), never an *Error.
+//
+// With a Budget, inputs that went over a limit before are refused at once
+// with the same error, and an object whose evaluation ran past the timeout
+// before may be refused over the budget (contract.ReasonEvaluationBudgetExceeded),
+// both without evaluating.
 func Render(t *templates.Template, parent *unstructured.Unstructured, observed map[string]any, opts Options) (*Rendered, error) {
-	limits := opts.Limits.withDefaults()
-	out, err := evaluateWithin(t, templates.Input{Parent: parent, Observed: observed}, limits.EvaluationTimeout)
-	if err != nil {
+	call := opts.Budget.call(t, parent)
+	if err := call.admit(); err != nil {
 		return nil, err
 	}
-	if err := limits.checkResult(out); err != nil {
+	out, err := evaluate(t, parent, observed, opts.Limits.withDefaults(), call)
+	call.done(err)
+	if err != nil {
 		return nil, err
 	}
 	scoper := opts.Scoper
@@ -70,6 +80,18 @@ func Render(t *templates.Template, parent *unstructured.Unstructured, observed m
 		return namespaceFirst(a) - namespaceFirst(b)
 	})
 	return r, nil
+}
+
+// evaluate evaluates within the limits.
+func evaluate(t *templates.Template, parent *unstructured.Unstructured, observed map[string]any, limits Limits, call *budgetCall) (*templates.Result, error) {
+	out, err := evaluateWithin(t, templates.Input{Parent: parent, Observed: observed}, limits.EvaluationTimeout, call)
+	if err != nil {
+		return nil, err
+	}
+	if err := limits.checkResult(out); err != nil {
+		return nil, err
+	}
+	return out, nil
 }
 
 func namespaceFirst(obj *unstructured.Unstructured) int {
