@@ -26,6 +26,9 @@ type renderOptions struct {
 	file      string
 	observed  string
 	limits    render.Limits
+	// budget is the command's one render.Budget: an object given twice is
+	// not evaluated again over a limit; nil is a new one.
+	budget *render.Budget
 }
 
 func newRenderCommand() *cobra.Command {
@@ -70,9 +73,10 @@ func (o *renderOptions) run(stdin io.Reader, stdout, stderr io.Writer) error {
 			return err
 		}
 	}
-	// One budget for the command: an object given twice is not evaluated
-	// again over a limit.
-	opts := render.Options{Limits: o.limits, Budget: render.NewBudget(render.BudgetLimits{})}
+	if o.budget == nil {
+		o.budget = render.NewBudget(render.BudgetLimits{})
+	}
+	opts := render.Options{Limits: o.limits, Budget: o.budget}
 	failed := false
 	for i, parent := range parents {
 		if i > 0 {
