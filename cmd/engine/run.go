@@ -3,6 +3,7 @@ package main
 import (
 	"cmp"
 	"context"
+	"errors"
 	goflag "flag"
 	"fmt"
 	"os"
@@ -133,9 +134,15 @@ func (o *runOptions) restConfig() (*rest.Config, error) {
 func (o *runOptions) run(cmd *cobra.Command, cfg *rest.Config) error {
 	ctx := cmd.Context()
 	logger := ctrl.Log.WithName("engine")
-	set, err := templates.Load(o.templates)
-	if err != nil {
-		return &exitError{code: 1, msg: "templates: " + err.Error()}
+	set, loadErr := templates.Load(o.templates)
+	if loadErr != nil {
+		// Templates only too large to store: their kinds serve their
+		// newest stored revision, the failure reported as a reload's.
+		var le *templates.LoadError
+		if !errors.As(loadErr, &le) || le.Servable == nil {
+			return &exitError{code: 1, msg: "templates: " + loadErr.Error()}
+		}
+		set = le.Servable
 	}
 	if cfg.QPS == 0 {
 		cfg.QPS = -1 // as controller-runtime does: the apiserver's priority and fairness limits
@@ -195,6 +202,9 @@ func (o *runOptions) run(cmd *cobra.Command, cfg *rest.Config) error {
 		}
 	}
 	eng.SetTemplates(set)
+	if loadErr != nil {
+		eng.Reload(ctrl.LoggerInto(ctx, logger), templates.ReloadEvent{Err: loadErr})
+	}
 	watcher, err := templates.NewWatcher(set.Root, set, templates.WatcherOptions{
 		Rescan:   o.rescanInterval,
 		OnReload: func(ev templates.ReloadEvent) { eng.Reload(ctrl.LoggerInto(ctx, logger), ev) },
