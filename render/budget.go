@@ -211,11 +211,13 @@ func (c *budgetCall) admit() error {
 	}
 	if e.err != nil && e.inputs == c.inputs && e.template == c.template {
 		b.remembered.Add(1)
+		metricEvaluationsRefused.WithLabelValues("remembered").Inc()
 		return &rememberedError{e.err}
 	}
 	if e.overran {
 		if err := b.overBudget(e); err != nil {
 			b.refused.Add(1)
+			metricEvaluationsRefused.WithLabelValues("budget").Inc()
 			return err
 		}
 	}
