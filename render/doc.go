@@ -46,10 +46,9 @@
 //     --max-evaluation-heap; counted by engine_evaluations_refused_total.
 //
 // It does not write to the apiserver and keeps no reconcile state but the
-// Budget its callers share: it
-// reads the objects it is given and returns what to apply; its one read
-// of the cluster is ForeignOwner's get, through the reader its caller
-// passes. Applying, pruning, recording the inventory and the resources on
+// Budget its callers share: it reads the objects it is given and returns
+// what to apply; its one read of the cluster is ForeignOwner's get,
+// through the reader its caller passes. Applying, pruning, recording the inventory and the resources on
 // the parent, the status and its conditions are package reconciler's. It
 // imports templates and contract, never reconciler, engine or providers.
 package render
