@@ -54,3 +54,16 @@ func TestTestSharesTheBudget(t *testing.T) {
 	assert.Equal(t, 2, strings.Count(stdout.String(), overMaxChildren), stdout.String())
 	assert.Equal(t, render.BudgetStats{Evaluated: 1, Remembered: 1}, o.budget.Stats())
 }
+
+// TestVetRefusesTemplatesTooLargeToStore: `engine vet` refuses a 1.7 MB
+// template with its size and the limit a revision may take.
+func TestVetRefusesTemplatesTooLargeToStore(t *testing.T) {
+	dir, _ := greedyDir(t)
+	src, err := os.ReadFile(filepath.Join(dir, "greedy.cue"))
+	require.NoError(t, err)
+	big := append(src, strings.Repeat("// "+strings.Repeat("x", 96)+"\n", 17_000)...)
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "greedy.cue"), big, 0o644))
+	_, errOut, code := run(t, "vet", "--templates", dir)
+	assert.Equal(t, 1, code)
+	assert.Regexp(t, `^greedy\.cue: the template's files take 17\d{5} bytes \(1\.6\d MiB\) as a stored revision, more than the 1310720 \(1\.25 MiB\) allowed: etcd refuses requests over 1\.5 MiB`, errOut)
+}
