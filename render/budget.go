@@ -215,7 +215,7 @@ func (c *budgetCall) admit() error {
 		return &rememberedError{e.err}
 	}
 	if e.overran {
-		if err := b.overBudget(e); err != nil {
+		if err := b.overBudget(); err != nil {
 			b.refused.Add(1)
 			metricEvaluationsRefused.WithLabelValues("budget").Inc()
 			return err
@@ -227,11 +227,11 @@ func (c *budgetCall) admit() error {
 
 // overBudget says why a suspect may not be evaluated now, or nil; b.mu is
 // held.
-func (b *Budget) overBudget(e *budgetEntry) error {
+func (b *Budget) overBudget() error {
 	switch {
 	case b.overrunning >= b.limits.MaxOverrunning:
 		return &Error{Reason: contract.ReasonEvaluationBudgetExceeded, Err: fmt.Errorf(
-			"%d evaluations that ran past --evaluation-timeout are still running, the most allowed (--max-overrunning-evaluations), and this object's evaluation ran past it before; it is evaluated again once they end", b.overrunning)}
+			"%d evaluations that ran past --evaluation-timeout are still running (--max-overrunning-evaluations allows %d), and this object's evaluation ran past it before; it is evaluated again once fewer run", b.overrunning, b.limits.MaxOverrunning)}
 	case b.limits.MaxHeapBytes > 0:
 		if heap := b.heap(); heap > b.limits.MaxHeapBytes {
 			return &Error{Reason: contract.ReasonEvaluationBudgetExceeded, Err: fmt.Errorf(

@@ -120,7 +120,7 @@ func TestBudgetRefusesSuspects(t *testing.T) {
 	suspect.Object["spec"] = map[string]any{"quad": int64(2)}
 	suspect.SetGeneration(2)
 	_, err = Render(tpl, suspect, nil, Options{Budget: b})
-	require.EqualError(t, err, "2 evaluations that ran past --evaluation-timeout are still running, the most allowed (--max-overrunning-evaluations), and this object's evaluation ran past it before; it is evaluated again once they end")
+	require.EqualError(t, err, "2 evaluations that ran past --evaluation-timeout are still running (--max-overrunning-evaluations allows 2), and this object's evaluation ran past it before; it is evaluated again once fewer run")
 	var re *Error
 	require.ErrorAs(t, err, &re)
 	assert.Equal(t, contract.ReasonEvaluationBudgetExceeded, re.Reason)
