@@ -52,6 +52,11 @@ const (
 	ReasonEvaluationTimeout = "EvaluationTimeout"
 	ReasonTooManyChildren   = "TooManyChildren"
 	ReasonRenderTooLarge    = "RenderTooLarge"
+	// ReasonEvaluationBudgetExceeded: the object's evaluation ran past
+	// the timeout before, and the evaluations that did so engine-wide
+	// hold what they may (render.Budget): it is not evaluated now, and is
+	// retried later.
+	ReasonEvaluationBudgetExceeded = "EvaluationBudgetExceeded"
 )
 
 // ReasonTemplateReloadFailed is the reason of the Warning event put on the

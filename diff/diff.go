@@ -44,6 +44,10 @@ type Differ struct {
 	// Limits bound each rendering, as in the engine; zero fields take
 	// render.DefaultLimits.
 	Limits render.Limits
+	// Budget remembers the parents over a limit across the diff's
+	// renderings, and bounds the evaluations that overran; nil remembers
+	// nothing.
+	Budget *render.Budget
 }
 
 // DiffKind diffs every live parent of the template's kind (or only the given
@@ -103,7 +107,7 @@ func (d *Differ) diffParent(ctx context.Context, t *templates.Template, parent *
 }
 
 func (d *Differ) renderOptions() render.Options {
-	return render.Options{Limits: d.Limits, Scoper: render.MapperScoper{Mapper: d.Mapper}}
+	return render.Options{Limits: d.Limits, Scoper: render.MapperScoper{Mapper: d.Mapper}, Budget: d.Budget}
 }
 
 // diffChild dry-runs the apply of one desired child and diffs the result

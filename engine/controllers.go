@@ -44,18 +44,23 @@ type kindController struct {
 	busy *workers
 	// ro holds the kind's revisions and rolls out new ones (package rollout).
 	ro *rollout.Rollout
+	// store is the kind's revisions, as ro records them.
+	store *revisions.Store
 	// gone: the template was removed; only deletions are finished.
 	gone atomic.Bool
 
 	// requeue carries parents to reconcile again after a template change.
 	requeue chan event.TypedGenericEvent[*unstructured.Unstructured]
 
-	mu       sync.Mutex
-	ctx      context.Context // the kind's, from start until stop
-	ctrl     controller.TypedController[reconcile.Request]
-	cancel   context.CancelFunc
-	running  bool
-	err      string
+	mu      sync.Mutex
+	ctx     context.Context // the kind's, from start until stop
+	ctrl    controller.TypedController[reconcile.Request]
+	cancel  context.CancelFunc
+	running bool
+	err     string
+	// stored says the files' template cannot be stored as a revision and
+	// the kind serves its newest stored one instead (storedfallback.go).
+	stored   string
 	watching map[schema.GroupVersionKind]bool
 }
 
@@ -64,8 +69,9 @@ func newKindController(e *Engine, t *templates.Template) *kindController {
 		requeue: make(chan event.TypedGenericEvent[*unstructured.Unstructured])}
 	kc.tpl.Store(t)
 	kc.busy = newWorkers(e.opts.MaxConcurrentReconciles, e.opts.StallAfter)
-	kc.ro = rollout.New(kc, t.GVK, &revisions.Store{Client: e.writer, Reader: e.apiReader, Namespace: e.opts.RevisionNamespace, GVK: t.GVK},
-		e.opts.RevisionHistoryLimit, rollout.Hold{Scoper: e.scoper, Limits: e.opts.Limits})
+	kc.store = &revisions.Store{Client: e.writer, Reader: e.apiReader, Namespace: e.opts.RevisionNamespace, GVK: t.GVK}
+	kc.ro = rollout.New(kc, t.GVK, kc.store,
+		e.opts.RevisionHistoryLimit, rollout.Hold{Scoper: e.scoper, Limits: e.opts.Limits, Budget: e.budget})
 	kc.rec = reconciler.New(reconciler.Options{
 		GVK:            t.GVK,
 		Kind:           kc,
@@ -78,6 +84,7 @@ func newKindController(e *Engine, t *templates.Template) *kindController {
 		Providers:      e.opts.Providers,
 		ResourceResync: e.opts.ResourceResync,
 		Limits:         e.opts.Limits,
+		Budget:         e.budget,
 		Requeue:        kc.requeueAfterConflict,
 	})
 	return kc
@@ -92,7 +99,7 @@ func (kc *kindController) Retired() bool { return kc.gone.Load() }
 
 func (kc *kindController) status() KindStatus {
 	kc.mu.Lock()
-	running, err := kc.running, kc.err
+	running, err := kc.running, cmp.Or(kc.err, kc.stored)
 	kc.mu.Unlock()
 	t := kc.Template()
 	revision, held := kc.ro.Status()
@@ -240,6 +247,9 @@ func (kc *kindController) run(ctx context.Context) error {
 			log.FromContext(ctx).Error(err, "cannot watch child kind", "kind", contract.KindString(kc.gvk), "childKind", contract.KindString(gvk))
 		}
 	}
+	if err := kc.serveStored(ctx); err != nil {
+		return err
+	}
 	// The revisions are loaded before any parent is reconciled, so that
 	// each is reconciled with the revision it runs.
 	if err := kc.ro.Init(ctx); err != nil {
@@ -377,6 +387,9 @@ func parentChanged() predicate.TypedPredicate[*unstructured.Unstructured] {
 // update swaps in a new version of the template; the kind's rollout
 // records it as a revision and moves the parents to it as its policy says.
 func (kc *kindController) update(t *templates.Template) {
+	kc.mu.Lock()
+	kc.stored = "" // a set with t was loaded: t can be stored
+	kc.mu.Unlock()
 	old := kc.tpl.Swap(t)
 	if old.Hash == t.Hash {
 		return

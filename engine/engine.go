@@ -46,6 +46,10 @@ type Options struct {
 	// Limits bound what one parent may cost; zero fields take
 	// render.DefaultLimits.
 	Limits render.Limits
+	// EvaluationBudget caps what the evaluations that ran past the
+	// timeout may hold, engine-wide (render.Budget); zero fields take the
+	// defaults.
+	EvaluationBudget render.BudgetLimits
 	// RevisionNamespace is where the templates' revisions are stored
 	// (ControllerRevisions); "" is "default".
 	RevisionNamespace string
@@ -75,7 +79,10 @@ type Engine struct {
 	writer    client.Client
 	apiReader client.Reader
 	scoper    render.Scoper
-	recorder  events.EventRecorder
+	// budget is the engine's one render.Budget: every kind's reconciles
+	// and hold checks share it.
+	budget   *render.Budget
+	recorder events.EventRecorder
 
 	mu        sync.Mutex
 	set       *templates.Set
@@ -162,6 +169,7 @@ func New(mgr manager.Manager, opts Options) (*Engine, error) {
 		writer:    mgr.GetClient(),
 		apiReader: mgr.GetAPIReader(),
 		scoper:    render.MapperScoper{Mapper: mgr.GetRESTMapper()},
+		budget:    render.NewBudget(opts.EvaluationBudget),
 		recorder:  mgr.GetEventRecorder("engine"),
 		kinds:     map[schema.GroupVersionKind]*kindController{},
 		indexed:   map[schema.GroupVersionKind]bool{},

@@ -40,8 +40,9 @@
 //  4. evaluate.go: the template turns the parent and what is observed into
 //     the desired children (policy enforced, engine labels and owner
 //     reference added), the external resources and the template's status,
-//     through render.Render, under the limits (limits.go remembers the
-//     parents that went over one).
+//     through render.Render, under the limits and the engine's one
+//     render.Budget (limits.go), which remembers the parents that went over
+//     one on any path and refuses, for a while, those that overran.
 //  5. resources.go: each provider applies the resources whose names are
 //     recorded on the parent; a new resource only gets a name planned, and a
 //     resource dropped from the template is deleted (providercalls.go counts

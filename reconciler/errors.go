@@ -72,7 +72,8 @@ func waitingError(reason string, after time.Duration, err error) error {
 // classify is the one place that decides what an error means for the
 // reconcile: an error a step classified keeps its class; a rendering
 // refused (a *render.Error: a limit exceeded, a child the policy refuses)
-// is terminal with its reason; a provider error
+// is terminal with its reason, but over the evaluation budget it waits
+// BudgetRetry; a provider error
 // is transient when the provider says it may go away, otherwise it waits
 // for the slow resource resync (a credential fixed, a name released); an
 // apiserver error is terminal when the request itself was refused (invalid,
@@ -85,6 +86,9 @@ func classify(err error, resourceResync time.Duration) (errorClass, string, time
 	}
 	var re *render.Error
 	if errors.As(err, &re) {
+		if re.Reason == contract.ReasonEvaluationBudgetExceeded {
+			return waiting, re.Reason, BudgetRetry
+		}
 		return terminal, re.Reason, 0
 	}
 	var pe *providers.Error

@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
+	"github.com/cuengine/engine/contract"
 	"github.com/cuengine/engine/providers"
 	"github.com/cuengine/engine/render"
 	"github.com/cuengine/engine/revisions"
@@ -42,8 +43,10 @@ type Reconciler struct {
 	settled sync.Map
 	// status writes the statuses the reconciles build (statuswriter.go).
 	status *statusWriter
-	// overLimit holds the parents whose inputs went over a limit (limits.go).
-	overLimit overLimit
+	// budget remembers the parents whose inputs went over a limit, with
+	// every other path that renders, and bounds the evaluations that
+	// overran (render.Budget, limits.go).
+	budget *render.Budget
 }
 
 // Options are what a kind's reconciler is built from.
@@ -64,6 +67,10 @@ type Options struct {
 	// ResourceResync is how often external resources are observed again.
 	ResourceResync time.Duration
 	Limits         render.Limits
+	// Budget is the engine's one render.Budget, shared with the other
+	// kinds and the rollouts' hold checks; nil is a budget of the kind's
+	// own.
+	Budget *render.Budget
 	// Requeue asks for a reconcile of the parent once the cache has had
 	// ConflictDelay to show what a status write conflicted with.
 	Requeue func(types.NamespacedName)
@@ -84,6 +91,10 @@ func New(o Options) *Reconciler {
 		providers:      o.Providers,
 		resourceResync: o.ResourceResync,
 		limits:         o.Limits,
+		budget:         o.Budget,
+	}
+	if r.budget == nil {
+		r.budget = render.NewBudget(render.BudgetLimits{})
 	}
 	r.status = newStatusWriter(o.GVK, o.Writer, o.Recorder, o.Requeue)
 	return r
@@ -211,7 +222,7 @@ func (r *Reconciler) getParent(ctx context.Context, key types.NamespacedName) (*
 		if apierrors.IsNotFound(err) {
 			r.settled.Delete(key) // gone: forget it
 			r.status.forget(key)
-			r.overLimit.forget(key)
+			r.budget.Forget(contract.KindString(r.gvk), key)
 			return nil, nil
 		}
 		return nil, err

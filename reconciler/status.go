@@ -147,7 +147,8 @@ func (s *status) templateFailed(err error) error {
 	switch {
 	case errors.As(err, &classified):
 	case errors.As(err, &re):
-		classified = &stepError{class: terminal, reason: re.Reason, err: re}
+		class, reason, after := classify(re, 0)
+		classified = &stepError{class: class, reason: reason, after: after, err: re}
 	default:
 		reason := contract.ReasonTemplateError
 		var te *templates.Error

@@ -59,7 +59,7 @@ func (e *unitEnv) limitExceeded(limits ...string) float64 {
 // rememberedOverLimit is the error the reconciler remembers for the
 // parent's inputs having gone over a limit, or nil.
 func (e *unitEnv) rememberedOverLimit(parent *unstructured.Unstructured) error {
-	return e.r.overLimit.check(e.kind.Template(), parent)
+	return e.r.budget.Remembered(e.kind.Template(), parent)
 }
 
 // TestUnitEvaluationTimeout: an evaluation that outlives the timeout frees
@@ -177,4 +177,55 @@ func TestUnitStatusTooLarge(t *testing.T) {
 
 	e.reconcileClean(p)
 	assert.Empty(t, e.takeWrites(), "the same inputs: settled on the status as stored, nothing tried again")
+}
+
+// TestUnitBudgetShared: the reconcile shares the engine's budget with the
+// other paths that render. Inputs another path (the rollout's hold check,
+// say) found over a limit are not evaluated again by the reconcile; a
+// parent whose evaluation overran, with a new spec while the budget is
+// spent, is Synced=False EvaluationBudgetExceeded, not evaluated, and
+// looked at again after BudgetRetry.
+func TestUnitBudgetShared(t *testing.T) {
+	big := unitParent(unitGreedy, "big", map[string]any{"count": int64(4)})
+	runaway := unitParent(unitGreedy, "runaway", map[string]any{"quad": int64(42)})
+	e := newUnitEnv(t, unitGreedy, big, runaway)
+	e.r.limits = render.Limits{MaxChildren: 3}
+	// Any live heap is over one byte: the budget is spent for suspects.
+	e.r.budget = render.NewBudget(render.BudgetLimits{MaxHeapBytes: 1})
+	msg := "the template renders 4 children and resources for this object, more than the 3 allowed (--max-children); nothing was applied"
+
+	// Another path renders the parent first, with the same budget.
+	_, err := render.Render(e.kind.Template(), e.reread(big), nil, render.Options{Limits: e.r.limits, Budget: e.r.budget})
+	require.EqualError(t, err, msg)
+	evaluated := e.evaluations()
+	_, err = e.reconcile(big)
+	require.True(t, isTerminal(err), "%v", err)
+	assert.Equal(t, cond{metav1.ConditionFalse, contract.ReasonTooManyChildren, msg}, condOf(e.condition(big, contract.ConditionSynced)))
+	assert.Equal(t, evaluated, e.evaluations(), "the reconcile does not evaluate it again")
+	assert.Equal(t, int64(1), e.r.budget.Stats().Remembered)
+
+	// The runaway overran on another path (its evaluation has ended since).
+	_, err = render.Render(e.kind.Template(), e.reread(runaway), nil, render.Options{Limits: render.Limits{EvaluationTimeout: time.Millisecond}, Budget: e.r.budget})
+	var re *render.Error
+	require.ErrorAs(t, err, &re)
+	require.Equal(t, contract.ReasonEvaluationTimeout, re.Reason)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	require.NoError(t, wait.PollUntilContextCancel(ctx, 10*time.Millisecond, true, func(context.Context) (bool, error) {
+		return e.r.budget.Stats().Overrunning == 0, nil
+	}))
+	runaway = e.reread(runaway)
+	runaway.Object["spec"] = map[string]any{"quad": int64(43)}
+	runaway.SetGeneration(2)
+	e.update(runaway)
+	evaluated = e.evaluations()
+	res, err := e.reconcile(runaway)
+	require.NoError(t, err, "not terminal: retried")
+	assert.Equal(t, BudgetRetry, res.RequeueAfter)
+	c := e.condition(runaway, contract.ConditionSynced)
+	require.NotNil(t, c)
+	assert.Equal(t, contract.ReasonEvaluationBudgetExceeded, c.Reason)
+	assert.Regexp(t, `^the engine's live heap is \d+ MiB, over the 0 MiB evaluations may reach \(--max-evaluation-heap\), and this object's evaluation ran past --evaluation-timeout before; it is evaluated again once the heap is under it$`, c.Message)
+	assert.Equal(t, evaluated, e.evaluations(), "refused without evaluating")
+	assert.Equal(t, int64(1), e.r.budget.Stats().Refused)
 }

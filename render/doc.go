@@ -36,13 +36,19 @@
 //     give alike: whose is the object that already holds a new child's name
 //     (ForeignOwner, by the same proof as IsOurs), and what is sent of a
 //     desired child (WithAppliedHash: annotated with its AppliedHash, by
-//     which an unchanged child is not applied again).
+//     which an unchanged child is not applied again);
+//   - Budget, the one memory of the objects whose inputs went over a
+//     limit, shared by every path that renders (Options.Budget), and the
+//     cap on what the evaluations past the timeout may hold engine-wide:
+//     an object whose evaluation overran is refused
+//     (contract.ReasonEvaluationBudgetExceeded) while
+//     --max-overrunning-evaluations are running or the heap is over
+//     --max-evaluation-heap; counted by engine_evaluations_refused_total.
 //
-// It does not write to the apiserver and keeps no reconcile state: it
-// reads the objects it is given and returns what to apply; its one read
-// of the cluster is ForeignOwner's get, through the reader its caller
-// passes. Applying, pruning, recording the inventory and the resources on
-// the parent, the status and its conditions, and the memory of the
-// parents that went over a limit are package reconciler's. It imports
-// templates and contract, never reconciler, engine or providers.
+// It does not write to the apiserver and keeps no reconcile state but the
+// Budget its callers share: it reads the objects it is given and returns
+// what to apply; its one read of the cluster is ForeignOwner's get,
+// through the reader its caller passes. Applying, pruning, recording the inventory and the resources on
+// the parent, the status and its conditions are package reconciler's. It
+// imports templates and contract, never reconciler, engine or providers.
 package render

@@ -18,7 +18,8 @@ type Limits struct {
 	// parent. CUE cannot be interrupted: past the timeout the worker moves
 	// on while the evaluation runs to its end in the background (counted by
 	// engine_evaluations_overrunning), and the parent is not evaluated
-	// again until its spec or its template changes.
+	// again until its spec or its template changes; what such evaluations
+	// may hold engine-wide is the Budget's to bound.
 	EvaluationTimeout time.Duration
 	// MaxChildren bounds the children and external resources one parent
 	// may render.
@@ -33,7 +34,9 @@ type Limits struct {
 var DefaultLimits = Limits{EvaluationTimeout: 10 * time.Second, MaxChildren: 1000, MaxRenderedBytes: 10 << 20}
 
 // evaluateWithin runs one evaluation and waits for it at most timeout.
-func evaluateWithin(t *templates.Template, in templates.Input, timeout time.Duration) (*templates.Result, error) {
+// An evaluation past the timeout is counted in the budget, if any, until
+// it ends.
+func evaluateWithin(t *templates.Template, in templates.Input, timeout time.Duration, call *budgetCall) (*templates.Result, error) {
 	if timeout <= 0 {
 		return t.Evaluate(in)
 	}
@@ -53,8 +56,10 @@ func evaluateWithin(t *templates.Template, in templates.Input, timeout time.Dura
 		return res.out, res.err
 	case <-timer.C:
 		metricEvaluationsOverrunning.Inc()
+		ended := call.overran()
 		go func() {
 			<-done
+			ended()
 			metricEvaluationsOverrunning.Dec()
 		}()
 		return nil, &Error{Reason: contract.ReasonEvaluationTimeout, Err: fmt.Errorf(

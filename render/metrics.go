@@ -14,6 +14,15 @@ var metricEvaluationsOverrunning = prometheus.NewGauge(prometheus.GaugeOpts{
 	Help: "Evaluations past --evaluation-timeout still running in the background (CUE cannot be interrupted); each holds a CPU while it runs.",
 })
 
+// metricEvaluationsRefused counts the renderings refused without
+// evaluating (budget.go): "remembered", the same inputs went over a limit
+// before; "budget", an object whose evaluation overran before, over the
+// budget.
+var metricEvaluationsRefused = prometheus.NewCounterVec(prometheus.CounterOpts{
+	Name: "engine_evaluations_refused_total",
+	Help: "Renderings refused without evaluating: remembered (the same inputs went over a limit before) or budget (an object whose evaluation overran, past --max-overrunning-evaluations or --max-evaluation-heap).",
+}, []string{"why"})
+
 func init() {
-	metrics.Registry.MustRegister(metricEvaluationsOverrunning)
+	metrics.Registry.MustRegister(metricEvaluationsOverrunning, metricEvaluationsRefused)
 }

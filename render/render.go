@@ -21,6 +21,10 @@ type Options struct {
 	// an older revision a parent is pinned to go only where both policies
 	// allow (templates.Policy.Within).
 	Bound *templates.Policy
+	// Budget is the memory of the objects whose inputs went over a limit
+	// and the cap on what evaluations past the timeout hold, shared by
+	// every path that renders (budget.go); nil remembers nothing.
+	Budget *Budget
 }
 
 // Rendered is what a template makes of one parent, as the engine applies it.
@@ -46,13 +50,19 @@ type Rendered struct {
 // (contract.ReasonEvaluationTimeout, ReasonTooManyChildren,
 // ReasonRenderTooLarge); an evaluation error is the template's own
 // (templates.Error and the like), never an *Error.
+//
+// With a Budget, inputs that went over a limit before are refused at once
+// with the same error, and an object whose evaluation ran past the timeout
+// before may be refused over the budget (contract.ReasonEvaluationBudgetExceeded),
+// both without evaluating.
 func Render(t *templates.Template, parent *unstructured.Unstructured, observed map[string]any, opts Options) (*Rendered, error) {
-	limits := opts.Limits.withDefaults()
-	out, err := evaluateWithin(t, templates.Input{Parent: parent, Observed: observed}, limits.EvaluationTimeout)
-	if err != nil {
+	call := opts.Budget.call(t, parent)
+	if err := call.admit(); err != nil {
 		return nil, err
 	}
-	if err := limits.checkResult(out); err != nil {
+	out, err := evaluate(t, parent, observed, opts.Limits.withDefaults(), call)
+	call.done(err)
+	if err != nil {
 		return nil, err
 	}
 	scoper := opts.Scoper
@@ -95,6 +105,18 @@ func bounded(parent *unstructured.Unstructured, t *templates.Template, scoper Sc
 		return refused
 	}
 	return &ChildError{Child: ce.Child, Msg: ce.Msg + "; the revision this object runs allowed it, but no revision may go beyond the newest template's policy"}
+}
+
+// evaluate evaluates within the limits.
+func evaluate(t *templates.Template, parent *unstructured.Unstructured, observed map[string]any, limits Limits, call *budgetCall) (*templates.Result, error) {
+	out, err := evaluateWithin(t, templates.Input{Parent: parent, Observed: observed}, limits.EvaluationTimeout, call)
+	if err != nil {
+		return nil, err
+	}
+	if err := limits.checkResult(out); err != nil {
+		return nil, err
+	}
+	return out, nil
 }
 
 func namespaceFirst(obj *unstructured.Unstructured) int {

@@ -57,6 +57,10 @@ func (s *Store) Ensure(ctx context.Context, t *templates.Template) (rev Revision
 	if n := len(existing); n > 0 {
 		number = existing[n-1].Revision + 1
 	}
+	if err := t.StoreError(); err != nil {
+		// etcd would refuse it ("request is too large"), on every retry.
+		return Revision{}, false, fmt.Errorf("recording revision %d of %s: %w", number, contract.KindString(s.GVK), err)
+	}
 	cr := ObjectOf(s.Namespace, s.GVK, Revision{Number: number, Hash: t.Hash, Path: t.Path, Phase: PhasePending}, t.Files())
 	if err := s.Client.Create(ctx, cr); err != nil {
 		if apierrors.IsAlreadyExists(err) {

@@ -39,10 +39,13 @@ func (e *HoldError) Error() string {
 }
 
 // Hold is what the hold check renders a new revision with: as the
-// reconcile would.
+// reconcile would, with the engine's one budget, so that a parent over a
+// limit on the new revision is not evaluated again by its reconcile, and
+// one that overran before is not evaluated past the budget.
 type Hold struct {
 	Scoper render.Scoper
 	Limits render.Limits
+	Budget *render.Budget
 }
 
 // countDeletes evaluates t for a live parent, whose live children are list,
@@ -58,7 +61,7 @@ func (h Hold) countDeletes(t *templates.Template, parent *unstructured.Unstructu
 	if err != nil {
 		return err
 	}
-	out, err := render.Render(t, parent, live.Observed(parent), render.Options{Limits: h.Limits, Scoper: h.Scoper})
+	out, err := render.Render(t, parent, live.Observed(parent), render.Options{Limits: h.Limits, Scoper: h.Scoper, Budget: h.Budget})
 	if err != nil {
 		return nil
 	}

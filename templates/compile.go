@@ -52,8 +52,10 @@ type Template struct {
 
 	root  string
 	files map[string]string // sources by relative path (Files)
-	ctx   *cue.Context      // value's context, to encode the inputs of an evaluation
-	value cue.Value
+	// storeErr: the files are too large to store as a revision (StoreError).
+	storeErr error
+	ctx      *cue.Context // value's context, to encode the inputs of an evaluation
+	value    cue.Value
 	// evaluated is value without its compile-only blocks (compileonly.go):
 	// what an evaluation unifies with its inputs.
 	evaluated  cue.Value
@@ -185,6 +187,11 @@ func (s *Set) Lookup(gvk schema.GroupVersionKind) (*Template, bool) {
 // template is listed, so one run of `engine vet` shows all problems.
 type LoadError struct {
 	Errors []*Error
+	// Servable is the whole set when every failing template compiled and
+	// is only too large to store as a revision (Template.StoreError): an
+	// engine that starts with it serves those kinds on their newest stored
+	// revision. Nil otherwise.
+	Servable *Set
 }
 
 func (e *LoadError) Error() string {
@@ -210,8 +217,15 @@ func Load(dir string) (*Set, error) {
 	c := &compiler{root: root, ctx: cuecontext.New()}
 	set := &Set{Root: root, byGVK: map[schema.GroupVersionKind]*Template{}}
 	var failed LoadError
+	unstorable := 0
 	for _, src := range sources {
 		t, err := c.compile(src)
+		if err == nil {
+			if t.storeErr = storable(src.path, src.contents); t.storeErr != nil {
+				failed.Errors = append(failed.Errors, t.storeErr.(*Error))
+				unstorable++
+			}
+		}
 		if err != nil {
 			var te *Error
 			if !errors.As(err, &te) {
@@ -228,10 +242,13 @@ func Load(dir string) (*Set, error) {
 		set.byGVK[t.GVK] = t
 		set.templates = append(set.templates, t)
 	}
+	sort.Slice(set.templates, func(i, j int) bool { return set.templates[i].Path < set.templates[j].Path })
 	if len(failed.Errors) > 0 {
+		if unstorable == len(failed.Errors) {
+			failed.Servable = set
+		}
 		return nil, &failed
 	}
-	sort.Slice(set.templates, func(i, j int) bool { return set.templates[i].Path < set.templates[j].Path })
 	return set, nil
 }
 

@@ -94,7 +94,7 @@ func (o *diffOptions) run(cmd *cobra.Command) error {
 			only[obj.GroupVersionKind()] = append(only[obj.GroupVersionKind()], obj)
 		}
 	}
-	d := &diff.Differ{Client: c, Mapper: c.RESTMapper(), Out: cmd.OutOrStdout(), Limits: o.limits}
+	d := &diff.Differ{Client: c, Mapper: c.RESTMapper(), Out: cmd.OutOrStdout(), Limits: o.limits, Budget: render.NewBudget(render.BudgetLimits{})}
 	var sums []diff.Summary
 	changes := 0
 	for _, t := range set.Templates() {

@@ -163,7 +163,7 @@ func (o *revisionDiffOptions) run(cmd *cobra.Command, kubeconfig string, limits 
 		}
 		renderings[i] = diff.Rendering{Name: fmt.Sprintf("revision %d", rev.Number), Template: t}
 	}
-	d := &diff.Differ{Client: c, Mapper: c.RESTMapper(), Out: cmd.OutOrStdout(), Limits: limits}
+	d := &diff.Differ{Client: c, Mapper: c.RESTMapper(), Out: cmd.OutOrStdout(), Limits: limits, Budget: render.NewBudget(render.BudgetLimits{})}
 	sum, err := d.DiffRenderings(ctx, parent, renderings[0], renderings[1])
 	if err != nil {
 		return fail(err)

@@ -26,6 +26,9 @@ type renderOptions struct {
 	file      string
 	observed  string
 	limits    render.Limits
+	// budget is the command's one render.Budget: an object given twice is
+	// not evaluated again over a limit; nil is a new one.
+	budget *render.Budget
 }
 
 func newRenderCommand() *cobra.Command {
@@ -70,12 +73,16 @@ func (o *renderOptions) run(stdin io.Reader, stdout, stderr io.Writer) error {
 			return err
 		}
 	}
+	if o.budget == nil {
+		o.budget = render.NewBudget(render.BudgetLimits{})
+	}
+	opts := render.Options{Limits: o.limits, Budget: o.budget}
 	failed := false
 	for i, parent := range parents {
 		if i > 0 {
 			fmt.Fprintln(stdout, "---")
 		}
-		if err := renderOne(set, parent, obs, o.limits, stdout, stderr); err != nil {
+		if err := renderOne(set, parent, obs, opts, stdout, stderr); err != nil {
 			failed = true
 			fmt.Fprintf(stderr, "%s %s: %v\n", parent.GetKind(), parent.GetName(), err)
 		}
@@ -86,8 +93,8 @@ func (o *renderOptions) run(stdin io.Reader, stdout, stderr io.Writer) error {
 	return nil
 }
 
-func renderOne(set *templates.Set, parent *unstructured.Unstructured, obs observedState, limits render.Limits, stdout, stderr io.Writer) error {
-	r, err := renderParent(set, parent, obs, limits)
+func renderOne(set *templates.Set, parent *unstructured.Unstructured, obs observedState, opts render.Options, stdout, stderr io.Writer) error {
+	r, err := renderParent(set, parent, obs, opts)
 	if err != nil {
 		return err
 	}
@@ -113,11 +120,12 @@ type rendering struct {
 	children []*unstructured.Unstructured // as applied: with the engine's namespace, owner and labels
 }
 
-// renderParent renders the template of parent (render.Render, within limits)
+// renderParent renders the template of parent (render.Render, within the
+// limits and the budget of opts, offline)
 // with the observed state: the observations by name first, then again with
 // the live children the first rendering names, so a child that depends on
 // a resource is matched too.
-func renderParent(set *templates.Set, parent *unstructured.Unstructured, obs observedState, limits render.Limits) (*rendering, error) {
+func renderParent(set *templates.Set, parent *unstructured.Unstructured, obs observedState, opts render.Options) (*rendering, error) {
 	t, ok := set.Lookup(parent.GroupVersionKind())
 	if !ok {
 		var known []string
@@ -129,7 +137,7 @@ func renderParent(set *templates.Set, parent *unstructured.Unstructured, obs obs
 	if parent.GetNamespace() == "" && t.CRD().Spec.Scope != "Cluster" {
 		parent.SetNamespace("default")
 	}
-	opts := render.Options{Limits: limits, Scoper: render.OfflineScoper{}}
+	opts.Scoper = render.OfflineScoper{}
 	observed := maps.Clone(obs.byName)
 	out, err := render.Render(t, parent, observed, opts)
 	if err != nil {

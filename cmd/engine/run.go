@@ -3,6 +3,7 @@ package main
 import (
 	"cmp"
 	"context"
+	"errors"
 	goflag "flag"
 	"fmt"
 	"os"
@@ -12,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/client-go/kubernetes"
@@ -50,6 +52,8 @@ type runOptions struct {
 	resourceResync          time.Duration
 	rescanInterval          time.Duration
 	limits                  render.Limits
+	budget                  render.BudgetLimits
+	maxEvaluationHeap       string
 	revisionNamespace       string
 	revisionHistoryLimit    int
 	logFormat               string
@@ -80,6 +84,8 @@ func (o *runOptions) addFlags(cmd *cobra.Command) {
 	f.StringVar(&o.revisionNamespace, "revision-namespace", "", "namespace of the templates' revisions (ControllerRevisions) (default: --leader-election-namespace, else the pod's namespace, else \"default\")")
 	f.IntVar(&o.revisionHistoryLimit, "revision-history-limit", 10, "revisions kept per kind, besides those an object runs or is pinned to")
 	addLimitFlags(f, &o.limits)
+	f.IntVar(&o.budget.MaxOverrunning, "max-overrunning-evaluations", render.DefaultMaxOverrunning, "evaluations past --evaluation-timeout that may run at once (CUE cannot be interrupted); past it an object whose evaluation overran before is Synced=False EvaluationBudgetExceeded, not evaluated")
+	f.StringVar(&o.maxEvaluationHeap, "max-evaluation-heap", "", `live heap (a quantity, "768Mi") past which an object whose evaluation overran before is refused, EvaluationBudgetExceeded (default: three quarters of GOMEMLIMIT when set)`)
 	f.DurationVar(&o.rescanInterval, "rescan-interval", time.Minute, "periodic rescan of the templates directory, a safety net behind file events")
 	f.BoolVar(&o.sharding, "sharding", false, "share the parents among the replicas: each reconciles and caches only the parents labelled with its shard; the elected leader assigns them (implies --leader-elect; docs/operations.md, Sharding)")
 	f.StringVar(&o.shardID, "shard-id", "", "this replica's shard under --sharding (default: $POD_NAME, else the hostname with a random suffix)")
@@ -130,9 +136,15 @@ func (o *runOptions) restConfig() (*rest.Config, error) {
 func (o *runOptions) run(cmd *cobra.Command, cfg *rest.Config) error {
 	ctx := cmd.Context()
 	logger := ctrl.Log.WithName("engine")
-	set, err := templates.Load(o.templates)
-	if err != nil {
-		return &exitError{code: 1, msg: "templates: " + err.Error()}
+	set, loadErr := templates.Load(o.templates)
+	if loadErr != nil {
+		// Templates only too large to store: their kinds serve their
+		// newest stored revision, the failure reported as a reload's.
+		var le *templates.LoadError
+		if !errors.As(loadErr, &le) || le.Servable == nil {
+			return &exitError{code: 1, msg: "templates: " + loadErr.Error()}
+		}
+		set = le.Servable
 	}
 	if cfg.QPS == 0 {
 		cfg.QPS = -1 // as controller-runtime does: the apiserver's priority and fairness limits
@@ -144,6 +156,10 @@ func (o *runOptions) run(cmd *cobra.Command, cfg *rest.Config) error {
 		cacheOpts.DefaultNamespaces = map[string]cache.Config{o.namespace: {}}
 	}
 	shard, err := o.shard()
+	if err != nil {
+		return err
+	}
+	budget, err := o.evaluationBudget()
 	if err != nil {
 		return err
 	}
@@ -185,6 +201,7 @@ func (o *runOptions) run(cmd *cobra.Command, cfg *rest.Config) error {
 		InstallCRDs:             o.installCRDs,
 		ForceCRDChanges:         o.forceCRDs,
 		Limits:                  o.limits,
+		EvaluationBudget:        budget,
 		RevisionNamespace:       cmp.Or(o.revisionNamespace, o.leaderElectionNamespace, podNamespace(), "default"),
 		RevisionHistoryLimit:    o.revisionHistoryLimit,
 		Shard:                   shard.id,
@@ -198,6 +215,9 @@ func (o *runOptions) run(cmd *cobra.Command, cfg *rest.Config) error {
 		}
 	}
 	eng.SetTemplates(set)
+	if loadErr != nil {
+		eng.Reload(ctrl.LoggerInto(ctx, logger), templates.ReloadEvent{Err: loadErr})
+	}
 	watcher, err := templates.NewWatcher(set.Root, set, templates.WatcherOptions{
 		Rescan:   o.rescanInterval,
 		OnReload: func(ev templates.ReloadEvent) { eng.Reload(ctrl.LoggerInto(ctx, logger), ev) },
@@ -300,4 +320,17 @@ func addLimitFlags(f *pflag.FlagSet, l *render.Limits) {
 	f.DurationVar(&l.EvaluationTimeout, "evaluation-timeout", render.DefaultLimits.EvaluationTimeout, "longest evaluation of a template for one object; past it the object is Synced=False EvaluationTimeout until its spec or the template changes")
 	f.IntVar(&l.MaxChildren, "max-children", render.DefaultLimits.MaxChildren, "most children and resources one object may render (TooManyChildren past it)")
 	f.IntVar(&l.MaxRenderedBytes, "max-rendered-bytes", render.DefaultLimits.MaxRenderedBytes, "largest rendering of one object, as JSON bytes (RenderTooLarge past it)")
+}
+
+// evaluationBudget reads the evaluation budget's flags.
+func (o *runOptions) evaluationBudget() (render.BudgetLimits, error) {
+	b := o.budget
+	if o.maxEvaluationHeap != "" {
+		q, err := resource.ParseQuantity(o.maxEvaluationHeap)
+		if err != nil || q.Sign() <= 0 {
+			return b, fmt.Errorf("--max-evaluation-heap: %q is not a positive quantity such as 768Mi", o.maxEvaluationHeap)
+		}
+		b.MaxHeapBytes = uint64(q.Value())
+	}
+	return b, nil
 }

@@ -23,6 +23,9 @@ type testOptions struct {
 	junit     string
 	update    bool
 	limits    render.Limits
+	// budget is the run's one render.Budget: cases that render the same
+	// object over a limit evaluate it once.
+	budget *render.Budget
 }
 
 func newTestCommand() *cobra.Command {
@@ -116,6 +119,9 @@ func (o *testOptions) runTests(stdout io.Writer) error {
 		}
 	}
 	start := time.Now()
+	if o.budget == nil {
+		o.budget = render.NewBudget(render.BudgetLimits{})
+	}
 	set, err := templates.Load(o.templates)
 	if err != nil {
 		return &exitError{code: 1, msg: err.Error()}

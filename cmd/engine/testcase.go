@@ -14,6 +14,7 @@ import (
 	cueerrors "cuelang.org/go/cue/errors"
 
 	"github.com/cuengine/engine/diff"
+	"github.com/cuengine/engine/render"
 	"github.com/cuengine/engine/templates"
 )
 
@@ -77,7 +78,7 @@ func (o *testOptions) check(set *templates.Set, t *templates.Template, c testCas
 		logs = append(logs, fmt.Sprintf("warning: %s: unknown field %q dropped (not in the schema of %s), as the apiserver drops it", rel(caseParent), p, t.Path))
 	}
 	if evalErr == nil {
-		rendered, evalErr = renderParent(set, stored, obs, o.limits)
+		rendered, evalErr = renderParent(set, stored, obs, render.Options{Limits: o.limits, Budget: o.budget})
 	}
 
 	var failures []string

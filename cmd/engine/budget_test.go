@@ -1,0 +1,69 @@
+package main
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/cuengine/engine/render"
+)
+
+// greedyDir writes a templates directory with the Greedy unit template and
+// a parent of four children, over --max-children 3.
+func greedyDir(t *testing.T) (dir string, parent []byte) {
+	t.Helper()
+	dir = t.TempDir()
+	src, err := os.ReadFile("../../testdata/unit/greedy.cue")
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "greedy.cue"), src, 0o644))
+	return dir, []byte("apiVersion: unit.cuengine.dev/v1\nkind: Greedy\nmetadata: {name: big, namespace: default}\nspec: {count: 4}\n")
+}
+
+const overMaxChildren = "the template renders 4 children and resources for this object, more than the 3 allowed (--max-children); nothing was applied"
+
+// TestRenderSharesTheBudget: `engine render` renders with one budget: an
+// object given twice over a limit is evaluated once, and reported twice.
+func TestRenderSharesTheBudget(t *testing.T) {
+	dir, parent := greedyDir(t)
+	file := filepath.Join(t.TempDir(), "parents.yaml")
+	require.NoError(t, os.WriteFile(file, append(append(parent, "---\n"...), parent...), 0o644))
+	o := &renderOptions{templates: dir, file: file, limits: render.Limits{MaxChildren: 3}, budget: render.NewBudget(render.BudgetLimits{})}
+	var stdout, stderr bytes.Buffer
+	require.Error(t, o.run(nil, &stdout, &stderr))
+	assert.Equal(t, strings.Repeat("Greedy big: "+overMaxChildren+"\n", 2), stderr.String())
+	assert.Equal(t, render.BudgetStats{Evaluated: 1, Remembered: 1}, o.budget.Stats())
+}
+
+// TestTestSharesTheBudget: so does `engine test`: two cases of the same
+// object over a limit evaluate it once, and both fail with the limit.
+func TestTestSharesTheBudget(t *testing.T) {
+	dir, parent := greedyDir(t)
+	for _, c := range []string{"one", "two"} {
+		cases := filepath.Join(dir, "tests", "greedy", c)
+		require.NoError(t, os.MkdirAll(cases, 0o755))
+		require.NoError(t, os.WriteFile(filepath.Join(cases, "parent.yaml"), parent, 0o644))
+	}
+	o := &testOptions{templates: dir, limits: render.Limits{MaxChildren: 3}, budget: render.NewBudget(render.BudgetLimits{})}
+	var stdout bytes.Buffer
+	require.Error(t, o.runTests(&stdout))
+	assert.Equal(t, 2, strings.Count(stdout.String(), overMaxChildren), stdout.String())
+	assert.Equal(t, render.BudgetStats{Evaluated: 1, Remembered: 1}, o.budget.Stats())
+}
+
+// TestVetRefusesTemplatesTooLargeToStore: `engine vet` refuses a 1.7 MB
+// template with its size and the limit a revision may take.
+func TestVetRefusesTemplatesTooLargeToStore(t *testing.T) {
+	dir, _ := greedyDir(t)
+	src, err := os.ReadFile(filepath.Join(dir, "greedy.cue"))
+	require.NoError(t, err)
+	big := append(src, strings.Repeat("// "+strings.Repeat("x", 96)+"\n", 17_000)...)
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "greedy.cue"), big, 0o644))
+	_, errOut, code := run(t, "vet", "--templates", dir)
+	assert.Equal(t, 1, code)
+	assert.Regexp(t, `^greedy\.cue: the template's files take 17\d{5} bytes \(1\.6\d MiB\) as a stored revision, more than the 1310720 \(1\.25 MiB\) allowed: etcd refuses requests over 1\.5 MiB`, errOut)
+}

@@ -1,0 +1,330 @@
+package render
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"runtime/debug"
+	"runtime/metrics"
+	"strconv"
+	"sync"
+	"sync/atomic"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/cuengine/engine/contract"
+	"github.com/cuengine/engine/templates"
+)
+
+// DefaultMaxOverrunning is how many evaluations past the timeout may run
+// at once before an object whose evaluation overran before is refused: one
+// per core of a small engine's two, which is what each of them holds.
+const DefaultMaxOverrunning = 2
+
+// BudgetLimits are what the evaluations that overran may hold, engine-wide.
+type BudgetLimits struct {
+	// MaxOverrunning bounds the evaluations past the timeout still running
+	// (CUE cannot be interrupted) beyond which an object whose evaluation
+	// overran before is refused rather than evaluated; zero is
+	// DefaultMaxOverrunning.
+	MaxOverrunning int
+	// MaxHeapBytes is the live heap beyond which an object whose
+	// evaluation overran before is refused; zero is three quarters of the
+	// Go memory limit (GOMEMLIMIT) when one is set, and no bound otherwise.
+	MaxHeapBytes uint64
+}
+
+// Budget is the engine's one memory of the objects whose inputs went over
+// a limit, and its cap on what the evaluations that overran may hold.
+// Every path that renders passes the same Budget (Options.Budget): the
+// reconcile, the rollout's hold check, `engine diff`, `render` and `test`.
+// So an object whose inputs (its UID and generation, or its content when
+// it has no UID, with the template's hash) went over a limit on one path
+// is not evaluated again on any path until they change.
+//
+// CUE cannot be interrupted: an evaluation past the timeout runs to its
+// end in the background, allocating as it goes. An object that overran
+// once is a suspect until it evaluates within the limits again: while the
+// evaluations past the timeout engine-wide reach
+// BudgetLimits.MaxOverrunning, or the live heap BudgetLimits.MaxHeapBytes,
+// it is refused (contract.ReasonEvaluationBudgetExceeded)
+// rather than evaluated, whatever template it runs. What the runaways hold
+// is so bounded by the cap, not by how often the template changes. An
+// object never seen to overrun is always evaluated.
+//
+// A nil *Budget remembers nothing and refuses nothing.
+type Budget struct {
+	limits BudgetLimits
+	heap   func() uint64 // the live heap, in bytes; tests replace it
+
+	mu          sync.Mutex
+	objects     map[budgetKey]*budgetEntry
+	overrunning int
+
+	evaluated, remembered, refused atomic.Int64
+}
+
+// NewBudget returns an empty budget with the given limits.
+func NewBudget(l BudgetLimits) *Budget {
+	if l.MaxOverrunning <= 0 {
+		l.MaxOverrunning = DefaultMaxOverrunning
+	}
+	if l.MaxHeapBytes == 0 {
+		if limit := debug.SetMemoryLimit(-1); limit > 0 && limit < math.MaxInt64 {
+			l.MaxHeapBytes = uint64(limit) / 4 * 3
+		}
+	}
+	return &Budget{limits: l, heap: liveHeap, objects: map[budgetKey]*budgetEntry{}}
+}
+
+// Limits returns the budget's limits, defaults filled in.
+func (b *Budget) Limits() BudgetLimits { return b.limits }
+
+// BudgetStats are a budget's counts, for tests and metrics.
+type BudgetStats struct {
+	// Evaluated counts the evaluations started.
+	Evaluated int64
+	// Remembered counts the renderings refused at once because the same
+	// inputs went over a limit before.
+	Remembered int64
+	// Refused counts the renderings refused over the budget.
+	Refused int64
+	// Overrunning is the evaluations past the timeout still running.
+	Overrunning int
+	// Suspects is the objects whose evaluation overran and that have not
+	// evaluated within the limits since.
+	Suspects int
+}
+
+// Stats returns the budget's counts.
+func (b *Budget) Stats() BudgetStats {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	s := BudgetStats{Evaluated: b.evaluated.Load(), Remembered: b.remembered.Load(), Refused: b.refused.Load(), Overrunning: b.overrunning}
+	for _, e := range b.objects {
+		if e.overran {
+			s.Suspects++
+		}
+	}
+	return s
+}
+
+// Forget drops what the budget knows of an object (on its deletion). An
+// evaluation of it still running is still counted, engine-wide, until it
+// ends.
+func (b *Budget) Forget(gvkKind string, key types.NamespacedName) {
+	if b == nil {
+		return
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	delete(b.objects, budgetKey{kind: gvkKind, NamespacedName: key})
+}
+
+type budgetKey struct {
+	kind string // contract.KindString of the object's kind
+	types.NamespacedName
+}
+
+type budgetEntry struct {
+	uid      types.UID
+	inputs   string // the object's inputs: its generation, or its content's hash
+	template string // the hash of the template err was met with
+	err      error  // the limit those inputs went over; nil if none
+	overran  bool   // an evaluation of the object ran past the timeout
+	running  int    // its evaluations past the timeout still running
+}
+
+// budgetCall is one rendering's place in the budget.
+type budgetCall struct {
+	b        *Budget
+	key      budgetKey
+	uid      types.UID
+	inputs   string
+	template string
+}
+
+func (b *Budget) call(t *templates.Template, parent *unstructured.Unstructured) *budgetCall {
+	if b == nil {
+		return nil
+	}
+	return &budgetCall{
+		b:        b,
+		key:      budgetKey{kind: contract.KindString(parent.GroupVersionKind()), NamespacedName: types.NamespacedName{Namespace: parent.GetNamespace(), Name: parent.GetName()}},
+		uid:      parent.GetUID(),
+		inputs:   inputsOf(parent),
+		template: t.Hash,
+	}
+}
+
+// inputsOf identifies what the object gives the template: its generation,
+// which the apiserver moves on every change of its spec; without a UID
+// (an object read from a file), a hash of its content.
+func inputsOf(parent *unstructured.Unstructured) string {
+	if parent.GetUID() != "" {
+		return strconv.FormatInt(parent.GetGeneration(), 10)
+	}
+	b, err := json.Marshal(parent.Object)
+	if err != nil {
+		return ""
+	}
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:])
+}
+
+// Remembered returns the limit the object's inputs went over with t, as
+// Render would refuse them, or nil; it evaluates nothing.
+func (b *Budget) Remembered(t *templates.Template, parent *unstructured.Unstructured) error {
+	c := b.call(t, parent)
+	if c == nil {
+		return nil
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if e := b.objects[c.key]; e != nil && e.uid == c.uid && e.err != nil && e.inputs == c.inputs && e.template == c.template {
+		return e.err
+	}
+	return nil
+}
+
+// admit returns the error to refuse the rendering with, or nil to evaluate.
+func (c *budgetCall) admit() error {
+	if c == nil {
+		return nil
+	}
+	b := c.b
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	e := b.objects[c.key]
+	if e == nil {
+		b.evaluated.Add(1)
+		return nil
+	}
+	if e.uid != c.uid {
+		delete(b.objects, c.key) // another object of the same name
+		b.evaluated.Add(1)
+		return nil
+	}
+	if e.err != nil && e.inputs == c.inputs && e.template == c.template {
+		b.remembered.Add(1)
+		metricEvaluationsRefused.WithLabelValues("remembered").Inc()
+		return &rememberedError{e.err}
+	}
+	if e.overran {
+		if err := b.overBudget(); err != nil {
+			b.refused.Add(1)
+			metricEvaluationsRefused.WithLabelValues("budget").Inc()
+			return err
+		}
+	}
+	b.evaluated.Add(1)
+	return nil
+}
+
+// overBudget says why a suspect may not be evaluated now, or nil; b.mu is
+// held.
+func (b *Budget) overBudget() error {
+	switch {
+	case b.overrunning >= b.limits.MaxOverrunning:
+		return &Error{Reason: contract.ReasonEvaluationBudgetExceeded, Err: fmt.Errorf(
+			"%d evaluations that ran past --evaluation-timeout are still running (--max-overrunning-evaluations allows %d), and this object's evaluation ran past it before; it is evaluated again once fewer run", b.overrunning, b.limits.MaxOverrunning)}
+	case b.limits.MaxHeapBytes > 0:
+		if heap := b.heap(); heap > b.limits.MaxHeapBytes {
+			return &Error{Reason: contract.ReasonEvaluationBudgetExceeded, Err: fmt.Errorf(
+				"the engine's live heap is %d MiB, over the %d MiB evaluations may reach (--max-evaluation-heap), and this object's evaluation ran past --evaluation-timeout before; it is evaluated again once the heap is under it", heap>>20, b.limits.MaxHeapBytes>>20)}
+		}
+	}
+	return nil
+}
+
+// overran records that the call's evaluation ran past the timeout and
+// goes on; the returned func is called when it ends.
+func (c *budgetCall) overran() (done func()) {
+	if c == nil {
+		return func() {}
+	}
+	b := c.b
+	b.mu.Lock()
+	e := c.entry()
+	e.overran = true
+	e.running++
+	b.overrunning++
+	b.mu.Unlock()
+	return func() {
+		b.mu.Lock()
+		defer b.mu.Unlock()
+		b.overrunning--
+		e.running--
+		if b.objects[c.key] == e && e.running == 0 && !e.overran {
+			delete(b.objects, c.key) // it evaluated within the limits meanwhile
+		}
+	}
+}
+
+// done records how the rendering ended: over a limit (remembered with its
+// inputs), or within them (the object is no suspect any more).
+func (c *budgetCall) done(err error) {
+	if c == nil {
+		return
+	}
+	b := c.b
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	var re *Error
+	if errors.As(err, &re) && re.Reason != contract.ReasonEvaluationBudgetExceeded && re.Reason != contract.ReasonChildRefused {
+		e := c.entry()
+		e.inputs, e.template, e.err = c.inputs, c.template, err
+		return
+	}
+	e := b.objects[c.key]
+	if e == nil || e.uid != c.uid {
+		return
+	}
+	if e.running > 0 {
+		// An earlier evaluation still runs: keep counting it.
+		e.overran, e.err = false, nil
+		return
+	}
+	delete(b.objects, c.key)
+}
+
+// entry returns the call's object's entry, made anew for another object of
+// the same name; b.mu is held.
+func (c *budgetCall) entry() *budgetEntry {
+	e := c.b.objects[c.key]
+	if e == nil || e.uid != c.uid {
+		e = &budgetEntry{uid: c.uid}
+		c.b.objects[c.key] = e
+	}
+	return e
+}
+
+// rememberedError is a limit the same inputs went over before.
+type rememberedError struct{ err error }
+
+func (e *rememberedError) Error() string { return e.err.Error() }
+func (e *rememberedError) Unwrap() error { return e.err }
+
+// Unevaluated reports whether Render refused without evaluating: the same
+// inputs went over a limit before, or the object is over the budget.
+func Unevaluated(err error) bool {
+	if re := (*rememberedError)(nil); errors.As(err, &re) {
+		return true
+	}
+	re := (*Error)(nil)
+	return errors.As(err, &re) && re.Reason == contract.ReasonEvaluationBudgetExceeded
+}
+
+// liveHeap reads the heap the last garbage collection found live.
+func liveHeap() uint64 {
+	s := []metrics.Sample{{Name: "/gc/heap/live:bytes"}}
+	metrics.Read(s)
+	if s[0].Value.Kind() != metrics.KindUint64 {
+		return 0
+	}
+	return s[0].Value.Uint64()
+}
