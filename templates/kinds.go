@@ -28,6 +28,12 @@ func childKindsOf(files []string, parent schema.GroupVersionKind) []schema.Group
 			continue // compile already reported it
 		}
 		ast.Walk(af, func(n ast.Node) bool {
+			if f, ok := n.(*ast.Field); ok {
+				// A referenced object is read, never written: not a child.
+				if name, _, err := ast.LabelName(f.Label); err == nil && name == "references" {
+					return false
+				}
+			}
 			s, ok := n.(*ast.StructLit)
 			if !ok {
 				return true
