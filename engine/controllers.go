@@ -17,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/event"
@@ -57,10 +58,15 @@ type kindController struct {
 	running  bool
 	err      string
 	watching map[schema.GroupVersionKind]bool
+	// refCache holds the referenced objects, refWatching their watched
+	// kinds (references.go); refs maps them to their parents.
+	refCache    cache.Cache
+	refWatching map[schema.GroupVersionKind]bool
+	refs        *refIndex
 }
 
 func newKindController(e *Engine, t *templates.Template) *kindController {
-	kc := &kindController{e: e, gvk: t.GVK, watching: map[schema.GroupVersionKind]bool{},
+	kc := &kindController{e: e, gvk: t.GVK, watching: map[schema.GroupVersionKind]bool{}, refs: newRefIndex(),
 		requeue: make(chan event.TypedGenericEvent[*unstructured.Unstructured])}
 	kc.tpl.Store(t)
 	kc.busy = newWorkers(e.opts.MaxConcurrentReconciles, e.opts.StallAfter)
@@ -76,6 +82,7 @@ func newKindController(e *Engine, t *templates.Template) *kindController {
 		Scoper:         e.scoper,
 		Recorder:       e.recorder,
 		Providers:      e.opts.Providers,
+		References:     kc,
 		ResourceResync: e.opts.ResourceResync,
 		Limits:         e.opts.Limits,
 		Requeue:        kc.requeueAfterConflict,
@@ -240,6 +247,12 @@ func (kc *kindController) run(ctx context.Context) error {
 			log.FromContext(ctx).Error(err, "cannot watch child kind", "kind", contract.KindString(kc.gvk), "childKind", contract.KindString(gvk))
 		}
 	}
+	// The reference cache lives as long as this run (a retry builds another).
+	refCtx, stopRefs := context.WithCancel(ctx)
+	defer stopRefs()
+	if err := kc.startReferences(refCtx); err != nil { // references.go
+		return err
+	}
 	// The revisions are loaded before any parent is reconciled, so that
 	// each is reconciled with the revision it runs.
 	if err := kc.ro.Init(ctx); err != nil {
@@ -387,6 +400,7 @@ func (kc *kindController) update(t *templates.Template) {
 			log.FromContext(ctx).Error(err, "cannot watch child kind", "kind", contract.KindString(kc.gvk), "childKind", contract.KindString(gvk))
 		}
 	}
+	kc.watchReferenceKinds(ctx, t) // references.go
 	kc.ro.Poke()
 }
 

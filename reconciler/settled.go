@@ -25,13 +25,13 @@ const deferredStatusDelay = 10 * time.Second
 // isSettled reports whether the parent's inputs are those of the last
 // reconcile that found nothing to change: a resync or a repeated event then
 // needs no evaluation and no write.
-func (r *Reconciler) isSettled(t *templates.Template, parent *unstructured.Unstructured, owned render.OwnedChildren, st *status) bool {
+func (r *Reconciler) isSettled(t *templates.Template, parent *unstructured.Unstructured, owned render.OwnedChildren, refs *referenced, st *status) bool {
 	key := types.NamespacedName{Namespace: parent.GetNamespace(), Name: parent.GetName()}
 	var revision int64
 	if st.revision != nil {
 		revision = st.revision.Number
 	}
-	fp := fingerprint(t, revision, parent, owned)
+	fp := fingerprint(t, revision, parent, owned, refs)
 	if last, ok := r.settled.Load(key); ok && last == fp {
 		st.skip = true
 		return true
@@ -62,8 +62,9 @@ func (r *Reconciler) settle(eval *evaluation, applies, deletes int, resync time.
 // fingerprint summarises everything an evaluation and its status depend
 // on: the template's content and revision number (a revision renumbered
 // changes only the status), the parent's spec generation and metadata, and
-// the identity and resource version of each existing child.
-func fingerprint(t *templates.Template, revision int64, parent *unstructured.Unstructured, existing render.OwnedChildren) string {
+// the identity and resource version of each existing child and of each
+// referenced object.
+func fingerprint(t *templates.Template, revision int64, parent *unstructured.Unstructured, existing render.OwnedChildren, refs *referenced) string {
 	h := sha256.New()
 	fmt.Fprintf(h, "%s\x00%d\x00%d\x00%s\x00", t.Hash, revision, parent.GetGeneration(), parent.GetUID())
 	writeMap(h, parent.GetLabels())
@@ -75,6 +76,9 @@ func fingerprint(t *templates.Template, revision int64, parent *unstructured.Uns
 	}
 	slices.Sort(keys)
 	fmt.Fprint(h, strings.Join(keys, "\x00"))
+	if refs != nil {
+		fmt.Fprintf(h, "\x01%s", strings.Join(refs.versions, "\x00"))
+	}
 	return hex.EncodeToString(h.Sum(nil))
 }
 

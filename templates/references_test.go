@@ -5,6 +5,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 )
 
@@ -184,4 +185,36 @@ children: app: {
 	_, err = tm.References(parent)
 	require.Error(t, err)
 	assert.Equal(t, `t/t.cue:10:60: references.settings.metadata.name: every reference by name needs a concrete, non-empty metadata.name`, err.Error())
+}
+
+// TestReferenceRBAC: a referenced kind is granted get, list and watch and
+// nothing more; Secrets only because a template references them.
+func TestReferenceRBAC(t *testing.T) {
+	dir := t.TempDir()
+	writeTemplate(t, dir, "t.cue", graphHead+`
+references: db: {apiVersion: "v1", kind: "Secret", metadata: name: "db"}
+references: cfg: {apiVersion: "v1", kind: "ConfigMap", metadata: name: "cfg"}
+references: dns: {apiVersion: "config.openshift.io/v1", kind: "DNS", metadata: name: "cluster"}
+children: app: {apiVersion: "v1", kind: "ConfigMap", metadata: name: "app", data: url: observed.db.data.url}
+`)
+	set, err := Load(dir)
+	require.NoError(t, err)
+	role, _ := RBAC(set, RBACOptions{Name: "engine", ServiceAccount: "engine", Namespace: "engine-system"})
+	var core, openshift []rbacv1.PolicyRule
+	for _, r := range role.Rules {
+		switch r.APIGroups[0] {
+		case "":
+			core = append(core, r)
+		case "config.openshift.io":
+			openshift = append(openshift, r)
+		}
+	}
+	assert.Equal(t, []rbacv1.PolicyRule{
+		{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"get", "list", "watch", "create", "update", "patch", "delete"}},
+		{APIGroups: []string{""}, Resources: []string{"secrets"}, Verbs: []string{"get", "list", "watch"}},
+		{APIGroups: []string{""}, Resources: []string{"events"}, Verbs: []string{"create", "patch"}},
+	}, core, "configmaps as a child kind, secrets read only")
+	assert.Equal(t, []rbacv1.PolicyRule{
+		{APIGroups: []string{"config.openshift.io"}, Resources: []string{"dnses"}, Verbs: []string{"get", "list", "watch"}},
+	}, openshift)
 }
