@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strings"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -85,27 +84,13 @@ func (r *Reconciler) readReferences(ctx context.Context, t *templates.Template, 
 		}
 	}
 	if len(missing) > 0 {
-		err := waitingError(contract.ReasonReferenceNotFound, 0, missingReferences(missing, len(owned)))
+		err := waitingError(contract.ReasonReferenceNotFound, 0, render.MissingReferences(missing, len(owned)))
 		st.fail(contract.ReasonReferenceNotFound, err)
 		st.ready = condition{status: metav1.ConditionFalse, reason: contract.ReasonReferenceNotFound, message: SafeMessage(err.Error())}
 		return nil, err
 	}
 	slices.Sort(out.versions)
 	return out, nil
-}
-
-// missingReferences says which references do not exist and what the
-// engine does meanwhile: nothing, and it keeps the children there are.
-func missingReferences(missing []templates.Reference, children int) error {
-	names := make([]string, len(missing))
-	for i, ref := range missing {
-		names[i] = fmt.Sprintf("%s (references.%s)", ref, ref.Name)
-	}
-	if children > 0 {
-		return fmt.Errorf("referenced %s not found: the %d existing children are kept as they are, nothing is created, updated or deleted until it exists again",
-			strings.Join(names, ", "), children)
-	}
-	return fmt.Errorf("waiting for referenced %s: nothing is created until it exists", strings.Join(names, ", "))
 }
 
 // withReferences returns the observed state with the references' views.
