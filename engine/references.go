@@ -68,8 +68,9 @@ func (kc *kindController) startReferences(ctx context.Context) error {
 }
 
 // watchReferenceKinds watches the kinds t references and drops the
-// informers of the kinds neither it nor any parent's last reconcile
-// references.
+// informers of the kinds it does not: a parent still reading one (pinned
+// to an older revision, or through a kind only known once evaluated)
+// watches it again in its next reconcile (Read).
 func (kc *kindController) watchReferenceKinds(ctx context.Context, t *templates.Template) {
 	kc.mu.Lock()
 	running := kc.refCache != nil
@@ -77,7 +78,19 @@ func (kc *kindController) watchReferenceKinds(ctx context.Context, t *templates.
 	if !running {
 		return // the next run watches them
 	}
-	wanted := t.ReferenceKinds()
+	kc.keepReferenceKinds(ctx, t.ReferenceKinds())
+}
+
+// dropReferences stops watching every referenced kind: the kind's template
+// was removed, and its controller only finishes deletions, which never
+// read references.
+func (kc *kindController) dropReferences() {
+	kc.keepReferenceKinds(kc.context(), nil)
+}
+
+// keepReferenceKinds watches the kinds wanted and removes the informers
+// of the others.
+func (kc *kindController) keepReferenceKinds(ctx context.Context, wanted []schema.GroupVersionKind) {
 	for _, gvk := range wanted {
 		if err := kc.watchReference(ctx, gvk); err != nil {
 			log.FromContext(ctx).Error(err, "cannot watch referenced kind", "kind", contract.KindString(kc.gvk), "referencedKind", contract.KindString(gvk))
@@ -85,9 +98,13 @@ func (kc *kindController) watchReferenceKinds(ctx context.Context, t *templates.
 	}
 	kc.mu.Lock()
 	c := kc.refCache
+	if c == nil {
+		kc.mu.Unlock()
+		return
+	}
 	var unused []schema.GroupVersionKind
 	for gvk := range kc.refWatching {
-		if !slices.Contains(wanted, gvk) && !kc.refs.references(gvk) {
+		if !slices.Contains(wanted, gvk) {
 			unused = append(unused, gvk)
 			delete(kc.refWatching, gvk)
 		}

@@ -2,6 +2,10 @@ package engine_test
 
 import (
 	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -13,9 +17,13 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/cuengine/engine/contract"
+	"github.com/cuengine/engine/engine"
+	"github.com/cuengine/engine/templates"
 )
 
 // testOwner is the field manager of the test's own writes: the engine's
@@ -192,4 +200,81 @@ func TestReferenceCrossNamespace(t *testing.T) {
 		cm, err := getConfigMap(ctx, ns, "allowed-app")
 		return err == nil && cm.Data["greeting"] == "from shared-settings", client.IgnoreNotFound(err)
 	})
+}
+
+// lookout templates reference one object: a Secret, then (after a reload)
+// a ConfigMap.
+const lookoutHead = `package lookout
+
+parent: {apiVersion: "lookout.cuengine.dev/v1", kind: "Lookout"}
+children: seen: {
+	apiVersion: "v1"
+	kind:       "ConfigMap"
+	metadata: name: parent.metadata.name + "-seen"
+	data: seen: observed.watched.metadata.name
+}
+`
+
+var lookoutGVK = schema.GroupVersionKind{Group: "lookout.cuengine.dev", Version: "v1", Kind: "Lookout"}
+
+// TestReferenceInformersFollowTheTemplates: the informers of referenced
+// kinds start with the template that references them, move with a reload
+// (the child follows the new reference) and stop when the template is
+// removed (its kind then only finishes deletions, which read none).
+func TestReferenceInformersFollowTheTemplates(t *testing.T) {
+	controlPlane(t)
+	dir := t.TempDir()
+	load := func(ref string) *templates.Set {
+		t.Helper()
+		require.NoError(t, os.WriteFile(filepath.Join(dir, "lookout.cue"), []byte(lookoutHead+ref), 0o644))
+		set, err := templates.Load(dir)
+		require.NoError(t, err)
+		return set
+	}
+	secretKind := schema.GroupVersionKind{Version: "v1", Kind: "Secret"}
+	configMapKind := schema.GroupVersionKind{Version: "v1", Kind: "ConfigMap"}
+	first := load(`references: watched: {apiVersion: "v1", kind: "Secret", metadata: name: "s"}`)
+	lookout, ok := first.Lookup(lookoutGVK)
+	require.True(t, ok)
+	installCRD(t, lookout.CRD())
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	mgr, err := ctrl.NewManager(cfg, ctrl.Options{Metrics: metricsserver.Options{BindAddress: "0"}, HealthProbeBindAddress: "0"})
+	require.NoError(t, err)
+	ns := namespace(t)
+	eng, err := engine.New(mgr, engine.Options{RevisionNamespace: ns})
+	require.NoError(t, err)
+	eng.SetTemplates(first)
+	done := make(chan error)
+	go func() { done <- mgr.Start(ctx) }()
+	defer func() { cancel(); <-done }()
+	watching := func(want ...schema.GroupVersionKind) {
+		t.Helper()
+		eventually(t, fmt.Sprintf("watching %v", want), func(context.Context) (bool, error) {
+			return slices.Equal(eng.ReferenceKinds(lookoutGVK), want), nil
+		})
+	}
+	watching(secretKind)
+
+	require.NoError(t, k8s.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "s"}}, testOwner))
+	require.NoError(t, k8s.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "c"}}, testOwner))
+	require.NoError(t, k8s.Create(ctx, parent(lookoutGVK, ns, "l", map[string]any{})))
+	seen := func(want string) {
+		t.Helper()
+		eventually(t, "the child seeing "+want, func(ctx context.Context) (bool, error) {
+			cm, err := getConfigMap(ctx, ns, "l-seen")
+			return err == nil && cm.Data["seen"] == want, client.IgnoreNotFound(err)
+		})
+	}
+	seen("s")
+
+	eng.SetTemplates(load(`references: watched: {apiVersion: "v1", kind: "ConfigMap", metadata: name: "c"}`))
+	watching(configMapKind)
+	seen("c")
+
+	empty, err := templates.Load(t.TempDir())
+	require.NoError(t, err)
+	eng.SetTemplates(empty)
+	watching() // retired: no referenced kind watched
 }

@@ -102,17 +102,3 @@ func (x *refIndex) parents(gvk schema.GroupVersionKind, obj client.Object) []typ
 	}
 	return out
 }
-
-// references reports whether any parent references the kind.
-func (x *refIndex) references(gvk schema.GroupVersionKind) bool {
-	x.mu.Lock()
-	defer x.mu.Unlock()
-	for _, refs := range x.byParent {
-		for _, r := range refs {
-			if r.GVK == gvk {
-				return true
-			}
-		}
-	}
-	return false
-}
