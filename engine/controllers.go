@@ -71,7 +71,7 @@ func newKindController(e *Engine, t *templates.Template) *kindController {
 	kc.tpl.Store(t)
 	kc.busy = newWorkers(e.opts.MaxConcurrentReconciles, e.opts.StallAfter)
 	kc.ro = rollout.New(kc, t.GVK, &revisions.Store{Client: e.writer, Reader: e.apiReader, Namespace: e.opts.RevisionNamespace, GVK: t.GVK},
-		e.opts.RevisionHistoryLimit, rollout.Hold{Scoper: e.scoper, Limits: e.opts.Limits})
+		e.opts.RevisionHistoryLimit, rollout.Hold{Scoper: e.scoper, Limits: e.opts.Limits, References: kc.referencedViews})
 	kc.rec = reconciler.New(reconciler.Options{
 		GVK:            t.GVK,
 		Kind:           kc,

@@ -17,6 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	"github.com/cuengine/engine/contract"
+	"github.com/cuengine/engine/render"
 	"github.com/cuengine/engine/templates"
 )
 
@@ -194,4 +195,27 @@ func (kc *kindController) Read(ctx context.Context, ref templates.Reference) ([]
 		out[i].SetGroupVersionKind(ref.GVK)
 	}
 	return out, nil
+}
+
+// referencedViews reads a parent's references for the rollout's hold check
+// (rollout.Hold), as the reconcile reads them: false when one cannot be
+// placed or read, or does not exist, when the reconcile changes nothing.
+func (kc *kindController) referencedViews(t *templates.Template, parent *unstructured.Unstructured) (map[string]any, bool) {
+	refs, err := render.ResolveReferences(t, parent, kc.e.scoper, kc.e.opts.Limits)
+	if err != nil {
+		return nil, false
+	}
+	out := make(map[string]any, len(refs))
+	for _, ref := range refs {
+		objs, err := kc.Read(kc.context(), ref)
+		if err != nil {
+			return nil, false
+		}
+		view, ok := render.Observed(ref, objs)
+		if !ok {
+			return nil, false
+		}
+		out[ref.Name] = view
+	}
+	return out, true
 }
