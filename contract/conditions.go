@@ -45,6 +45,12 @@ const (
 	// ReasonRevisionNotFound: the object is pinned to a template revision
 	// that is not stored.
 	ReasonRevisionNotFound = "RevisionNotFound"
+	// ReasonReferenceNotFound: an object the template references does not
+	// exist; nothing is created, updated or deleted until it does.
+	ReasonReferenceNotFound = "ReferenceNotFound"
+	// ReasonReferenceRefused: the template references an object its policy
+	// does not let it read (another namespace, a cluster-scoped kind).
+	ReasonReferenceRefused = "ReferenceRefused"
 )
 
 // Reasons of the limits (render.Limits), on the Synced condition.

@@ -2,6 +2,7 @@ package diff
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"sort"
@@ -28,6 +29,7 @@ type Summary struct {
 	Unchanged int
 	Conflicts int
 	Failed    int // parents the new template cannot evaluate
+	Waiting   int // parents left alone: a reference of theirs does not exist
 }
 
 // Changes is the number of objects that would change.
@@ -80,7 +82,17 @@ func (d *Differ) diffParent(ctx context.Context, t *templates.Template, parent *
 		return err
 	}
 	live := render.NewLiveChildren(existing)
-	out, err := render.Render(t, parent, live.Observed(parent), d.renderOptions())
+	observed, err := d.withReferences(ctx, parent, live.Observed(parent), t) // references.go
+	var missing *missingReferenceError
+	if errors.As(err, &missing) {
+		sum.Waiting++
+		fmt.Fprintf(d.Out, "# %s %s/%s: %v\n", parent.GetKind(), parent.GetNamespace(), parent.GetName(), missing)
+		return nil
+	}
+	var out *render.Rendered
+	if err == nil {
+		out, err = render.Render(t, parent, observed, d.renderOptions())
+	}
 	if err != nil {
 		sum.Failed++
 		fmt.Fprintf(d.Out, "# %s %s/%s: the new template fails: %s\n", parent.GetKind(), parent.GetNamespace(), parent.GetName(), templates.Summary(err, 3))
@@ -237,7 +249,7 @@ func FormatSummary(w io.Writer, sums []Summary) {
 		for _, p := range []struct {
 			n    int
 			what string
-		}{{s.Created, "created"}, {s.Changed, "changed"}, {s.Pruned, "pruned"}, {s.Unchanged, "unchanged"}, {s.Conflicts, "conflicts"}, {s.Failed, "failed"}} {
+		}{{s.Created, "created"}, {s.Changed, "changed"}, {s.Pruned, "pruned"}, {s.Unchanged, "unchanged"}, {s.Conflicts, "conflicts"}, {s.Failed, "failed"}, {s.Waiting, "waiting for references"}} {
 			if p.n > 0 {
 				parts = append(parts, fmt.Sprintf("%d %s", p.n, p.what))
 			}

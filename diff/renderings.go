@@ -45,7 +45,10 @@ func (d *Differ) DiffRenderings(ctx context.Context, parent *unstructured.Unstru
 	if err != nil {
 		return sum, err
 	}
-	observed := render.NewLiveChildren(live).Observed(parent)
+	observed, err := d.withReferences(ctx, parent, render.NewLiveChildren(live).Observed(parent), from.Template, to.Template)
+	if err != nil {
+		return sum, &RenderError{Rendering: to.Name, Parent: fmt.Sprintf("%s %s/%s", parent.GetKind(), parent.GetNamespace(), parent.GetName()), Err: err}
+	}
 	before, err := d.render(parent, from, observed)
 	if err != nil {
 		return sum, err

@@ -17,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/event"
@@ -62,16 +63,21 @@ type kindController struct {
 	// the kind serves its newest stored one instead (storedfallback.go).
 	stored   string
 	watching map[schema.GroupVersionKind]bool
+	// refCache holds the referenced objects, refWatching their watched
+	// kinds (references.go); refs maps them to their parents.
+	refCache    cache.Cache
+	refWatching map[schema.GroupVersionKind]bool
+	refs        *refIndex
 }
 
 func newKindController(e *Engine, t *templates.Template) *kindController {
-	kc := &kindController{e: e, gvk: t.GVK, watching: map[schema.GroupVersionKind]bool{},
+	kc := &kindController{e: e, gvk: t.GVK, watching: map[schema.GroupVersionKind]bool{}, refs: newRefIndex(),
 		requeue: make(chan event.TypedGenericEvent[*unstructured.Unstructured])}
 	kc.tpl.Store(t)
 	kc.busy = newWorkers(e.opts.MaxConcurrentReconciles, e.opts.StallAfter)
 	kc.store = &revisions.Store{Client: e.writer, Reader: e.apiReader, Namespace: e.opts.RevisionNamespace, GVK: t.GVK}
 	kc.ro = rollout.New(kc, t.GVK, kc.store,
-		e.opts.RevisionHistoryLimit, rollout.Hold{Scoper: e.scoper, Limits: e.opts.Limits, Budget: e.budget})
+		e.opts.RevisionHistoryLimit, rollout.Hold{Scoper: e.scoper, Limits: e.opts.Limits, Budget: e.budget, References: kc.referencedViews})
 	kc.rec = reconciler.New(reconciler.Options{
 		GVK:            t.GVK,
 		Kind:           kc,
@@ -82,6 +88,7 @@ func newKindController(e *Engine, t *templates.Template) *kindController {
 		Scoper:         e.scoper,
 		Recorder:       e.recorder,
 		Providers:      e.opts.Providers,
+		References:     kc,
 		ResourceResync: e.opts.ResourceResync,
 		Limits:         e.opts.Limits,
 		Budget:         e.budget,
@@ -250,6 +257,12 @@ func (kc *kindController) run(ctx context.Context) error {
 	if err := kc.serveStored(ctx); err != nil {
 		return err
 	}
+	// The reference cache lives as long as this run (a retry builds another).
+	refCtx, stopRefs := context.WithCancel(ctx)
+	defer stopRefs()
+	if err := kc.startReferences(refCtx); err != nil { // references.go
+		return err
+	}
 	// The revisions are loaded before any parent is reconciled, so that
 	// each is reconciled with the revision it runs.
 	if err := kc.ro.Init(ctx); err != nil {
@@ -400,6 +413,7 @@ func (kc *kindController) update(t *templates.Template) {
 			log.FromContext(ctx).Error(err, "cannot watch child kind", "kind", contract.KindString(kc.gvk), "childKind", contract.KindString(gvk))
 		}
 	}
+	kc.watchReferenceKinds(ctx, t) // references.go
 	kc.ro.Poke()
 }
 

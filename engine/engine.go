@@ -265,9 +265,13 @@ func (e *Engine) SetTemplates(set *templates.Set) {
 		t  *templates.Template
 	}
 	var changed []change
+	var retired []*kindController
 	defer func() {
 		for _, c := range changed {
 			c.kc.update(c.t)
+		}
+		for _, kc := range retired {
+			kc.dropReferences() // references.go
 		}
 	}()
 	e.mu.Lock()
@@ -291,6 +295,7 @@ func (e *Engine) SetTemplates(set *templates.Set) {
 			// their deletions (which need no template), and nothing else.
 			logger.Info("template removed: its children are left in place; deletions of its objects are still finished", "kind", contract.KindString(gvk), "template", t.Path)
 			kc.gone.Store(true)
+			retired = append(retired, kc)
 			continue
 		}
 		logger.Info("template removed: stopping its controller, leaving its children in place", "kind", contract.KindString(gvk), "template", t.Path)

@@ -1,6 +1,9 @@
 package engine
 
 import (
+	"slices"
+	"strings"
+
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -18,3 +21,22 @@ func (e *Engine) ChildObject(gvk schema.GroupVersionKind) client.Object {
 // ChildCache is the engine's child cache, for the tests in package
 // engine_test.
 func (e *Engine) ChildCache() cache.Cache { return e.children }
+
+// ReferenceKinds are the referenced kinds the kind's controller watches
+// (references.go), sorted; none when it does not run.
+func (e *Engine) ReferenceKinds(gvk schema.GroupVersionKind) []schema.GroupVersionKind {
+	e.mu.Lock()
+	kc := e.kinds[gvk]
+	e.mu.Unlock()
+	if kc == nil {
+		return nil
+	}
+	kc.mu.Lock()
+	defer kc.mu.Unlock()
+	var out []schema.GroupVersionKind
+	for k := range kc.refWatching {
+		out = append(out, k)
+	}
+	slices.SortFunc(out, func(a, b schema.GroupVersionKind) int { return strings.Compare(a.String(), b.String()) })
+	return out
+}

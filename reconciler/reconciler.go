@@ -34,6 +34,8 @@ type Reconciler struct {
 	scoper    render.Scoper
 	recorder  events.EventRecorder
 	providers *providers.Registry
+	// references reads the objects templates reference; nil serves none.
+	references References
 	// resourceResync is how often external resources are observed again.
 	resourceResync time.Duration
 	limits         render.Limits
@@ -64,6 +66,9 @@ type Options struct {
 	Scoper    render.Scoper
 	Recorder  events.EventRecorder
 	Providers *providers.Registry
+	// References reads the objects templates reference (references.go);
+	// nil serves none, and a template with references fails.
+	References References
 	// ResourceResync is how often external resources are observed again.
 	ResourceResync time.Duration
 	Limits         render.Limits
@@ -89,6 +94,7 @@ func New(o Options) *Reconciler {
 		scoper:         o.Scoper,
 		recorder:       o.Recorder,
 		providers:      o.Providers,
+		references:     o.References,
 		resourceResync: o.ResourceResync,
 		limits:         o.Limits,
 		budget:         o.Budget,
@@ -149,6 +155,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 	defer func() { result, err = r.finish(ctx, parent, st, result, err) }()
 
 	if parent.GetDeletionTimestamp() != nil {
+		r.forgetReferences(req.NamespacedName)       // deletion never waits for them
 		return r.reconcileDelete(ctx, t, parent, st) // deletion.go
 	}
 	if terr != nil {
@@ -163,14 +170,18 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	if r.isSettled(t, parent, owned, st) { // settled.go
+	refs, err := r.readReferences(ctx, t, parent, owned, st) // references.go
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	if r.isSettled(t, parent, owned, refs, st) { // settled.go
 		return ctrl.Result{}, nil
 	}
 	live, err := owned.Read() // render/children.go
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	eval, err := r.evaluate(t, parent, live.Observed(parent), st) // evaluate.go
+	eval, err := r.evaluate(t, parent, withReferences(live.Observed(parent), refs), st) // evaluate.go
 	if err != nil {
 		return ctrl.Result{}, err
 	}
@@ -223,6 +234,7 @@ func (r *Reconciler) getParent(ctx context.Context, key types.NamespacedName) (*
 			r.settled.Delete(key) // gone: forget it
 			r.status.forget(key)
 			r.budget.Forget(contract.KindString(r.gvk), key)
+			r.forgetReferences(key)
 			return nil, nil
 		}
 		return nil, err

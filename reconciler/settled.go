@@ -25,7 +25,7 @@ const deferredStatusDelay = 10 * time.Second
 // isSettled reports whether the parent's inputs are those of the last
 // reconcile that found nothing to change: a resync or a repeated event then
 // needs no evaluation and no write.
-func (r *Reconciler) isSettled(t *templates.Template, parent *unstructured.Unstructured, owned render.OwnedChildren, st *status) bool {
+func (r *Reconciler) isSettled(t *templates.Template, parent *unstructured.Unstructured, owned render.OwnedChildren, refs *referenced, st *status) bool {
 	key := types.NamespacedName{Namespace: parent.GetNamespace(), Name: parent.GetName()}
 	var revision int64
 	if st.revision != nil {
@@ -35,7 +35,7 @@ func (r *Reconciler) isSettled(t *templates.Template, parent *unstructured.Unstr
 	if r.bound(t, parent) != nil {
 		bound = r.kind.Template().Hash // its policy bounds the children
 	}
-	fp := fingerprint(t, bound, revision, parent, owned)
+	fp := fingerprint(t, bound, revision, parent, owned, refs)
 	if last, ok := r.settled.Load(key); ok && last == fp {
 		st.skip = true
 		return true
@@ -68,8 +68,8 @@ func (r *Reconciler) settle(eval *evaluation, applies, deletes int, resync time.
 // changes only the status), the newest template's when its policy bounds
 // the children (a pinned parent, bound.go), the parent's spec generation
 // and metadata, and the identity and resource version of each existing
-// child.
-func fingerprint(t *templates.Template, bound string, revision int64, parent *unstructured.Unstructured, existing render.OwnedChildren) string {
+// child and of each referenced object.
+func fingerprint(t *templates.Template, bound string, revision int64, parent *unstructured.Unstructured, existing render.OwnedChildren, refs *referenced) string {
 	h := sha256.New()
 	fmt.Fprintf(h, "%s\x00%s\x00%d\x00%d\x00%s\x00", t.Hash, bound, revision, parent.GetGeneration(), parent.GetUID())
 	writeMap(h, parent.GetLabels())
@@ -81,6 +81,9 @@ func fingerprint(t *templates.Template, bound string, revision int64, parent *un
 	}
 	slices.Sort(keys)
 	fmt.Fprint(h, strings.Join(keys, "\x00"))
+	if refs != nil {
+		fmt.Fprintf(h, "\x01%s", strings.Join(refs.versions, "\x00"))
+	}
 	return hex.EncodeToString(h.Sum(nil))
 }
 

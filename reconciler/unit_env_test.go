@@ -83,6 +83,7 @@ type unitEnv struct {
 	kind     *unitKind
 	provider *fakeProvider
 	events   *unitRecorder
+	refs     *unitReferences
 
 	mu     sync.Mutex
 	writes map[string]int // by "verb Kind": apply, create, update, patch, delete, status
@@ -114,7 +115,7 @@ func newUnitEnv(t *testing.T, gvk schema.GroupVersionKind, objs ...client.Object
 	store := fake.NewClientBuilder().WithScheme(scheme).WithStatusSubresource(parentObj).WithObjects(objs...).Build()
 
 	e := &unitEnv{t: t, ctx: context.Background(), store: store, writes: map[string]int{}, reads: map[string]int{}, fail: map[string]error{},
-		kind: &unitKind{tpl: tpl}, provider: newFakeProvider(), events: &unitRecorder{}}
+		kind: &unitKind{tpl: tpl}, provider: newFakeProvider(), events: &unitRecorder{}, refs: &unitReferences{store: store, tracked: map[types.NamespacedName][]templates.Reference{}}}
 	counted := interceptor.NewClient(store, interceptor.Funcs{
 		Get: func(ctx context.Context, c client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
 			gvk, err := apiutil.GVKForObject(obj, c.Scheme())
@@ -175,6 +176,7 @@ func newUnitEnv(t *testing.T, gvk schema.GroupVersionKind, objs ...client.Object
 		Scoper:         render.OfflineScoper{},
 		Recorder:       e.events,
 		Providers:      registry,
+		References:     e.refs,
 		ResourceResync: unitResync,
 		Requeue: func(key types.NamespacedName) {
 			e.mu.Lock()

@@ -37,16 +37,22 @@ var DefaultLimits = Limits{EvaluationTimeout: 10 * time.Second, MaxChildren: 100
 // An evaluation past the timeout is counted in the budget, if any, until
 // it ends.
 func evaluateWithin(t *templates.Template, in templates.Input, timeout time.Duration, call *budgetCall) (*templates.Result, error) {
+	return within(timeout, call, func() (*templates.Result, error) { return t.Evaluate(in) })
+}
+
+// within runs one evaluation (fn) bounded by timeout; an overrun is left to
+// finish in the background, counted (and in the budget's call, if any).
+func within[T any](timeout time.Duration, call *budgetCall, fn func() (T, error)) (T, error) {
 	if timeout <= 0 {
-		return t.Evaluate(in)
+		return fn()
 	}
 	type result struct {
-		out *templates.Result
+		out T
 		err error
 	}
 	done := make(chan result, 1)
 	go func() {
-		out, err := t.Evaluate(in)
+		out, err := fn()
 		done <- result{out, err}
 	}()
 	timer := time.NewTimer(timeout)
@@ -62,7 +68,8 @@ func evaluateWithin(t *templates.Template, in templates.Input, timeout time.Dura
 			ended()
 			metricEvaluationsOverrunning.Dec()
 		}()
-		return nil, &Error{Reason: contract.ReasonEvaluationTimeout, Err: fmt.Errorf(
+		var none T
+		return none, &Error{Reason: contract.ReasonEvaluationTimeout, Err: fmt.Errorf(
 			"evaluating the template took longer than %s (--evaluation-timeout); it is not evaluated again for this object until its spec or the template changes", timeout)}
 	}
 }

@@ -2,6 +2,7 @@ package rollout
 
 import (
 	"fmt"
+	"maps"
 	"strings"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -46,6 +47,10 @@ type Hold struct {
 	Scoper render.Scoper
 	Limits render.Limits
 	Budget *render.Budget
+	// References reads a parent's references as the reconcile would: their
+	// observed views by local name, false when one is missing (the
+	// reconcile then changes nothing). Nil reads none.
+	References func(t *templates.Template, parent *unstructured.Unstructured) (map[string]any, bool)
 }
 
 // countDeletes evaluates t for a live parent, whose live children are list,
@@ -61,7 +66,19 @@ func (h Hold) countDeletes(t *templates.Template, parent *unstructured.Unstructu
 	if err != nil {
 		return err
 	}
-	out, err := render.Render(t, parent, live.Observed(parent), render.Options{Limits: h.Limits, Scoper: h.Scoper, Budget: h.Budget})
+	observed := live.Observed(parent)
+	if h.References != nil && t.HasReferences() {
+		refs, ok := h.References(t, parent)
+		if !ok {
+			return nil // the reconcile waits for them, deleting nothing
+		}
+		observed = maps.Clone(observed)
+		if observed == nil {
+			observed = map[string]any{}
+		}
+		maps.Copy(observed, refs)
+	}
+	out, err := render.Render(t, parent, observed, render.Options{Limits: h.Limits, Scoper: h.Scoper, Budget: h.Budget})
 	if err != nil {
 		return nil
 	}

@@ -62,6 +62,8 @@ type Template struct {
 	crd        *apiextensionsv1.CustomResourceDefinition
 	schema     *structuralschema.Structural // of the whole parent object, for pruning
 	childKinds []schema.GroupVersionKind
+	// referenceKinds are the kinds of its references (references.go).
+	referenceKinds []schema.GroupVersionKind
 	// parentReads and observedReads are what the template reads of its
 	// inputs (reads.go).
 	parentReads, observedReads readSet
@@ -306,6 +308,9 @@ func (c *compiler) compile(src source) (*Template, error) {
 		if err := c.checkMap(src.path, v, name); err != nil {
 			return nil, err
 		}
+	}
+	if t.referenceKinds, err = c.checkReferences(src.path, v); err != nil { // references.go
+		return nil, err
 	}
 	if t.evaluated, err = c.withoutCompileOnly(inst, v); err != nil {
 		return nil, fromCUE(c.root, src.path, err)

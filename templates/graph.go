@@ -27,21 +27,26 @@ type Graph struct {
 	Nodes []Node
 }
 
-// NodeKind is where a node is declared: "children" or "resources".
+// NodeKind is where a node is declared: "children", "resources" or
+// "references".
 type NodeKind string
 
 // Kinds of nodes.
 const (
 	ChildNode    NodeKind = "children"
 	ResourceNode NodeKind = "resources"
+	// ReferenceNode is an object the template reads and does not own
+	// (references.go): an input, which depends on nothing.
+	ReferenceNode NodeKind = "references"
 )
 
 // Node is one child or resource of the graph.
 type Node struct {
 	Kind NodeKind
 	Name string
-	// Type is the child's kind ("Deployment") or the resource's provider
-	// ("gcs") when the source states it literally, else "".
+	// Type is the child's or reference's kind ("Deployment") or the
+	// resource's provider ("gcs") when the source states it literally,
+	// else "".
 	Type string
 	// Pos is the node's first declaration, "file:line:col".
 	Pos string
@@ -92,13 +97,19 @@ func (g *Graph) Names(kind NodeKind, name string) []string {
 		}
 		var out []string
 		for _, d := range n.DependsOn {
-			if !slices.Contains(out, d.Name) {
+			// A reference is never created or deleted: nothing to order.
+			if !slices.Contains(out, d.Name) && !g.isReference(d.Name) {
 				out = append(out, d.Name)
 			}
 		}
 		return out
 	}
 	return nil
+}
+
+// isReference reports whether name is a reference of the graph.
+func (g *Graph) isReference(name string) bool {
+	return slices.ContainsFunc(g.Nodes, func(n Node) bool { return n.Kind == ReferenceNode && n.Name == name })
 }
 
 // graphOf builds the graph of one template from its files and checks it:
@@ -122,6 +133,8 @@ func graphOf(root, tmpl string, files []string) (*Graph, error) {
 		problems = append(problems, errs...)
 		g.Nodes = append(g.Nodes, n)
 	}
+	problems = append(problems, s.clashes()...) // references.go
+	problems = append(problems, g.referenceInputs()...)
 	if len(problems) == 0 {
 		problems = g.cycles()
 	}
@@ -198,7 +211,7 @@ func (s *graphScan) collect(decls []ast.Decl, path []string, guards []ast.Expr) 
 				continue
 			}
 			switch {
-			case len(path) == 0 && (name == string(ChildNode) || name == string(ResourceNode)):
+			case len(path) == 0 && (name == string(ChildNode) || name == string(ResourceNode) || name == string(ReferenceNode)):
 				if st, ok := x.Value.(*ast.StructLit); ok {
 					s.containers[st] = true
 					s.sections[st] = name
@@ -266,9 +279,9 @@ func (s *graphScan) sortedIDs() []nodeID {
 	return ids
 }
 
-// exists reports whether a local name is a node of either kind.
+// exists reports whether a local name is a node of any kind.
 func (s *graphScan) exists(name string) bool {
-	return s.decls[nodeID{ChildNode, name}] != nil || s.decls[nodeID{ResourceNode, name}] != nil
+	return s.decls[nodeID{ChildNode, name}] != nil || s.decls[nodeID{ResourceNode, name}] != nil || s.decls[nodeID{ReferenceNode, name}] != nil
 }
 
 // node turns one declaration into a node: its references, then its
@@ -276,7 +289,7 @@ func (s *graphScan) exists(name string) bool {
 func (s *graphScan) node(id nodeID) (Node, []Problem) {
 	d := s.decls[id]
 	n := Node{Kind: id.kind, Name: id.name, Pos: position(s.root, d.pos)}
-	field := "kind"
+	field := "kind" // children and references
 	if id.kind == ResourceNode {
 		field = "provider"
 	}
@@ -305,6 +318,9 @@ func (s *graphScan) node(id nodeID) (Node, []Problem) {
 			case !s.exists(nm.name):
 				problems = append(problems, Problem{Pos: position(s.root, nm.pos), Path: id.String() + "." + fieldDependsOn,
 					Msg: fmt.Sprintf("the template declares no child or resource named %q", nm.name)})
+			case s.decls[nodeID{ReferenceNode, nm.name}] != nil:
+				problems = append(problems, Problem{Pos: position(s.root, nm.pos), Path: id.String() + "." + fieldDependsOn,
+					Msg: fmt.Sprintf("%q is a reference: it is never created, so there is nothing to wait for (read observed.%s instead)", nm.name, nm.name)})
 			default:
 				r.add(nm.name, ViaDependsOn, nm.pos)
 			}
@@ -412,7 +428,7 @@ func (r *refScan) special(e ast.Expr) (head, name string, ok bool) {
 		return "", "", false
 	}
 	switch id.Name {
-	case "observed", string(ChildNode), string(ResourceNode):
+	case "observed", string(ChildNode), string(ResourceNode), string(ReferenceNode):
 	default:
 		return "", "", false
 	}
@@ -442,7 +458,7 @@ func (r *refScan) follow(id *ast.Ident) {
 	}
 	if top {
 		switch name {
-		case "parent", "observed", string(ChildNode), string(ResourceNode):
+		case "parent", "observed", string(ChildNode), string(ResourceNode), string(ReferenceNode):
 			return // filled by the engine, or only read through a selector
 		}
 		for _, v := range r.top[name] {

@@ -33,9 +33,14 @@ func childKindsOf(files []string, parent schema.GroupVersionKind) []schema.Group
 		}
 		ast.Walk(af, func(n ast.Node) bool {
 			if f, ok := n.(*ast.Field); ok {
-				// A resource's connection Secret is a child too.
-				if label, _, err := ast.LabelName(f.Label); err == nil && label == fieldConnectionSecret {
+				switch label, _, err := ast.LabelName(f.Label); {
+				case err != nil:
+				case label == fieldConnectionSecret:
+					// A resource's connection Secret is a child too.
 					seen[secretGVK] = true
+				case label == "references":
+					// A referenced object is read, never written: not a child.
+					return false
 				}
 				return true
 			}

@@ -31,6 +31,7 @@ parent: {
 observed: [string]: _
 children: [string]: _
 resources: [string]: _
+references: [string]: _
 status: {...}
 `
 

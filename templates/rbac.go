@@ -24,16 +24,21 @@ type RBACOptions struct {
 // RBAC returns the least-privilege ClusterRole of an engine serving the set,
 // and its binding: the parent kinds (read, and update for the finalizer and
 // the resource records), their status, the child kinds the templates can
-// produce (as far as ChildKinds sees), events, the leader election lease,
-// and, with InstallCRDs, CustomResourceDefinitions.
+// produce (as far as ChildKinds sees), the kinds they reference (read only:
+// get, list and watch; as far as ReferenceKinds sees), events, the leader
+// election lease, and, with InstallCRDs, CustomResourceDefinitions.
 func RBAC(set *Set, opts RBACOptions) (*rbacv1.ClusterRole, *rbacv1.ClusterRoleBinding) {
 	parents := map[string][]string{}
 	children := map[string][]string{}
+	referenced := map[string][]string{}
 	for _, t := range set.Templates() {
 		plural := t.crd.Spec.Names.Plural
 		parents[t.GVK.Group] = append(parents[t.GVK.Group], plural, plural+"/status", plural+"/finalizers")
 		for _, gvk := range t.ChildKinds() {
 			children[gvk.Group] = append(children[gvk.Group], resourceOf(gvk))
+		}
+		for _, gvk := range t.ReferenceKinds() {
+			referenced[gvk.Group] = append(referenced[gvk.Group], resourceOf(gvk))
 		}
 	}
 	var rules []rbacv1.PolicyRule
@@ -59,6 +64,15 @@ func RBAC(set *Set, opts RBACOptions) (*rbacv1.ClusterRole, *rbacv1.ClusterRoleB
 	for _, group := range slices.Sorted(maps.Keys(children)) {
 		rules = append(rules, rbacv1.PolicyRule{APIGroups: []string{group}, Resources: slices.Compact(slices.Sorted(slices.Values(children[group]))),
 			Verbs: []string{"get", "list", "watch", "create", "update", "patch", "delete"}})
+	}
+	for _, group := range slices.Sorted(maps.Keys(referenced)) {
+		// Read only; a kind that is also a child kind has its rule above.
+		res := slices.DeleteFunc(slices.Compact(slices.Sorted(slices.Values(referenced[group]))), func(r string) bool {
+			return slices.Contains(children[group], r)
+		})
+		if len(res) > 0 {
+			rules = append(rules, rbacv1.PolicyRule{APIGroups: []string{group}, Resources: res, Verbs: []string{"get", "list", "watch"}})
+		}
 	}
 	rules = append(rules,
 		rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"events"}, Verbs: []string{"create", "patch"}},

@@ -24,7 +24,8 @@ func newGraphCommand() *cobra.Command {
 		Long: `Print what each child and resource of a template depends on, as the template's
 references show (observed.X, children.X) and its dependsOn fields say: the parent
 on top, an arrow from each thing to what it depends on. Read downwards, it is
-the order of deletion; upwards, the order of creation.
+the order of deletion; upwards, the order of creation. References (objects the
+template reads and does not own) are drawn as inputs.
 
 KIND is a kind (Storefront), a template name (storefront) or kind.group.
 
@@ -81,6 +82,7 @@ var graphWriters = map[string]func(io.Writer, *templates.Template){"dot": writeD
 type graphNode struct {
 	id, label string
 	resource  bool
+	reference bool // read, never written: an input
 }
 
 func drawn(n templates.Node) graphNode {
@@ -88,7 +90,10 @@ func drawn(n templates.Node) graphNode {
 	if n.Type != "" {
 		label += ": " + n.Type
 	}
-	return graphNode{id: string(n.Kind) + "." + n.Name, label: label, resource: n.Kind == templates.ResourceNode}
+	if n.Kind == templates.ReferenceNode {
+		label += " (reference)"
+	}
+	return graphNode{id: string(n.Kind) + "." + n.Name, label: label, resource: n.Kind == templates.ResourceNode, reference: n.Kind == templates.ReferenceNode}
 }
 
 // entryPoints are the nodes nothing depends on: the parent's arrows go to
@@ -137,8 +142,11 @@ func writeDOT(w io.Writer, t *templates.Template) {
 	for _, n := range g.Nodes {
 		d := drawn(n)
 		shape := ""
-		if d.resource {
+		switch {
+		case d.resource:
 			shape = ", shape=cylinder"
+		case d.reference:
+			shape = ", shape=note, style=dashed"
 		}
 		fmt.Fprintf(w, "\t%s [label=%s%s];\n", strconv.Quote(d.id), strconv.Quote(d.label), shape)
 	}
@@ -168,9 +176,12 @@ func writeMermaid(w io.Writer, t *templates.Template) {
 	fmt.Fprintf(w, "    parent[\"%s (parent)\"]\n", mermaidText(t.GVK.Kind))
 	for _, n := range g.Nodes {
 		d := drawn(n)
-		if d.resource {
+		switch {
+		case d.resource:
 			fmt.Fprintf(w, "    %s[(\"%s\")]\n", id(n), mermaidText(d.label))
-		} else {
+		case d.reference:
+			fmt.Fprintf(w, "    %s[/\"%s\"/]\n", id(n), mermaidText(d.label))
+		default:
 			fmt.Fprintf(w, "    %s[\"%s\"]\n", id(n), mermaidText(d.label))
 		}
 	}

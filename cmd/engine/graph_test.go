@@ -43,7 +43,7 @@ func TestGraphOneKind(t *testing.T) {
 
 	_, errOut, code := run(t, "graph", "--templates", examples, "Nope")
 	assert.Equal(t, 1, code)
-	assert.Equal(t, `no template for "Nope" (the templates are for Gcs, MyKind, Storefront, WebApp)`, errOut)
+	assert.Equal(t, `no template for "Nope" (the templates are for Gcs, MyKind, Storefront, TeamApp, WebApp)`, errOut)
 	_, errOut, code = run(t, "graph", "--templates", examples, "--format", "svg")
 	assert.Equal(t, 2, code)
 	assert.Equal(t, `--format "svg": want dot or mermaid`, errOut)

@@ -119,7 +119,7 @@ func TestCRDs(t *testing.T) {
 		require.NoError(t, err, "document %d", len(names)+1)
 		names = append(names, crd.Name)
 	}
-	assert.Equal(t, []string{"gcs.storage.matsumo.dev", "mykinds.webapp.my.domain", "storefronts.apps.cuengine.dev", "webapps.apps.cuengine.dev"}, names)
+	assert.Equal(t, []string{"gcs.storage.matsumo.dev", "mykinds.webapp.my.domain", "storefronts.apps.cuengine.dev", "teamapps.apps.cuengine.dev", "webapps.apps.cuengine.dev"}, names)
 	assert.NotContains(t, out, "status:\n  acceptedNames", "no empty CRD status in the output")
 }
 

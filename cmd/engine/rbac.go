@@ -25,8 +25,9 @@ func newRBACCommand() *cobra.Command {
 		Short: "Print the least-privilege ClusterRole and binding for the templates",
 		Long: `Print a ClusterRole granting exactly what the engine needs to serve the
 templates (the parent kinds, their status, the child kinds the templates can
-produce, events, the leader election lease, and CRDs with --install-crds), and
-a ClusterRoleBinding to the engine's ServiceAccount.`,
+produce, read-only access to the kinds they reference, events, the leader
+election lease, and CRDs with --install-crds), and a ClusterRoleBinding to the
+engine's ServiceAccount.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			set, err := templates.Load(o.templates)

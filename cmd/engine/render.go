@@ -43,8 +43,10 @@ warning, as the apiserver would drop them.
 
 --observed gives the live state, as YAML documents: Kubernetes objects (for
 example "kubectl get deployment mykind -o yaml"), each matched to the child
-with the same apiVersion, kind and name, and maps of local name to the
-observation of an external resource (such as "assets: {name: shop-assets-1a2b3c4d}").`,
+with the same apiVersion, kind and name, or to the references it matches (by
+name, or by selector); and maps of local name to the observation of an
+external resource (such as "assets: {name: shop-assets-1a2b3c4d}"). A
+reference that neither gives is an error: the engine would wait for it.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return o.run(cmd.InOrStdin(), cmd.OutOrStdout(), cmd.ErrOrStderr())
@@ -52,7 +54,7 @@ observation of an external resource (such as "assets: {name: shop-assets-1a2b3c4
 	}
 	cmd.Flags().StringVar(&o.templates, "templates", "templates", "templates directory")
 	cmd.Flags().StringVarP(&o.file, "filename", "f", "", `custom resource YAML file ("-" for stdin)`)
-	cmd.Flags().StringVar(&o.observed, "observed", "", "YAML file with the live state of children and resources")
+	cmd.Flags().StringVar(&o.observed, "observed", "", "YAML file with the live state of children, resources and references")
 	addLimitFlags(cmd.Flags(), &o.limits)
 	_ = cmd.MarkFlagRequired("filename")
 	return cmd
@@ -138,7 +140,10 @@ func renderParent(set *templates.Set, parent *unstructured.Unstructured, obs obs
 		parent.SetNamespace("default")
 	}
 	opts.Scoper = render.OfflineScoper{}
-	observed := maps.Clone(obs.byName)
+	observed, err := observeReferences(t, parent, obs, opts.Limits)
+	if err != nil {
+		return nil, err
+	}
 	out, err := render.Render(t, parent, observed, opts)
 	if err != nil {
 		return nil, err
@@ -165,6 +170,37 @@ func renderParent(set *templates.Set, parent *unstructured.Unstructured, obs obs
 		r.children = append(r.children, byName[c.Name])
 	}
 	return r, nil
+}
+
+// observeReferences returns the observations by name with each reference's
+// view from the live objects given, as the engine reads them from the
+// cluster (render.Observed); a reference neither gives is missing, and the
+// engine would wait for it.
+func observeReferences(t *templates.Template, parent *unstructured.Unstructured, obs observedState, limits render.Limits) (map[string]any, error) {
+	observed := maps.Clone(obs.byName)
+	refs, err := render.ResolveReferences(t, parent, render.OfflineScoper{}, limits)
+	if err != nil {
+		return nil, err
+	}
+	var missing []templates.Reference
+	for _, ref := range refs {
+		if _, given := observed[ref.Name]; given {
+			continue
+		}
+		view, ok := render.Observed(ref, obs.live)
+		if !ok {
+			missing = append(missing, ref)
+			continue
+		}
+		if observed == nil {
+			observed = map[string]any{}
+		}
+		observed[ref.Name] = view
+	}
+	if len(missing) > 0 {
+		return nil, render.MissingReferences(missing, 0)
+	}
+	return observed, nil
 }
 
 // write prints the rendering as YAML documents: the children, the external

@@ -36,11 +36,12 @@ func TestTestExamplesPass(t *testing.T) {
 		"gcs/bucket-exists", "gcs/defaults", "gcs/invalid-bucket-name", "gcs/orphan",
 		"mykind/defaults", "mykind/invalid-replicas", "mykind/ready", "mykind/rename", "mykind/scale-to-zero",
 		"storefront/after-bucket", "storefront/before-bucket",
+		"teamapp/settings-missing", "teamapp/with-settings",
 	} {
 		assert.Contains(t, out, "--- PASS: "+c+" (")
 	}
 	assert.NotContains(t, out, "FAIL")
-	assert.Regexp(t, `(?m)^ok    \S+  15 cases \(\d+\.\d+s\)\n$`, out)
+	assert.Regexp(t, `(?m)^ok    \S+  17 cases \(\d+\.\d+s\)\n$`, out)
 	assert.NotContains(t, out, "warning", "warnings of passing cases only with -v")
 
 	out, _, code = run(t, "test", "--templates", examples, "-v", "-run", "mykind/defaults")
@@ -127,6 +128,13 @@ func TestTestBrokenTemplatesFail(t *testing.T) {
 		new:    `{name: "BUCKET_NAME", value: parent.spec.bucketName}`,
 		failed: []string{"storefront/after-bucket"},
 		output: []string{"    -          value: shop-assets-0a1b2c3d\n    +          value: shop-assets\n"},
+	}, {
+		name:   "teamapp settings not read",
+		file:   "teamapp.cue",
+		old:    `value: *observed.settings.data.logLevel | "info"`,
+		new:    `value: "info"`,
+		failed: []string{"teamapp/with-settings"},
+		output: []string{"    -          value: debug\n    +          value: info\n"},
 	}}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -144,7 +152,7 @@ func TestTestBrokenTemplatesFail(t *testing.T) {
 			for _, s := range tc.output {
 				assert.Contains(t, out, s)
 			}
-			assert.Regexp(t, `(?m)^FAIL  \S+  \d+ of 15 cases failed`, out)
+			assert.Regexp(t, `(?m)^FAIL  \S+  \d+ of 17 cases failed`, out)
 		})
 	}
 }
@@ -210,13 +218,13 @@ func TestTestJUnit(t *testing.T) {
 	require.NoError(t, err)
 	var got junitSuites
 	require.NoError(t, xml.Unmarshal(b, &got))
-	assert.Equal(t, 15, got.Tests)
+	assert.Equal(t, 17, got.Tests)
 	assert.Equal(t, 3, got.Failures)
 	var suites []string
 	for _, s := range got.Suites {
 		suites = append(suites, s.Name)
 	}
-	assert.Equal(t, []string{"gcs", "mykind", "storefront", "webapp"}, suites)
+	assert.Equal(t, []string{"gcs", "mykind", "storefront", "teamapp", "webapp"}, suites)
 	mk := got.Suites[1]
 	assert.Equal(t, 5, mk.Tests)
 	assert.Equal(t, 3, mk.Failures)
@@ -257,5 +265,5 @@ func TestTestCaseProblems(t *testing.T) {
 	assert.Contains(t, out, `    children.service: not in the output (want { spec: { type: "ClusterIP" } })`)
 	assert.Contains(t, out, "    tests/gcs/orphan/parent.yaml: a MyKind (webapp.my.domain/v1), but template gcs.cue is for Gcs (storage.matsumo.dev/v1)\n")
 	assert.Contains(t, out, `    tests/mykind/rename/expect.cue: want an error matching "refused", but the parent rendered without one`)
-	assert.Contains(t, out, "FAIL  "+dir+"  4 of 16 cases failed")
+	assert.Contains(t, out, "FAIL  "+dir+"  4 of 18 cases failed")
 }
