@@ -25,6 +25,10 @@ build: ## Build the engine binary into bin/engine.
 assets: ## Build the local control plane and helm into bin/ (kube-apiserver, etcd, controller-manager, scheduler, kubectl, kwok, helm).
 	@bash hack/build-assets.sh
 
+.PHONY: image
+image: ## Build the engine's image with podman, without Docker or a network (installs podman as root where missing): ghcr.io/cuengine/engine:<chart appVersion>, its OCI archive and CycloneDX SBOM in bin/image/.
+	@bash hack/image.sh
+
 .PHONY: generate
 generate: build ## Regenerate config/crds.yaml, config/rbac.yaml, config/templates and the chart's generated files (charts/engine/crds, files/) from examples/templates.
 	ENGINE=$(BIN)/engine hack/generate.sh .
