@@ -42,6 +42,9 @@ kubectl from another shell with the printed export line. Ctrl-C stops it all.`,
 	cmd.Flags().StringVar(&o.dir, "dir", ".engine-dev", "working directory of the local cluster (data, logs, kubeconfig)")
 	cmd.Flags().BoolVar(&o.gcsEmulator, "gcs-emulator", true, "serve the gcs provider from an embedded Cloud Storage emulator (ignored when STORAGE_EMULATOR_HOST is set)")
 	_ = cmd.Flags().Set("metrics-bind-address", "0")
+	// Plain HTTP on loopback when given an address: a local cluster's
+	// metrics are for the person running it.
+	_ = cmd.Flags().Set("metrics-secure", "false")
 	_ = cmd.Flags().Set("health-probe-bind-address", "0")
 	return cmd
 }
