@@ -263,6 +263,12 @@ func TestDeployApply(t *testing.T) {
 	t.Cleanup(func() { _, _ = kubectlErr("delete", "namespace", ns, "--wait=false") })
 	metrics := freeAddr(t)
 	c := m.deployment(t).Spec.Template.Spec.Containers[0]
+	// The engine keeps this test's revisions in a namespace of its own
+	// (startEngine's --revision-namespace): the Role there too, which it
+	// has no rights in until then.
+	sa := "system:serviceaccount:" + deployNamespace + ":" + deployServiceAccount
+	assertCan(t, sa, false, "list", "controllerrevisions.apps", "-n", revisionNamespace(t))
+	grantRevisions(t, m.get(t, "Role", deployNamespace, "engine"), revisionNamespace(t))
 	eng := startEngine(t, m.mountedTemplates(t), containerArgs(t, c, ns, metrics)...)
 	for _, p := range []*corev1.Probe{c.LivenessProbe, c.ReadinessProbe} {
 		code, body := httpGet(t, "http://"+eng.probe+p.HTTPGet.Path)
@@ -272,7 +278,7 @@ func TestDeployApply(t *testing.T) {
 		_, err := kubectlErr("wait", "--for=condition=Established", "--timeout=5s", "crd/mykinds.webapp.my.domain")
 		return err == nil, nil
 	})
-	assertRights(t, "system:serviceaccount:"+deployNamespace+":"+deployServiceAccount, deployNamespace, true)
+	assertRights(t, sa, deployNamespace, deployNamespace, true)
 
 	kubectlApply(t, ns, "apiVersion: webapp.my.domain/v1\nkind: MyKind\nmetadata: {name: deployed}\nspec: {deploymentName: deployed-web}\n")
 	eventually(t, "the MyKind to be Ready", time.Minute, func(ctx context.Context) (bool, error) {
@@ -638,4 +644,23 @@ func assertPodRefused(t *testing.T, ns string, d *unstructured.Unstructured) {
 	out, err := cmd.CombinedOutput()
 	require.Error(t, err, "a root pod is created in %s: %s", ns, out)
 	assert.Contains(t, string(out), `violates PodSecurity "restricted:latest"`)
+}
+
+// grantRevisions copies the engine's Role and its binding into ns, as for
+// an engine run with --revision-namespace ns (engine rbac
+// --revision-namespace does the same), and removes them afterwards.
+func grantRevisions(t *testing.T, role *unstructured.Unstructured, ns string) {
+	t.Helper()
+	r := role.DeepCopy()
+	r.SetNamespace(ns)
+	r.SetResourceVersion("")
+	r.SetUID("")
+	binding := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+		"metadata": map[string]any{"name": r.GetName(), "namespace": ns},
+		"roleRef":  map[string]any{"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": r.GetName()},
+		"subjects": []any{map[string]any{"kind": "ServiceAccount", "name": deployServiceAccount, "namespace": deployNamespace}},
+	}}
+	kubectlStdin(t, manifest(t, []*unstructured.Unstructured{r, binding}), "apply", "-f", "-")
+	t.Cleanup(func() { _, _ = kubectlErr("-n", ns, "delete", "role,rolebinding", r.GetName(), "--ignore-not-found") })
 }

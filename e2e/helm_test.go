@@ -148,6 +148,7 @@ func TestHelmInstall(t *testing.T) {
 	t.Cleanup(func() { _, _ = kubectlErr("delete", "namespace", ns, "--wait=false") })
 	c := live.deployment(t).Spec.Template.Spec.Containers[0]
 	metrics := freeAddr(t)
+	grantRevisions(t, live.get(t, "Role", deployNamespace, "engine"), revisionNamespace(t))
 	eng := startEngine(t, live.mountedTemplates(t), containerArgs(t, c, ns, metrics)...)
 	kubectlApply(t, ns, "apiVersion: webapp.my.domain/v1\nkind: MyKind\nmetadata: {name: charted}\nspec: {deploymentName: charted-web}\n")
 	eventually(t, "the MyKind to be Ready", time.Minute, func(ctx context.Context) (bool, error) {

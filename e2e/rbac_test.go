@@ -38,19 +38,24 @@ func TestLeastPrivilegeRBAC(t *testing.T) {
 	installCRDs(t, dir)
 	kubectl(t, "create", "namespace", "engine-system")
 	kubectl(t, "-n", "engine-system", "create", "serviceaccount", "engine")
-	rbac, err := runEngine("rbac", "--templates", dir)
+	// The engine below keeps its revisions in a namespace of this test's
+	// (startEngine): a second Role, there.
+	revisions := revisionNamespace(t)
+	rbac, err := runEngine("rbac", "--templates", dir, "--revision-namespace", revisions)
 	require.NoError(t, err, rbac)
 	kubectlStdin(t, rbac, "apply", "-f", "-") // the Role and its binding name their namespace
 	t.Cleanup(func() {
 		_, _ = kubectlErr("delete", "clusterrole,clusterrolebinding", "engine")
 		_, _ = kubectlErr("-n", "engine-system", "delete", "role,rolebinding", "engine")
+		_, _ = kubectlErr("-n", revisions, "delete", "role,rolebinding", "engine")
 	})
 	kubeconfig := serviceAccountKubeconfig(t, "engine-system", "engine")
 
 	sa := "system:serviceaccount:engine-system:engine"
-	assertRights(t, sa, "engine-system", false)
-	assertCan(t, sa, false, "create", "secrets")                  // a kind no template declares
-	assertCan(t, sa, false, "delete", "mykinds.webapp.my.domain") // the engine never deletes parents
+	assertRights(t, sa, "engine-system", revisions, false)
+	assertCan(t, sa, false, "delete", "controllerrevisions.apps", "-n", "engine-system") // not where the revisions are
+	assertCan(t, sa, false, "create", "secrets")                                         // a kind no template declares
+	assertCan(t, sa, false, "delete", "mykinds.webapp.my.domain")                        // the engine never deletes parents
 
 	eng := startEngine(t, dir, "--kubeconfig", kubeconfig, "--leader-elect", "--leader-election-namespace", "engine-system")
 	ns := namespace(t)
@@ -74,17 +79,17 @@ func TestLeastPrivilegeRBAC(t *testing.T) {
 
 // assertRights checks, with `kubectl auth can-i` as the engine's identity,
 // that it may do what it needs and nothing of the kind elsewhere: its
-// Leases and revisions in its own namespace only, CRDs only with
+// Leases in ns and its revisions in revisions only, CRDs only with
 // installCRDs and then updates only of the templates' own.
-func assertRights(t *testing.T, as, ns string, installCRDs bool) {
+func assertRights(t *testing.T, as, ns, revisions string, installCRDs bool) {
 	t.Helper()
 	for _, can := range [][]string{
 		{"get", "leases.coordination.k8s.io/engine.cuengine.dev", "-n", ns},
 		{"create", "leases.coordination.k8s.io", "-n", ns},
 		{"update", "leases.coordination.k8s.io/engine.cuengine.dev", "-n", ns},
-		{"list", "controllerrevisions.apps", "-n", ns},
-		{"create", "controllerrevisions.apps", "-n", ns},
-		{"delete", "controllerrevisions.apps", "-n", ns},
+		{"list", "controllerrevisions.apps", "-n", revisions},
+		{"create", "controllerrevisions.apps", "-n", revisions},
+		{"delete", "controllerrevisions.apps", "-n", revisions},
 		{"create", "deployments.apps", "-A"},
 		{"watch", "mykinds.webapp.my.domain", "-A"},
 		{"update", "mykinds.webapp.my.domain", "--subresource=status", "-A"},
