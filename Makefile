@@ -29,6 +29,14 @@ assets: ## Build the local control plane and helm into bin/ (kube-apiserver, etc
 postgres: ## Install Debian's postgresql-15 where initdb/pg_ctl are missing (apt-get as root; the postgresql provider's tests start throwaway servers from it).
 	@bash hack/postgres.sh install
 
+.PHONY: image
+image: ## Build the engine's image with podman, without Docker or a network (installs podman as root where missing): ghcr.io/cuengine/engine:<chart appVersion>, its OCI archive and CycloneDX SBOM in bin/image/.
+	@bash hack/image.sh
+
+.PHONY: vulncheck
+vulncheck: ## Scan the engine's binary with govulncheck offline, against a database built from the golang.org/x/vulndb module (three minutes the first time).
+	@bash hack/vulncheck.sh
+
 .PHONY: generate
 generate: build ## Regenerate config/crds.yaml, config/rbac.yaml, config/templates and the chart's generated files (charts/engine/crds, files/) from examples/templates.
 	ENGINE=$(BIN)/engine hack/generate.sh .

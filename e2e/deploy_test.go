@@ -18,6 +18,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -83,6 +84,8 @@ func TestDeployKustomize(t *testing.T) {
 		"Namespace//" + deployNamespace,
 		"ServiceAccount/" + deployNamespace + "/" + deployServiceAccount,
 		"ClusterRole//engine", "ClusterRoleBinding//engine",
+		"Role/" + deployNamespace + "/engine", "RoleBinding/" + deployNamespace + "/engine",
+		"ClusterRole//engine-metrics-reader",
 		"CustomResourceDefinition//mykinds.webapp.my.domain",
 		"CustomResourceDefinition//gcs.storage.matsumo.dev",
 		"CustomResourceDefinition//storefronts.apps.cuengine.dev",
@@ -209,9 +212,11 @@ func TestDeployGCSKeyComponent(t *testing.T) {
 
 // TestDeployApply applies the rendered manifests to the cluster and runs
 // the Deployment's command as its ServiceAccount. The cluster is shared
-// with the other tests: the CRDs (which other tests install and use) and
-// the Deployment (whose image cannot be pulled here) are applied with a
-// server-side dry run, everything else for real and removed afterwards.
+// with the other tests: the CRDs (which other tests install and use) are
+// applied with a server-side dry run, everything else for real and removed
+// afterwards. The Deployment's pods run on the fake node, which pulls no
+// image: what they prove is that the apiserver admits them into the
+// namespace enforcing the restricted Pod Security Standard.
 func TestDeployApply(t *testing.T) {
 	m := renderConfig(t, filepath.Join(repo, "config"))
 	var crds, deployments, rest []*unstructured.Unstructured
@@ -230,21 +235,25 @@ func TestDeployApply(t *testing.T) {
 	lease.SetKind("Lease")
 	lease.SetNamespace(deployNamespace)
 	lease.SetName("engine.cuengine.dev") // taken by the engine run below
-	removeAfterwards(t, append(rest, lease))
+	removeAfterwards(t, append(append(rest, deployments...), lease))
 
 	out := kubectlStdin(t, manifest(t, crds), "apply", "--server-side", "--dry-run=server", "--force-conflicts", "-f", "-")
 	assert.Equal(t, len(crds), strings.Count(out, "serverside-applied (server dry run)"), out)
 	out = kubectlStdin(t, manifest(t, rest), "apply", "--server-side", "-f", "-")
 	assert.Equal(t, len(rest), strings.Count(out, "serverside-applied"), out)
-	out = kubectlStdin(t, manifest(t, deployments), "apply", "--server-side", "--dry-run=server", "-f", "-")
-	assert.Contains(t, out, "deployment.apps/engine serverside-applied (server dry run)")
+	assert.Equal(t, "restricted", kubectl(t, "get", "namespace", deployNamespace, "-o", `jsonpath={.metadata.labels.pod-security\.kubernetes\.io/enforce}`))
+	out = kubectlStdin(t, manifest(t, deployments), "apply", "--server-side", "-f", "-")
+	assert.Contains(t, out, "deployment.apps/engine serverside-applied")
 	assert.NotContains(t, out, "PodSecurity", "the namespace warns on pods that break the restricted standard")
+	assertPodsAdmitted(t, deployNamespace, "engine", 2)
 
-	// That check is live: a root container would be reported.
+	// That check is live: a root container would be reported, and its pod
+	// refused.
 	insecure := deployments[0].DeepCopy()
 	require.NoError(t, unstructured.SetNestedField(insecure.Object, false, "spec", "template", "spec", "securityContext", "runAsNonRoot"))
 	out = kubectlStdin(t, manifest(t, []*unstructured.Unstructured{insecure}), "apply", "--server-side", "--dry-run=server", "-f", "-")
 	assert.Contains(t, out, `would violate PodSecurity "restricted:`)
+	assertPodRefused(t, deployNamespace, insecure)
 
 	// The container's arguments, with the templates mounted from the
 	// ConfigMap, against the cluster as the ServiceAccount. Only the
@@ -254,6 +263,12 @@ func TestDeployApply(t *testing.T) {
 	t.Cleanup(func() { _, _ = kubectlErr("delete", "namespace", ns, "--wait=false") })
 	metrics := freeAddr(t)
 	c := m.deployment(t).Spec.Template.Spec.Containers[0]
+	// The engine keeps this test's revisions in a namespace of its own
+	// (startEngine's --revision-namespace): the Role there too, which it
+	// has no rights in until then.
+	sa := "system:serviceaccount:" + deployNamespace + ":" + deployServiceAccount
+	assertCan(t, sa, false, "list", "controllerrevisions.apps", "-n", revisionNamespace(t))
+	grantRevisions(t, m.get(t, "Role", deployNamespace, "engine"), revisionNamespace(t))
 	eng := startEngine(t, m.mountedTemplates(t), containerArgs(t, c, ns, metrics)...)
 	for _, p := range []*corev1.Probe{c.LivenessProbe, c.ReadinessProbe} {
 		code, body := httpGet(t, "http://"+eng.probe+p.HTTPGet.Path)
@@ -263,17 +278,7 @@ func TestDeployApply(t *testing.T) {
 		_, err := kubectlErr("wait", "--for=condition=Established", "--timeout=5s", "crd/mykinds.webapp.my.domain")
 		return err == nil, nil
 	})
-	sa := "--as=system:serviceaccount:" + deployNamespace + ":" + deployServiceAccount
-	for _, can := range [][]string{
-		{"create", "customresourcedefinitions.apiextensions.k8s.io"},
-		{"update", "mykinds.webapp.my.domain", "--subresource=status", "-A"},
-		{"update", "leases.coordination.k8s.io", "-n", deployNamespace},
-		{"create", "deployments.apps", "-A"},
-	} {
-		out, _ := kubectlErr(append([]string{"auth", "can-i", sa}, can...)...)
-		lines := strings.Split(strings.TrimSpace(out), "\n") // after any warnings
-		assert.Equal(t, "yes", lines[len(lines)-1], "the engine's ServiceAccount can %s", strings.Join(can, " "))
-	}
+	assertRights(t, sa, deployNamespace, deployNamespace, true)
 
 	kubectlApply(t, ns, "apiVersion: webapp.my.domain/v1\nkind: MyKind\nmetadata: {name: deployed}\nspec: {deploymentName: deployed-web}\n")
 	eventually(t, "the MyKind to be Ready", time.Minute, func(ctx context.Context) (bool, error) {
@@ -282,9 +287,11 @@ func TestDeployApply(t *testing.T) {
 	})
 	assert.NotContains(t, eng.log.String(), "forbidden", "the committed role covers what the engine does")
 
-	// The metrics the dashboard and the alerts of
-	// config/components/monitoring query are served.
-	_, body := httpGet(t, "http://"+metrics+"/metrics")
+	// The metrics are served over HTTPS to a token allowed to read them
+	// (the ClusterRole engine-metrics-reader), and to no one else; those
+	// the dashboard and the alerts of config/components/monitoring query
+	// are there.
+	body := assertMetricsGuarded(t, metrics, ns, "engine-metrics-reader")
 	assertMonitoredMetricsServed(t, body)
 	for _, sample := range []string{"engine_template_reload_healthy 1", `leader_election_master_status{name="engine.cuengine.dev"} 1`} {
 		assert.Contains(t, body, sample)
@@ -606,4 +613,54 @@ func httpGet(t *testing.T, url string) (int, string) {
 	b, err := io.ReadAll(resp.Body)
 	require.NoError(t, err)
 	return resp.StatusCode, string(b)
+}
+
+// assertPodsAdmitted waits until the Deployment's pods exist and are Ready
+// on the fake node: the apiserver admitted them under the namespace's Pod
+// Security enforcement.
+func assertPodsAdmitted(t *testing.T, ns, deployment string, replicas int) {
+	t.Helper()
+	kubectl(t, "-n", ns, "wait", "--for=condition=Available", "--timeout=2m", "deployment/"+deployment)
+	ready := kubectl(t, "-n", ns, "get", "pods", "-l", "app.kubernetes.io/name=engine,app.kubernetes.io/component=controller",
+		"-o", `jsonpath={range .items[*]}{.status.conditions[?(@.type=="Ready")].status} {end}`)
+	assert.Equal(t, slices.Repeat([]string{"True"}, replicas), strings.Fields(ready), "the pods are admitted and Ready")
+	events := kubectl(t, "-n", ns, "get", "events", "--field-selector", "reason=FailedCreate", "-o", "name")
+	assert.Empty(t, strings.TrimSpace(events), "no pod was refused")
+}
+
+// assertPodRefused: a pod with the Deployment's pod template is refused
+// by the namespace's enforced restricted Pod Security Standard (a server
+// dry run: the apiserver admits or refuses as for a real create).
+func assertPodRefused(t *testing.T, ns string, d *unstructured.Unstructured) {
+	t.Helper()
+	spec, _, err := unstructured.NestedMap(d.Object, "spec", "template", "spec")
+	require.NoError(t, err)
+	pod := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "v1", "kind": "Pod",
+		"metadata": map[string]any{"name": "insecure", "namespace": ns}, "spec": spec}}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, filepath.Join(bin, "kubectl"), "--kubeconfig", cluster.Kubeconfig, "create", "--dry-run=server", "-f", "-")
+	cmd.Stdin = strings.NewReader(manifest(t, []*unstructured.Unstructured{pod}))
+	out, err := cmd.CombinedOutput()
+	require.Error(t, err, "a root pod is created in %s: %s", ns, out)
+	assert.Contains(t, string(out), `violates PodSecurity "restricted:latest"`)
+}
+
+// grantRevisions copies the engine's Role and its binding into ns, as for
+// an engine run with --revision-namespace ns (engine rbac
+// --revision-namespace does the same), and removes them afterwards.
+func grantRevisions(t *testing.T, role *unstructured.Unstructured, ns string) {
+	t.Helper()
+	r := role.DeepCopy()
+	r.SetNamespace(ns)
+	r.SetResourceVersion("")
+	r.SetUID("")
+	binding := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+		"metadata": map[string]any{"name": r.GetName(), "namespace": ns},
+		"roleRef":  map[string]any{"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": r.GetName()},
+		"subjects": []any{map[string]any{"kind": "ServiceAccount", "name": deployServiceAccount, "namespace": deployNamespace}},
+	}}
+	kubectlStdin(t, manifest(t, []*unstructured.Unstructured{r, binding}), "apply", "-f", "-")
+	t.Cleanup(func() { _, _ = kubectlErr("-n", ns, "delete", "role,rolebinding", r.GetName(), "--ignore-not-found") })
 }

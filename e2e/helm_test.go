@@ -91,7 +91,7 @@ func TestHelmRefusesBadValues(t *testing.T) {
 		{"two templates with one base name", []string{"--set-file", `templates.files.a/x\.cue=` + mykind, "--set-file", `templates.files.b/x\.cue=` + mykind},
 			"templates.files: two files are named x.cue; ConfigMap keys are base names, so they must differ"},
 		{"a role that is not engine rbac's", []string{"--set", "rbac.generated=kind: Role"},
-			"rbac.generated holds no ClusterRole with rules: give it the output of `engine rbac --templates DIR --install-crds`"},
+			"rbac.generated holds no ClusterRole and Role with rules: give it the output of `engine rbac --templates DIR --install-crds`"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			args := append([]string{"template", helmRelease, filepath.Join(repo, "charts/engine")}, c.args...)
@@ -123,14 +123,22 @@ func TestHelmInstall(t *testing.T) {
 		}
 	})
 
+	// Into a namespace that enforces the restricted Pod Security Standard:
+	// the apiserver refuses any pod of the release that breaks it.
+	if !existed {
+		kubectl(t, "create", "namespace", deployNamespace)
+	}
+	kubectl(t, "label", "namespace", deployNamespace, "--overwrite", "pod-security.kubernetes.io/enforce=restricted")
+
 	start := time.Now()
-	out, err := helm("install", helmRelease, filepath.Join(repo, "charts/engine"), "-n", deployNamespace, "--create-namespace", "--wait", "--timeout=3m")
+	out, err := helm("install", helmRelease, filepath.Join(repo, "charts/engine"), "-n", deployNamespace, "--wait", "--timeout=3m")
 	require.NoError(t, err, "helm install: %s", out)
 	t.Logf("helm install --wait: the Deployment available in %s", time.Since(start).Round(100*time.Millisecond))
 	kubectl(t, "-n", deployNamespace, "wait", "--for=condition=Available", "--timeout=10s", "deployment/engine")
 	nodes := kubectl(t, "-n", deployNamespace, "get", "pods", "-l", "app.kubernetes.io/name=engine",
 		"-o", `jsonpath={range .items[*]}{.spec.nodeName}={.status.conditions[?(@.type=="Ready")].status} {end}`)
 	assert.Equal(t, []string{"kwok-node-0=True", "kwok-node-0=True"}, strings.Fields(nodes), "both replicas Ready on the fake node, without pulling the image")
+	assertPodsAdmitted(t, deployNamespace, "engine", 2)
 
 	// The installed Deployment's arguments, with its templates as the
 	// kubelet mounts them, as its ServiceAccount.
@@ -139,13 +147,16 @@ func TestHelmInstall(t *testing.T) {
 	ns := namespace(t)
 	t.Cleanup(func() { _, _ = kubectlErr("delete", "namespace", ns, "--wait=false") })
 	c := live.deployment(t).Spec.Template.Spec.Containers[0]
-	eng := startEngine(t, live.mountedTemplates(t), containerArgs(t, c, ns, "0")...)
+	metrics := freeAddr(t)
+	grantRevisions(t, live.get(t, "Role", deployNamespace, "engine"), revisionNamespace(t))
+	eng := startEngine(t, live.mountedTemplates(t), containerArgs(t, c, ns, metrics)...)
 	kubectlApply(t, ns, "apiVersion: webapp.my.domain/v1\nkind: MyKind\nmetadata: {name: charted}\nspec: {deploymentName: charted-web}\n")
 	eventually(t, "the MyKind to be Ready", time.Minute, func(ctx context.Context) (bool, error) {
 		out, err := kubectlErr("-n", ns, "get", "mykind", "charted", "-o", `jsonpath={.status.conditions[?(@.type=="Ready")].status}`)
 		return out == "True", err
 	})
 	assert.NotContains(t, eng.log.String(), "forbidden", "the chart's role covers what the engine does")
+	assertMetricsGuarded(t, metrics, ns, helmRelease+"-metrics-reader")
 
 	// helm upgrade with one template changed: the ConfigMap is updated in
 	// place (the engine hot-reloads it) and nothing else is written, so the

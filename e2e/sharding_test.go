@@ -51,7 +51,7 @@ func TestSharding(t *testing.T) {
 		p := startEngine(t, dir, "--sharding", "--shard-id", id, "--namespace", ns,
 			"--leader-election-namespace", ns, "--leader-election-id", "engine-sharding",
 			"--leader-election-lease-duration", lease.String(), "--leader-election-renew-deadline", "3s", "--leader-election-retry-period", "500ms",
-			"--metrics-bind-address", metrics, "--zap-log-level", "debug")
+			"--metrics-bind-address", metrics, "--metrics-secure=false", "--zap-log-level", "debug")
 		return &shardedEngine{id: id, proc: p, metrics: metrics}
 	}
 	replicas := []*shardedEngine{start("s1"), start("s2"), start("s3")}

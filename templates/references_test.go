@@ -199,7 +199,7 @@ children: app: {apiVersion: "v1", kind: "ConfigMap", metadata: name: "app", data
 `)
 	set, err := Load(dir)
 	require.NoError(t, err)
-	role, _ := RBAC(set, RBACOptions{Name: "engine", ServiceAccount: "engine", Namespace: "engine-system"})
+	role := RBAC(set, RBACOptions{Name: "engine", ServiceAccount: "engine", Namespace: "engine-system"}).ClusterRole
 	var core, openshift []rbacv1.PolicyRule
 	for _, r := range role.Rules {
 		switch r.APIGroups[0] {

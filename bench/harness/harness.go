@@ -307,12 +307,13 @@ func (h *Harness) spec(name string) controllerSpec {
 }
 
 // engineSpec runs the engine, serving its metrics on metricsAddr ("0" for
-// none).
+// none) over plain HTTP: a loopback address the harness scrapes without a
+// token.
 func (h *Harness) engineSpec(metricsAddr string) controllerSpec {
 	return controllerSpec{name: Engine, bin: h.bins[h.cfg.EngineBin], crds: h.crds, templates: true,
 		args: func(kubeconfig, templates string) []string {
 			return append([]string{"run", "--templates", templates, "--kubeconfig", kubeconfig,
-				"--metrics-bind-address", metricsAddr, "--health-probe-bind-address", "0",
+				"--metrics-bind-address", metricsAddr, "--metrics-secure=false", "--health-probe-bind-address", "0",
 				"--max-concurrent-reconciles", strconv.Itoa(h.cfg.Workers)}, h.cfg.EngineArgs...)
 		},
 		edit: func(_ context.Context, _ *env, templates string) error {

@@ -43,6 +43,9 @@ kubectl from another shell with the printed export line. Ctrl-C stops it all.`,
 	cmd.Flags().BoolVar(&o.gcsEmulator, "gcs-emulator", true, "serve the gcs provider from a local Cloud Storage emulator, engine-gcs-emulator beside the engine (ignored when STORAGE_EMULATOR_HOST is set)")
 	cmd.Flags().BoolVar(&o.postgres, "postgres", true, "serve the postgresql provider from a throwaway PostgreSQL server when its binaries are installed (ignored when PGHOST is set)")
 	_ = cmd.Flags().Set("metrics-bind-address", "0")
+	// Plain HTTP on loopback when given an address: a local cluster's
+	// metrics are for the person running it.
+	_ = cmd.Flags().Set("metrics-secure", "false")
 	_ = cmd.Flags().Set("health-probe-bind-address", "0")
 	return cmd
 }

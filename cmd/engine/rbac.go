@@ -11,33 +11,41 @@ import (
 )
 
 type rbacOptions struct {
-	templates      string
-	name           string
-	serviceAccount string
-	namespace      string
-	installCRDs    bool
+	templates         string
+	name              string
+	serviceAccount    string
+	namespace         string
+	revisionNamespace string
+	installCRDs       bool
 }
 
 func newRBACCommand() *cobra.Command {
 	o := &rbacOptions{}
 	cmd := &cobra.Command{
 		Use:   "rbac",
-		Short: "Print the least-privilege ClusterRole and binding for the templates",
-		Long: `Print a ClusterRole granting exactly what the engine needs to serve the
-templates (the parent kinds, their status, the child kinds the templates can
-produce, read-only access to the kinds they reference, events, the leader
-election lease, and CRDs with --install-crds), and a ClusterRoleBinding to the
-engine's ServiceAccount.`,
+		Short: "Print the least-privilege roles and bindings for the templates",
+		Long: `Print the roles granting exactly what the engine needs to serve the
+templates, bound to the engine's ServiceAccount:
+
+  a ClusterRole and its ClusterRoleBinding: the parent kinds, their status,
+  the child kinds the templates can produce, read-only access to the kinds
+  they reference, events, the TokenReviews and
+  SubjectAccessReviews that guard the metrics endpoint, and with
+  --install-crds the CRDs (updates only of the templates' own);
+  a Role and its RoleBinding in --namespace: the leader election and shard
+  Leases, and the templates' revisions (ControllerRevisions), which go to a
+  second Role in --revision-namespace if it differs.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			set, err := templates.Load(o.templates)
 			if err != nil {
 				return &exitError{code: 1, msg: err.Error()}
 			}
-			role, binding := templates.RBAC(set, templates.RBACOptions{
-				Name: o.name, ServiceAccount: o.serviceAccount, Namespace: o.namespace, InstallCRDs: o.installCRDs,
+			roles := templates.RBAC(set, templates.RBACOptions{
+				Name: o.name, ServiceAccount: o.serviceAccount, Namespace: o.namespace,
+				RevisionNamespace: o.revisionNamespace, InstallCRDs: o.installCRDs,
 			})
-			for i, obj := range []any{role, binding} {
+			for i, obj := range roles.Objects() {
 				b, err := yaml.Marshal(obj)
 				if err != nil {
 					return err
@@ -51,9 +59,10 @@ engine's ServiceAccount.`,
 		},
 	}
 	cmd.Flags().StringVar(&o.templates, "templates", "templates", "templates directory")
-	cmd.Flags().StringVar(&o.name, "name", "engine", "name of the ClusterRole and ClusterRoleBinding")
+	cmd.Flags().StringVar(&o.name, "name", "engine", "name of the roles and bindings")
 	cmd.Flags().StringVar(&o.serviceAccount, "service-account", "engine", "ServiceAccount the engine runs as")
-	cmd.Flags().StringVar(&o.namespace, "namespace", "engine-system", "namespace of the ServiceAccount")
+	cmd.Flags().StringVar(&o.namespace, "namespace", "engine-system", "namespace of the ServiceAccount and of the engine's Leases (engine run --leader-election-namespace)")
+	cmd.Flags().StringVar(&o.revisionNamespace, "revision-namespace", "", "namespace of the templates' revisions (engine run --revision-namespace; default: --namespace)")
 	cmd.Flags().BoolVar(&o.installCRDs, "install-crds", false, "also allow managing CustomResourceDefinitions (engine run --install-crds)")
 	return cmd
 }

@@ -20,7 +20,7 @@ func TestRBACReferences(t *testing.T) {
 	out, errOut, code := run(t, "rbac", "--templates", examples)
 	require.Equal(t, 0, code, errOut)
 	docs := strings.Split(out, "\n---\n")
-	require.Len(t, docs, 2)
+	require.Len(t, docs, 4, "a ClusterRole, its binding, the Role in --namespace and its binding")
 	var role rbacv1.ClusterRole
 	require.NoError(t, yaml.Unmarshal([]byte(docs[0]), &role))
 	var configMaps, secrets []rbacv1.PolicyRule

@@ -23,7 +23,6 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/cuengine/engine/engine"
 	"github.com/cuengine/engine/render"
@@ -35,7 +34,7 @@ import (
 type runOptions struct {
 	templates               string
 	kubeconfig              string
-	metricsAddr             string
+	metrics                 metricsOptions
 	probeAddr               string
 	pprofAddr               string
 	leaderElect             bool
@@ -66,7 +65,7 @@ type runOptions struct {
 func (o *runOptions) addFlags(cmd *cobra.Command) {
 	f := cmd.Flags()
 	f.StringVar(&o.templates, "templates", "templates", "templates directory (watched: edits are applied live)")
-	f.StringVar(&o.metricsAddr, "metrics-bind-address", ":8080", `address of the Prometheus metrics endpoint ("0" disables it)`)
+	o.metrics.addFlags(f)
 	f.StringVar(&o.probeAddr, "health-probe-bind-address", ":8081", "address of the /healthz and /readyz endpoints")
 	f.StringVar(&o.pprofAddr, "pprof-bind-address", "0", `address of the Go profiler's /debug/pprof endpoints ("0" disables them)`)
 	f.BoolVar(&o.leaderElect, "leader-elect", false, "elect a leader among replicas: only the leader reconciles")
@@ -163,11 +162,14 @@ func (o *runOptions) run(cmd *cobra.Command, cfg *rest.Config) error {
 	if err != nil {
 		return err
 	}
+	if err := o.metrics.validate(); err != nil {
+		return &exitError{code: 2, msg: err.Error()}
+	}
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                        newScheme(),
 		MapperProvider:                engine.NewRESTMapper,
 		Cache:                         cacheOpts,
-		Metrics:                       metricsserver.Options{BindAddress: o.metricsAddr},
+		Metrics:                       o.metrics.serverOptions(logger),
 		HealthProbeBindAddress:        "0", // served by probeServer, with reasons
 		PprofBindAddress:              o.pprofAddr,
 		LeaderElection:                o.leaderElect || o.sharding,

@@ -1,0 +1,79 @@
+package templates
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	rbacv1 "k8s.io/api/rbac/v1"
+)
+
+// TestRBACScopes: the engine's own objects (Leases, ControllerRevisions)
+// are granted by Roles in their namespaces only, and CRD writes only with
+// InstallCRDs, updates limited to the templates' own CRDs.
+func TestRBACScopes(t *testing.T) {
+	set, err := Load("../examples/templates")
+	require.NoError(t, err)
+	leases := rbacv1.PolicyRule{APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"}, Verbs: readWrite}
+	revisions := rbacv1.PolicyRule{APIGroups: []string{"apps"}, Resources: []string{"controllerrevisions"}, Verbs: allVerbs}
+	for _, tc := range []struct {
+		name       string
+		opts       RBACOptions
+		namespaces []string
+		rules      [][]rbacv1.PolicyRule
+		crdRules   []rbacv1.PolicyRule
+	}{{
+		name:       "one namespace",
+		opts:       RBACOptions{Name: "engine", ServiceAccount: "engine", Namespace: "engine-system"},
+		namespaces: []string{"engine-system"},
+		rules:      [][]rbacv1.PolicyRule{{leases, revisions}},
+	}, {
+		name:       "revisions elsewhere",
+		opts:       RBACOptions{Name: "engine", ServiceAccount: "engine", Namespace: "engine-system", RevisionNamespace: "engine-revisions"},
+		namespaces: []string{"engine-system", "engine-revisions"},
+		rules:      [][]rbacv1.PolicyRule{{leases}, {revisions}},
+	}, {
+		name:       "revisions in the same namespace, named",
+		opts:       RBACOptions{Name: "engine", ServiceAccount: "engine", Namespace: "engine-system", RevisionNamespace: "engine-system"},
+		namespaces: []string{"engine-system"},
+		rules:      [][]rbacv1.PolicyRule{{leases, revisions}},
+	}, {
+		name:       "install CRDs",
+		opts:       RBACOptions{Name: "engine", ServiceAccount: "engine", Namespace: "engine-system", InstallCRDs: true},
+		namespaces: []string{"engine-system"},
+		rules:      [][]rbacv1.PolicyRule{{leases, revisions}},
+		crdRules: []rbacv1.PolicyRule{
+			{APIGroups: []string{"apiextensions.k8s.io"}, Resources: []string{"customresourcedefinitions"}, Verbs: []string{"get", "list", "watch", "create"}},
+			{APIGroups: []string{"apiextensions.k8s.io"}, Resources: []string{"customresourcedefinitions"}, Verbs: []string{"update", "patch"},
+				ResourceNames: []string{"gcs.storage.matsumo.dev", "mykinds.webapp.my.domain", "storefronts.apps.cuengine.dev", "teamapps.apps.cuengine.dev", "webapps.apps.cuengine.dev"}},
+		},
+	}} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := RBAC(set, tc.opts)
+			subject := rbacv1.Subject{Kind: "ServiceAccount", Name: "engine", Namespace: "engine-system"}
+			var crdRules []rbacv1.PolicyRule
+			for _, rule := range r.ClusterRole.Rules {
+				assert.NotContains(t, rule.Resources, "leases", "no lease rights cluster-wide")
+				assert.NotContains(t, rule.Resources, "controllerrevisions", "no revision rights cluster-wide")
+				if rule.APIGroups[0] == "apiextensions.k8s.io" {
+					crdRules = append(crdRules, rule)
+				}
+			}
+			assert.Equal(t, tc.crdRules, crdRules)
+			assert.Contains(t, r.ClusterRole.Rules, rbacv1.PolicyRule{APIGroups: []string{"authentication.k8s.io"}, Resources: []string{"tokenreviews"}, Verbs: []string{"create"}})
+			assert.Contains(t, r.ClusterRole.Rules, rbacv1.PolicyRule{APIGroups: []string{"authorization.k8s.io"}, Resources: []string{"subjectaccessreviews"}, Verbs: []string{"create"}})
+			assert.Equal(t, []rbacv1.Subject{subject}, r.ClusterRoleBinding.Subjects)
+
+			require.Len(t, r.Roles, len(tc.namespaces))
+			require.Len(t, r.RoleBindings, len(tc.namespaces))
+			for i, ns := range tc.namespaces {
+				assert.Equal(t, ns, r.Roles[i].Namespace)
+				assert.Equal(t, tc.rules[i], r.Roles[i].Rules)
+				assert.Equal(t, ns, r.RoleBindings[i].Namespace)
+				assert.Equal(t, rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "Role", Name: "engine"}, r.RoleBindings[i].RoleRef)
+				assert.Equal(t, []rbacv1.Subject{subject}, r.RoleBindings[i].Subjects)
+			}
+			assert.Len(t, r.Objects(), 2+2*len(tc.namespaces))
+		})
+	}
+}
