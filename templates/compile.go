@@ -145,7 +145,13 @@ type Set struct {
 	Root      string
 	templates []*Template
 	byGVK     map[schema.GroupVersionKind]*Template
+	// unchecked are the child kinds without a schema (childschema.go).
+	unchecked []Unchecked
 }
+
+// Unchecked returns the child kinds Load found no schema for, so their
+// children were not checked: warnings for the person running the command.
+func (s *Set) Unchecked() []Unchecked { return s.unchecked }
 
 // Templates returns the templates sorted by path.
 func (s *Set) Templates() []*Template { return s.templates }
@@ -171,9 +177,12 @@ func (e *LoadError) Error() string {
 }
 
 // Load reads and compiles every template under dir. It returns an error
-// (a *LoadError when templates are at fault) unless every template compiles
-// and no two claim the same kind.
-func Load(dir string) (*Set, error) {
+// (a *LoadError when templates are at fault) unless every template compiles,
+// no two claim the same kind and every child fits its kind's schema.
+func Load(dir string) (*Set, error) { return LoadWith(dir, LoadOptions{}) }
+
+// LoadWith is Load with more places to find the schemas of child kinds.
+func LoadWith(dir string, opts LoadOptions) (*Set, error) {
 	root, err := filepath.Abs(dir)
 	if err != nil {
 		return nil, err
@@ -202,6 +211,11 @@ func Load(dir string) (*Set, error) {
 		}
 		set.byGVK[t.GVK] = t
 		set.templates = append(set.templates, t)
+	}
+	if len(failed.Errors) == 0 {
+		if err := c.checkSchemas(set, opts, &failed); err != nil {
+			return nil, err
+		}
 	}
 	if len(failed.Errors) > 0 {
 		return nil, &failed

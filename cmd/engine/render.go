@@ -26,6 +26,7 @@ type renderOptions struct {
 	file      string
 	observed  string
 	limits    render.Limits
+	crds      []string
 }
 
 func newRenderCommand() *cobra.Command {
@@ -48,6 +49,7 @@ observation of an external resource (such as "assets: {name: shop-assets-1a2b3c4
 		},
 	}
 	cmd.Flags().StringVar(&o.templates, "templates", "templates", "templates directory")
+	addCRDsFlag(cmd.Flags(), &o.crds)
 	cmd.Flags().StringVarP(&o.file, "filename", "f", "", `custom resource YAML file ("-" for stdin)`)
 	cmd.Flags().StringVar(&o.observed, "observed", "", "YAML file with the live state of children and resources")
 	addLimitFlags(cmd.Flags(), &o.limits)
@@ -56,9 +58,9 @@ observation of an external resource (such as "assets: {name: shop-assets-1a2b3c4
 }
 
 func (o *renderOptions) run(stdin io.Reader, stdout, stderr io.Writer) error {
-	set, err := templates.Load(o.templates)
+	set, err := loadOffline(o.templates, o.crds, stderr)
 	if err != nil {
-		return &exitError{code: 1, msg: err.Error()}
+		return err
 	}
 	parents, err := readObjects(o.file, stdin)
 	if err != nil {

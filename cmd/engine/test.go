@@ -23,6 +23,7 @@ type testOptions struct {
 	junit     string
 	update    bool
 	limits    render.Limits
+	crds      []string
 }
 
 func newTestCommand() *cobra.Command {
@@ -67,6 +68,7 @@ Exit status: 0 when every case passes, 1 otherwise.`,
 	}
 	cmd.Flags().BoolP("help", "h", false, "help for test")
 	cmd.Flags().StringVar(&o.templates, "templates", "templates", "templates directory")
+	addCRDsFlag(cmd.Flags(), &o.crds)
 	cmd.Flags().StringVar(&o.run, "run", "", "run only the cases whose name (template/case) matches this regular expression")
 	cmd.Flags().BoolVarP(&o.verbose, "verbose", "v", false, "print every case as it starts, and the warnings of passing cases")
 	cmd.Flags().StringVar(&o.junit, "junit", "", "also write a JUnit XML report to this file")
@@ -116,9 +118,9 @@ func (o *testOptions) runTests(stdout io.Writer) error {
 		}
 	}
 	start := time.Now()
-	set, err := templates.Load(o.templates)
+	set, err := loadOffline(o.templates, o.crds, stdout)
 	if err != nil {
-		return &exitError{code: 1, msg: err.Error()}
+		return err
 	}
 	cases, orphans, err := discoverCases(set)
 	if err != nil {
