@@ -200,7 +200,7 @@ func (cs *childSchemas) checkChildren(t *Template) ([]Unchecked, error) {
 			return nil, err
 		}
 		if err := def.Unify(child).Validate(); err != nil {
-			out.Problems = append(out.Problems, childProblems(cs.c.root, name, child, err)...)
+			out.Problems = append(out.Problems, childProblems(cs.c.root, name, def, child, err)...)
 		}
 	}
 	if len(out.Problems) > 0 {

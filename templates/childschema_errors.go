@@ -25,7 +25,7 @@ var mismatchedTypes = regexp.MustCompile(` \(mismatched types [^)]*\)`)
 // an expression (parent.spec.tier), which one and where it is declared:
 //
 //	mykind.cue:23:13: children.deployment.spec.replicas: conflicting values int32 and string (parent.spec.tier, mykind.cue:12:3)
-func childProblems(root, name string, child cue.Value, err error) []Problem {
+func childProblems(root, name string, def, child cue.Value, err error) []Problem {
 	prefix := "children." + cue.MakePath(cue.Str(name)).String()
 	errs := cueerrors.Errors(err)
 	var out []Problem
@@ -47,6 +47,9 @@ func childProblems(root, name string, child cue.Value, err error) []Problem {
 				inputs = append(inputs, errs[i].InputPositions()...)
 			}
 			msg = disjunctionText(branches)
+		}
+		if m := schemaConflict(def, child, segs); m != "" && msg != "field not allowed" {
+			msg = m
 		}
 		p := Problem{Path: prefix, Msg: msg}
 		if key != "" {
@@ -77,6 +80,9 @@ func childProblems(root, name string, child cue.Value, err error) []Problem {
 		}
 		switch {
 		case expr != "":
+			if decl := declaration(root, lookupSegments(child, segs)); decl != "" {
+				others = []string{decl}
+			}
 			p.Msg += " (" + strings.Join(append([]string{expr}, others...), ", ") + ")"
 		case len(others) > 0:
 			p.Msg += " (see " + strings.Join(others, ", ") + ")"
@@ -165,4 +171,57 @@ func fieldSource(root string, v cue.Value) (pos, expr string) {
 		pos = position(root, v.Pos())
 	}
 	return pos, expr
+}
+
+// schemaConflict says what the schema wants at a path and what the
+// template gives, "" when it cannot tell: "conflicting values int32 and
+// string", or for an enum or int-or-string "invalid value "gold" | "silver"
+// (must be one of "Always", "Never", "OnFailure")". CUE's own message
+// names the two sides in either order, and for a value from a disjunction
+// it lists every pair of branches.
+func schemaConflict(def, child cue.Value, segs []string) string {
+	want, got := lookupSchema(def, segs), lookupSegments(child, segs)
+	if !want.Exists() || !got.Exists() {
+		return ""
+	}
+	gives := fmt.Sprint(got)
+	if op, args := want.Expr(); op == cue.OrOp {
+		var allowed []string
+		for _, a := range args {
+			allowed = append(allowed, fmt.Sprint(a))
+		}
+		sort.Strings(allowed)
+		return fmt.Sprintf("invalid value %s (must be one of %s)", gives, strings.Join(allowed, ", "))
+	}
+	if want.IncompleteKind()&^cue.BottomKind == cue.StructKind || want.IncompleteKind() == cue.ListKind {
+		return "" // CUE's message says which field
+	}
+	return fmt.Sprintf("conflicting values %v and %s", want, gives)
+}
+
+// lookupSchema follows a path in a schema: list elements and the values of
+// free-form maps by their patterns.
+func lookupSchema(v cue.Value, segs []string) cue.Value {
+	for _, s := range segs {
+		if _, err := strconv.Atoi(s); err == nil && v.IncompleteKind() == cue.ListKind {
+			v = v.LookupPath(cue.MakePath(cue.AnyIndex))
+			continue
+		}
+		if f := v.LookupPath(cue.MakePath(cue.Str(s).Optional())); f.Exists() {
+			v = f
+			continue
+		}
+		v = v.LookupPath(cue.MakePath(cue.AnyString))
+	}
+	return v
+}
+
+// declaration returns where the field a reference points to is declared
+// (parent.spec.tier's "tier: ..."), or "".
+func declaration(root string, v cue.Value) string {
+	r, path := v.ReferencePath()
+	if len(path.Selectors()) == 0 {
+		return ""
+	}
+	return position(root, r.LookupPath(path).Pos())
 }
