@@ -212,12 +212,14 @@ func (cs *childSchemas) checkChildren(t *Template) ([]Unchecked, error) {
 
 // checkSchemas checks the children of every template of the set against
 // their kinds' schemas, adding a template's conflicts to failed and the
-// kinds without a schema to the set's warnings.
+// kinds without a schema to the set's warnings. A template that fails
+// leaves the set.
 func (c *compiler) checkSchemas(set *Set, opts LoadOptions, failed *LoadError) error {
 	cs, err := newChildSchemas(c, set, opts)
 	if err != nil {
 		return err
 	}
+	passed := set.templates[:0:0]
 	for _, t := range set.templates {
 		unchecked, err := cs.checkChildren(t)
 		set.unchecked = append(set.unchecked, unchecked...)
@@ -227,7 +229,11 @@ func (c *compiler) checkSchemas(set *Set, opts LoadOptions, failed *LoadError) e
 				return err
 			}
 			failed.Errors = append(failed.Errors, te)
+			delete(set.byGVK, t.GVK)
+			continue
 		}
+		passed = append(passed, t)
 	}
+	set.templates = passed
 	return nil
 }

@@ -184,7 +184,7 @@ func schemaConflict(def, child cue.Value, segs []string) string {
 	if !want.Exists() || !got.Exists() {
 		return ""
 	}
-	gives := fmt.Sprint(got)
+	gives := describe(got)
 	if op, args := want.Expr(); op == cue.OrOp {
 		var allowed []string
 		for _, a := range args {
@@ -197,6 +197,25 @@ func schemaConflict(def, child cue.Value, segs []string) string {
 		return "" // CUE's message says which field
 	}
 	return fmt.Sprintf("conflicting values %v and %s", want, gives)
+}
+
+// describe is a template's value as a message shows it: a concrete value
+// or a set of them ("gold" | "silver") as written, anything else by its
+// type (string, not strings.MinRunes(1) & strings.MaxRunes(64)).
+func describe(v cue.Value) string {
+	if v.IsConcrete() {
+		return fmt.Sprint(v)
+	}
+	if op, args := v.Eval().Expr(); op == cue.OrOp {
+		concrete := true
+		for _, a := range args {
+			concrete = concrete && a.IsConcrete()
+		}
+		if concrete {
+			return fmt.Sprint(v)
+		}
+	}
+	return (v.IncompleteKind() &^ cue.BottomKind).String()
 }
 
 // lookupSchema follows a path in a schema: list elements and the values of

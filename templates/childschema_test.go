@@ -85,7 +85,7 @@ data: {tier: parent.spec.tier, size: parent.spec.size}`, ""},
 kind: "ConfigMap"
 metadata: name: "shop"
 data: replicas: parent.spec.replicas`,
-			"t.cue:16:17: children.c.data.replicas: conflicting values string and *1 | int32 (parent.spec.replicas, t.cue:7:3)"},
+			"t.cue:16:17: children.c.data.replicas: conflicting values string and int (parent.spec.replicas, t.cue:7:3)"},
 		{"a kind of the directory's templates", `apiVersion: "example.com/v1"
 kind: "Widget"
 metadata: name: "shop"

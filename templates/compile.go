@@ -166,6 +166,9 @@ func (s *Set) Lookup(gvk schema.GroupVersionKind) (*Template, bool) {
 // template is listed, so one run of `engine vet` shows all problems.
 type LoadError struct {
 	Errors []*Error
+	// Loaded holds the templates that did load, for tools that report
+	// template by template (engine test runs their cases); never served.
+	Loaded *Set
 }
 
 func (e *LoadError) Error() string {
@@ -212,15 +215,14 @@ func LoadWith(dir string, opts LoadOptions) (*Set, error) {
 		set.byGVK[t.GVK] = t
 		set.templates = append(set.templates, t)
 	}
-	if len(failed.Errors) == 0 {
-		if err := c.checkSchemas(set, opts, &failed); err != nil {
-			return nil, err
-		}
-	}
-	if len(failed.Errors) > 0 {
-		return nil, &failed
+	if err := c.checkSchemas(set, opts, &failed); err != nil {
+		return nil, err
 	}
 	sort.Slice(set.templates, func(i, j int) bool { return set.templates[i].Path < set.templates[j].Path })
+	if len(failed.Errors) > 0 {
+		failed.Loaded = set
+		return nil, &failed
+	}
 	return set, nil
 }
 

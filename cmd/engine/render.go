@@ -60,7 +60,7 @@ observation of an external resource (such as "assets: {name: shop-assets-1a2b3c4
 func (o *renderOptions) run(stdin io.Reader, stdout, stderr io.Writer) error {
 	set, err := loadOffline(o.templates, o.crds, stderr)
 	if err != nil {
-		return err
+		return asExitError(err)
 	}
 	parents, err := readObjects(o.file, stdin)
 	if err != nil {

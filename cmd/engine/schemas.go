@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"io"
 
@@ -16,7 +17,8 @@ func addCRDsFlag(f *pflag.FlagSet, dirs *[]string) {
 }
 
 // loadOffline loads the templates with the CRDs of the --crds directories
-// and prints a warning for each child kind without a schema.
+// and prints a warning for each child kind without a schema. Its errors are
+// an *exitError, but for the templates' own (a *templates.LoadError).
 func loadOffline(dir string, crdDirs []string, stderr io.Writer) (*templates.Set, error) {
 	var opts templates.LoadOptions
 	for _, d := range crdDirs {
@@ -28,10 +30,19 @@ func loadOffline(dir string, crdDirs []string, stderr io.Writer) (*templates.Set
 	}
 	set, err := templates.LoadWith(dir, opts)
 	if err != nil {
-		return nil, &exitError{code: 1, msg: err.Error()}
+		return nil, err
 	}
 	for _, u := range set.Unchecked() {
 		fmt.Fprintf(stderr, "warning: %s\n", u)
 	}
 	return set, nil
+}
+
+// asExitError makes a load error the command's exit status 1 and message.
+func asExitError(err error) error {
+	var ee *exitError
+	if errors.As(err, &ee) {
+		return err
+	}
+	return &exitError{code: 1, msg: err.Error()}
 }

@@ -20,7 +20,7 @@ func newVetCommand() *cobra.Command {
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			set, err := loadOffline(o.templates, o.crds, cmd.ErrOrStderr())
 			if err != nil {
-				return err
+				return asExitError(err)
 			}
 			for _, t := range set.Templates() {
 				fmt.Fprintf(cmd.OutOrStdout(), "ok  %-24s %s (template hash %s)\n", t.Path, t.GVK.GroupKind().String()+"/"+t.GVK.Version, t.Hash)
