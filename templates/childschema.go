@@ -157,21 +157,50 @@ func (ks *kindSchema) cue() string {
 }
 
 // checkChildren unifies each child the template declares with its kind's
-// schema. A child whose apiVersion or kind is not known before a parent
-// exists is not checked; one whose kind has no schema is returned as
-// unchecked.
+// schema, twice: as the template stands before anything exists, and with
+// every observed name it reads present but unknown ({...}), so a child
+// behind `if observed.bucket != _|_` is checked too. A child whose
+// apiVersion or kind is not known before a parent exists is not checked;
+// one whose kind has no schema is returned as unchecked.
 func (cs *childSchemas) checkChildren(t *Template) ([]Unchecked, error) {
-	children := t.evaluated.LookupPath(pathChildren)
+	out := &Error{Template: t.Path}
+	c := &childCheck{seen: map[schema.GroupVersionKind]bool{}, problems: map[string]bool{}, out: out}
+	if err := cs.checkValue(t, t.evaluated, c); err != nil {
+		return nil, err
+	}
+	if names := t.observedReads.paths; len(names) > 0 && !t.observedReads.all {
+		v := t.evaluated
+		for name := range names {
+			v = v.FillPath(cue.MakePath(cue.Str("observed"), cue.Str(name)), cs.c.ctx.CompileString("{...}"))
+		}
+		if err := cs.checkValue(t, v, c); err != nil {
+			return nil, err
+		}
+	}
+	if len(out.Problems) > 0 {
+		sort.SliceStable(out.Problems, func(i, j int) bool { return out.Problems[i].Pos < out.Problems[j].Pos })
+		return c.unchecked, out
+	}
+	return c.unchecked, nil
+}
+
+// childCheck collects what the checks of one template find.
+type childCheck struct {
+	unchecked []Unchecked
+	seen      map[schema.GroupVersionKind]bool
+	problems  map[string]bool
+	out       *Error
+}
+
+func (cs *childSchemas) checkValue(t *Template, v cue.Value, c *childCheck) error {
+	children := v.LookupPath(pathChildren)
 	if !children.Exists() {
-		return nil, nil
+		return nil
 	}
 	it, err := children.Fields()
 	if err != nil {
-		return nil, nil // not known before a parent exists: evaluation reports it
+		return nil // not known before a parent exists: evaluation reports it
 	}
-	var unchecked []Unchecked
-	seen := map[schema.GroupVersionKind]bool{}
-	out := &Error{Template: t.Path}
 	for it.Next() {
 		name, child := it.Selector().Unquoted(), it.Value()
 		apiVersion, err1 := child.LookupPath(cue.ParsePath("apiVersion")).String()
@@ -186,28 +215,29 @@ func (cs *childSchemas) checkChildren(t *Template) ([]Unchecked, error) {
 		gvk := gv.WithKind(kind)
 		ks, err := cs.lookup(gvk)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		if ks == nil {
-			if !seen[gvk] {
-				seen[gvk] = true
-				unchecked = append(unchecked, Unchecked{Template: t.Path, Child: name, Kind: gvk})
+			if !c.seen[gvk] {
+				c.seen[gvk] = true
+				c.unchecked = append(c.unchecked, Unchecked{Template: t.Path, Child: name, Kind: gvk})
 			}
 			continue
 		}
 		def, err := cs.definition(ks)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		if err := def.Unify(child).Validate(); err != nil {
-			out.Problems = append(out.Problems, childProblems(cs.c.root, name, def, child, err)...)
+			for _, p := range childProblems(cs.c.root, name, def, child, err) {
+				if !c.problems[p.String()] {
+					c.problems[p.String()] = true
+					c.out.Problems = append(c.out.Problems, p)
+				}
+			}
 		}
 	}
-	if len(out.Problems) > 0 {
-		sort.SliceStable(out.Problems, func(i, j int) bool { return out.Problems[i].Pos < out.Problems[j].Pos })
-		return unchecked, out
-	}
-	return unchecked, nil
+	return nil
 }
 
 // checkSchemas checks the children of every template of the set against

@@ -162,3 +162,24 @@ func TestChildSchemasExamples(t *testing.T) {
 		})
 	}
 }
+
+// TestChildSchemasBehindObserved: a child that appears only once something
+// exists (if observed.x != _|_) is checked too, and one that appears only
+// while it does not.
+func TestChildSchemasBehindObserved(t *testing.T) {
+	dir := t.TempDir()
+	writeFile(t, filepath.Join(dir, "t.cue"), []byte(`package t
+
+parent: {apiVersion: "example.com/v1", kind: "Shop"}
+children: config: {apiVersion: "v1", kind: "ConfigMap", metadata: name: "config"}
+if observed.config != _|_ {
+	children: app: {apiVersion: "v1", kind: "ConfigMap", metadata: name: "app", data: version: observed.config.data.version, dta: 1}
+}
+if observed.config == _|_ {
+	children: waiting: {apiVersion: "v1", kind: "ConfigMap", metadata: nme: "waiting"}
+}
+`))
+	_, err := Load(dir)
+	require.Error(t, err)
+	assert.Equal(t, "t.cue:6:123: children.app.dta: field not allowed\nt.cue:9:69: children.waiting.metadata.nme: field not allowed", err.Error())
+}
