@@ -24,7 +24,9 @@ var builtinSchemasGz []byte
 
 // builtinSchemas decodes the file once per process, on first use: about
 // 350 KB of JSON, a few milliseconds.
-var builtinSchemas = sync.OnceValues(func() (map[schema.GroupVersionKind]*kindSchema, error) {
+var builtinSchemas = sync.OnceValues(decodeBuiltinSchemas)
+
+func decodeBuiltinSchemas() (map[schema.GroupVersionKind]*kindSchema, error) {
 	zr, err := gzip.NewReader(bytes.NewReader(builtinSchemasGz))
 	if err != nil {
 		return nil, fmt.Errorf("built-in schemas: %w", err)
@@ -53,4 +55,4 @@ var builtinSchemas = sync.OnceValues(func() (map[schema.GroupVersionKind]*kindSc
 		out[gv.WithKind(key[i+1:])] = &kindSchema{root: name, defs: f.Definitions, origin: "built-in"}
 	}
 	return out, nil
-})
+}
