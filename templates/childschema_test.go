@@ -183,3 +183,11 @@ if observed.config == _|_ {
 	require.Error(t, err)
 	assert.Equal(t, "t.cue:6:123: children.app.dta: field not allowed\nt.cue:9:69: children.waiting.metadata.nme: field not allowed", err.Error())
 }
+
+func TestReadCRDsErrors(t *testing.T) {
+	dir := t.TempDir()
+	writeFile(t, filepath.Join(dir, "bad.yaml"), []byte("apiVersion: apiextensions.k8s.io/v1\nkind: CustomResourceDefinition\n---\nspec: [unclosed\n"))
+	_, err := ReadCRDs(dir)
+	require.Error(t, err)
+	assert.Equal(t, filepath.Join(dir, "bad.yaml")+": document 2: error converting YAML to JSON: yaml: line 1: did not find expected ',' or ']'", err.Error())
+}
