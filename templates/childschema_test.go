@@ -3,6 +3,7 @@ package templates
 import (
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -190,4 +191,22 @@ func TestReadCRDsErrors(t *testing.T) {
 	_, err := ReadCRDs(dir)
 	require.Error(t, err)
 	assert.Equal(t, filepath.Join(dir, "bad.yaml")+": document 2: error converting YAML to JSON: yaml: line 1: did not find expected ',' or ']'", err.Error())
+}
+
+// TestChildSchemasConcurrentLoads: loads in parallel share the built-in
+// schemas and their CUE texts (run under -race).
+func TestChildSchemasConcurrentLoads(t *testing.T) {
+	var wg sync.WaitGroup
+	errs := make(chan error, 8)
+	for range 8 {
+		wg.Go(func() {
+			_, err := Load(examples)
+			errs <- err
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		require.NoError(t, err)
+	}
 }
