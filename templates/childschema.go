@@ -40,9 +40,14 @@ type Unchecked struct {
 	// Child is the child's local name, the first one of that kind.
 	Child string
 	Kind  schema.GroupVersionKind
+	// Err is why the cluster's schema could not be read, if it was asked.
+	Err error
 }
 
 func (u Unchecked) String() string {
+	if u.Err != nil {
+		return fmt.Sprintf("%s: children.%s: kind %s is not checked: %v", u.Template, u.Child, contract.KindString(u.Kind), u.Err)
+	}
 	return fmt.Sprintf("%s: children.%s: kind %s has no schema; its children are not checked (engine vet --crds DIR adds CRDs)",
 		u.Template, u.Child, contract.KindString(u.Kind))
 }
@@ -52,6 +57,7 @@ func (u Unchecked) String() string {
 // CRDs), the CRDs of the options, then the cluster.
 type childSchemas struct {
 	c       *compiler
+	builtin map[schema.GroupVersionKind]*kindSchema
 	own     map[schema.GroupVersionKind]*kindSchema
 	cluster SchemaSource
 	fetched map[schema.GroupVersion]map[schema.GroupVersionKind]*kindSchema
@@ -61,6 +67,10 @@ type childSchemas struct {
 func newChildSchemas(c *compiler, set *Set, opts LoadOptions) (*childSchemas, error) {
 	cs := &childSchemas{c: c, own: map[schema.GroupVersionKind]*kindSchema{}, cluster: opts.Cluster,
 		fetched: map[schema.GroupVersion]map[schema.GroupVersionKind]*kindSchema{}, built: map[*kindSchema]cue.Value{}}
+	var err error
+	if cs.builtin, err = builtinSchemas(); err != nil {
+		return nil, err
+	}
 	for _, crd := range opts.CRDs {
 		if err := addCRD(cs.own, crd, "CRD "+crd.Name); err != nil {
 			return nil, err
@@ -95,16 +105,14 @@ func addCRD(into map[schema.GroupVersionKind]*kindSchema, crd *apiextensionsv1.C
 	return nil
 }
 
-// lookup returns the kind's schema, or nil when nobody has one.
+// lookup returns the kind's schema, or nil when nobody has one. Its error
+// is the cluster's: a failed discovery leaves the kind unchecked, it never
+// refuses a template (nor makes a reload wait for the apiserver).
 func (cs *childSchemas) lookup(gvk schema.GroupVersionKind) (*kindSchema, error) {
 	if ks, ok := cs.own[gvk]; ok {
 		return ks, nil
 	}
-	builtin, err := builtinSchemas()
-	if err != nil {
-		return nil, err
-	}
-	if ks, ok := builtin[gvk]; ok {
+	if ks, ok := cs.builtin[gvk]; ok {
 		return ks, nil
 	}
 	if cs.cluster == nil {
@@ -114,15 +122,13 @@ func (cs *childSchemas) lookup(gvk schema.GroupVersionKind) (*kindSchema, error)
 	kinds, ok := cs.fetched[gv]
 	if !ok {
 		doc, err := cs.cluster.OpenAPIV3(gv)
+		if err == nil && doc != nil {
+			kinds, err = kindsOfDocument(doc, "cluster")
+		}
+		cs.fetched[gv] = kinds // an error too: asked once per Load
 		if err != nil {
-			return nil, fmt.Errorf("schema of %s: %w", contract.KindString(gvk), err)
+			return nil, fmt.Errorf("the cluster's schema: %w", err)
 		}
-		if doc != nil {
-			if kinds, err = kindsOfDocument(doc, "cluster"); err != nil {
-				return nil, fmt.Errorf("schema of %s: %w", contract.KindString(gvk), err)
-			}
-		}
-		cs.fetched[gv] = kinds
 	}
 	return kinds[gvk], nil
 }
@@ -214,13 +220,10 @@ func (cs *childSchemas) checkValue(t *Template, v cue.Value, c *childCheck) erro
 		}
 		gvk := gv.WithKind(kind)
 		ks, err := cs.lookup(gvk)
-		if err != nil {
-			return err
-		}
 		if ks == nil {
 			if !c.seen[gvk] {
 				c.seen[gvk] = true
-				c.unchecked = append(c.unchecked, Unchecked{Template: t.Path, Child: name, Kind: gvk})
+				c.unchecked = append(c.unchecked, Unchecked{Template: t.Path, Child: name, Kind: gvk, Err: err})
 			}
 			continue
 		}

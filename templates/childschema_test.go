@@ -1,6 +1,7 @@
 package templates
 
 import (
+	"errors"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -209,4 +210,43 @@ func TestChildSchemasConcurrentLoads(t *testing.T) {
 	for err := range errs {
 		require.NoError(t, err)
 	}
+}
+
+// schemaSourceFunc is a SchemaSource for unit tests.
+type schemaSourceFunc func(gv schema.GroupVersion) ([]byte, error)
+
+func (f schemaSourceFunc) OpenAPIV3(gv schema.GroupVersion) ([]byte, error) { return f(gv) }
+
+// A kind only the cluster knows is checked against the cluster's document;
+// a cluster that does not answer leaves it unchecked, with the reason, and
+// refuses nothing.
+func TestChildSchemasFromTheCluster(t *testing.T) {
+	dir := t.TempDir()
+	writeFile(t, filepath.Join(dir, "t.cue"), []byte(schemaParent+`apiVersion: "gizmo.example.org/v1"
+kind: "Gizmo"
+metadata: name: "g"
+spec: colr: "red"
+}
+`))
+	doc := `{"components": {"schemas": {"org.example.gizmo.v1.Gizmo": {
+		"type": "object",
+		"x-kubernetes-group-version-kind": [{"group": "gizmo.example.org", "version": "v1", "kind": "Gizmo"}],
+		"properties": {"apiVersion": {"type": "string"}, "kind": {"type": "string"}, "metadata": {"type": "object"},
+			"spec": {"type": "object", "properties": {"color": {"type": "string"}}}}}}}}`
+	asked := 0
+	_, err := LoadWith(dir, LoadOptions{Cluster: schemaSourceFunc(func(gv schema.GroupVersion) ([]byte, error) {
+		asked++
+		assert.Equal(t, schema.GroupVersion{Group: "gizmo.example.org", Version: "v1"}, gv)
+		return []byte(doc), nil
+	})})
+	require.Error(t, err)
+	assert.Equal(t, "t.cue:16:7: children.c.spec.colr: field not allowed", err.Error())
+	assert.Equal(t, 1, asked, "once per Load")
+
+	set, err := LoadWith(dir, LoadOptions{Cluster: schemaSourceFunc(func(schema.GroupVersion) ([]byte, error) {
+		return nil, errors.New("connection refused")
+	})})
+	require.NoError(t, err)
+	require.Len(t, set.Unchecked(), 1)
+	assert.Equal(t, "t.cue: children.c: kind Gizmo.gizmo.example.org/v1 is not checked: the cluster's schema: connection refused", set.Unchecked()[0].String())
 }
