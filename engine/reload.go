@@ -61,6 +61,9 @@ func (e *Engine) Reload(ctx context.Context, ev templates.ReloadEvent) {
 	metricReloadSeconds.Observe(ev.Duration.Seconds())
 	e.setReloadErr(nil)
 	logger.Info("templates reloaded", "changed", ev.Changed, "seconds", ev.Duration.Seconds())
+	for _, u := range ev.Set.Unchecked() {
+		logger.Info("child kind has no schema; its children are not checked", "template", u.Template, "child", u.Child, "kind", u.Kind.String())
+	}
 }
 
 // retryAccept retries a refused set with backoff while it is the latest.

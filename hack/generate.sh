@@ -20,6 +20,12 @@
 #   charts/engine/files/monitoring/      a copy of config/components/monitoring's
 #                                        dashboard and PrometheusRule
 #
+# and the schemas of the built-in Kubernetes kinds that templates' children
+# are checked against (hack/tools/k8sschemas, from the k8s.io/kubernetes of
+# hack/tools/go.mod; a few minutes to compile the first time):
+#
+#   templates/childschema_builtin.json.gz
+#
 # ENGINE is the engine binary, bin/engine by default.
 set -euo pipefail
 
@@ -57,3 +63,7 @@ copy_templates "$chart/files/templates"
 rm -rf "$chart/files/monitoring"
 mkdir -p "$chart/files/monitoring"
 cp config/components/monitoring/engine-dashboard.json config/components/monitoring/prometheusrule.yaml "$chart/files/monitoring/"
+
+mkdir -p "$out/templates"
+(cd hack/tools && go run ./k8sschemas "$out/templates/childschema_builtin.json.gz.tmp")
+mv "$out/templates/childschema_builtin.json.gz.tmp" "$out/templates/childschema_builtin.json.gz"

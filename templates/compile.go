@@ -174,7 +174,13 @@ type Set struct {
 	Root      string
 	templates []*Template
 	byGVK     map[schema.GroupVersionKind]*Template
+	// unchecked are the child kinds without a schema (childschema.go).
+	unchecked []Unchecked
 }
+
+// Unchecked returns the child kinds Load found no schema for, so their
+// children were not checked: warnings for the person running the command.
+func (s *Set) Unchecked() []Unchecked { return s.unchecked }
 
 // Templates returns the templates sorted by path.
 func (s *Set) Templates() []*Template { return s.templates }
@@ -194,6 +200,9 @@ type LoadError struct {
 	// engine that starts with it serves those kinds on their newest stored
 	// revision. Nil otherwise.
 	Servable *Set
+	// Loaded holds the templates that did load, for tools that report
+	// template by template (engine test runs their cases); never served.
+	Loaded *Set
 }
 
 func (e *LoadError) Error() string {
@@ -205,9 +214,12 @@ func (e *LoadError) Error() string {
 }
 
 // Load reads and compiles every template under dir. It returns an error
-// (a *LoadError when templates are at fault) unless every template compiles
-// and no two claim the same kind.
-func Load(dir string) (*Set, error) {
+// (a *LoadError when templates are at fault) unless every template compiles,
+// no two claim the same kind and every child fits its kind's schema.
+func Load(dir string) (*Set, error) { return LoadWith(dir, LoadOptions{}) }
+
+// LoadWith is Load with more places to find the schemas of child kinds.
+func LoadWith(dir string, opts LoadOptions) (*Set, error) {
 	root, err := filepath.Abs(dir)
 	if err != nil {
 		return nil, err
@@ -244,11 +256,15 @@ func Load(dir string) (*Set, error) {
 		set.byGVK[t.GVK] = t
 		set.templates = append(set.templates, t)
 	}
+	if err := c.checkSchemas(set, opts, &failed); err != nil {
+		return nil, err
+	}
 	sort.Slice(set.templates, func(i, j int) bool { return set.templates[i].Path < set.templates[j].Path })
 	if len(failed.Errors) > 0 {
 		if unstorable == len(failed.Errors) {
 			failed.Servable = set
 		}
+		failed.Loaded = set
 		return nil, &failed
 	}
 	return set, nil

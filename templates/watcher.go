@@ -47,6 +47,9 @@ type WatcherOptions struct {
 	// goroutine running Run, one call at a time and in order; a slow OnReload
 	// delays the next reload.
 	OnReload func(ReloadEvent)
+	// Schemas are where each reload finds the schemas of child kinds, as
+	// LoadWith's options.
+	Schemas LoadOptions
 }
 
 // ReloadEvent describes one reload attempt, for OnReload.
@@ -93,6 +96,7 @@ type Watcher struct {
 	debounce time.Duration
 	rescan   time.Duration
 	onReload func(ReloadEvent)
+	schemas  LoadOptions
 	after    func(time.Duration) <-chan time.Time // time.After; tests fire the debounce themselves
 
 	started atomic.Bool
@@ -118,7 +122,7 @@ func NewWatcher(dir string, initial *Set, opts WatcherOptions) (*Watcher, error)
 		return nil, err
 	}
 	if initial == nil {
-		if initial, err = Load(root); err != nil {
+		if initial, err = LoadWith(root, opts.Schemas); err != nil {
 			return nil, err
 		}
 	}
@@ -137,6 +141,7 @@ func NewWatcher(dir string, initial *Set, opts WatcherOptions) (*Watcher, error)
 		debounce: opts.Debounce,
 		rescan:   opts.Rescan,
 		onReload: opts.OnReload,
+		schemas:  opts.Schemas,
 		after:    time.After,
 		ready:    make(chan struct{}),
 		current:  initial,
@@ -338,7 +343,7 @@ func (w *Watcher) check(start time.Time, files digest) {
 	}
 	w.lastFiles = files
 
-	set, err := Load(w.dir)
+	set, err := LoadWith(w.dir, w.schemas)
 	ev := ReloadEvent{Duration: time.Since(start)}
 	if err != nil {
 		w.mu.Lock()

@@ -9,6 +9,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/cuengine/engine/diff"
+	"github.com/cuengine/engine/engine"
 	"github.com/cuengine/engine/render"
 	"github.com/cuengine/engine/templates"
 )
@@ -65,13 +66,22 @@ same), 1 when something would (or they differ), 2 on error.`,
 
 func (o *diffOptions) run(cmd *cobra.Command) error {
 	ctx := cmd.Context()
-	set, err := templates.Load(o.templates)
-	if err != nil {
-		return &exitError{code: 2, msg: err.Error()}
-	}
 	cfg, err := (&runOptions{kubeconfig: o.kubeconfig}).restConfig()
 	if err != nil {
 		return &exitError{code: 2, msg: err.Error()}
+	}
+	// Children are checked against the cluster's schemas too (another
+	// operator's CRDs), as engine run checks them.
+	cluster, err := engine.NewClusterSchemas(cfg)
+	if err != nil {
+		return &exitError{code: 2, msg: err.Error()}
+	}
+	set, err := templates.LoadWith(o.templates, templates.LoadOptions{Cluster: cluster})
+	if err != nil {
+		return &exitError{code: 2, msg: err.Error()}
+	}
+	for _, u := range set.Unchecked() {
+		fmt.Fprintf(cmd.ErrOrStderr(), "warning: %s\n", u)
 	}
 	c, err := client.New(cfg, client.Options{Scheme: newScheme()})
 	if err != nil {

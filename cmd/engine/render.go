@@ -29,6 +29,7 @@ type renderOptions struct {
 	// budget is the command's one render.Budget: an object given twice is
 	// not evaluated again over a limit; nil is a new one.
 	budget *render.Budget
+	crds   []string
 }
 
 func newRenderCommand() *cobra.Command {
@@ -53,6 +54,7 @@ reference that neither gives is an error: the engine would wait for it.`,
 		},
 	}
 	cmd.Flags().StringVar(&o.templates, "templates", "templates", "templates directory")
+	addCRDsFlag(cmd.Flags(), &o.crds)
 	cmd.Flags().StringVarP(&o.file, "filename", "f", "", `custom resource YAML file ("-" for stdin)`)
 	cmd.Flags().StringVar(&o.observed, "observed", "", "YAML file with the live state of children, resources and references")
 	addLimitFlags(cmd.Flags(), &o.limits)
@@ -61,9 +63,9 @@ reference that neither gives is an error: the engine would wait for it.`,
 }
 
 func (o *renderOptions) run(stdin io.Reader, stdout, stderr io.Writer) error {
-	set, err := templates.Load(o.templates)
+	set, err := loadOffline(o.templates, o.crds, stderr)
 	if err != nil {
-		return &exitError{code: 1, msg: err.Error()}
+		return asExitError(err)
 	}
 	parents, err := readObjects(o.file, stdin)
 	if err != nil {

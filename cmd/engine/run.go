@@ -135,7 +135,15 @@ func (o *runOptions) restConfig() (*rest.Config, error) {
 func (o *runOptions) run(cmd *cobra.Command, cfg *rest.Config) error {
 	ctx := cmd.Context()
 	logger := ctrl.Log.WithName("engine")
-	set, loadErr := templates.Load(o.templates)
+	// Children of kinds neither built in nor the templates' own are
+	// checked against the cluster's OpenAPI schemas, at start and at every
+	// reload.
+	cluster, err := engine.NewClusterSchemas(cfg)
+	if err != nil {
+		return err
+	}
+	schemas := templates.LoadOptions{Cluster: cluster}
+	set, loadErr := templates.LoadWith(o.templates, schemas)
 	if loadErr != nil {
 		// Templates only too large to store: their kinds serve their
 		// newest stored revision, the failure reported as a reload's.
@@ -144,6 +152,9 @@ func (o *runOptions) run(cmd *cobra.Command, cfg *rest.Config) error {
 			return &exitError{code: 1, msg: "templates: " + loadErr.Error()}
 		}
 		set = le.Servable
+	}
+	for _, u := range set.Unchecked() {
+		logger.Info("child kind has no schema; its children are not checked", "template", u.Template, "child", u.Child, "kind", u.Kind.String())
 	}
 	if cfg.QPS == 0 {
 		cfg.QPS = -1 // as controller-runtime does: the apiserver's priority and fairness limits
@@ -223,6 +234,7 @@ func (o *runOptions) run(cmd *cobra.Command, cfg *rest.Config) error {
 	watcher, err := templates.NewWatcher(set.Root, set, templates.WatcherOptions{
 		Rescan:   o.rescanInterval,
 		OnReload: func(ev templates.ReloadEvent) { eng.Reload(ctrl.LoggerInto(ctx, logger), ev) },
+		Schemas:  schemas,
 	})
 	if err != nil {
 		return err

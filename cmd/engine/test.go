@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -26,6 +27,7 @@ type testOptions struct {
 	// budget is the run's one render.Budget: cases that render the same
 	// object over a limit evaluate it once.
 	budget *render.Budget
+	crds   []string
 }
 
 func newTestCommand() *cobra.Command {
@@ -70,6 +72,7 @@ Exit status: 0 when every case passes, 1 otherwise.`,
 	}
 	cmd.Flags().BoolP("help", "h", false, "help for test")
 	cmd.Flags().StringVar(&o.templates, "templates", "templates", "templates directory")
+	addCRDsFlag(cmd.Flags(), &o.crds)
 	cmd.Flags().StringVar(&o.run, "run", "", "run only the cases whose name (template/case) matches this regular expression")
 	cmd.Flags().BoolVarP(&o.verbose, "verbose", "v", false, "print every case as it starts, and the warnings of passing cases")
 	cmd.Flags().StringVar(&o.junit, "junit", "", "also write a JUnit XML report to this file")
@@ -122,15 +125,27 @@ func (o *testOptions) runTests(stdout io.Writer) error {
 	if o.budget == nil {
 		o.budget = render.NewBudget(render.BudgetLimits{})
 	}
-	set, err := templates.Load(o.templates)
+	set, broken, err := o.load(stdout)
 	if err != nil {
-		return &exitError{code: 1, msg: err.Error()}
+		return err
 	}
 	cases, orphans, err := discoverCases(set)
 	if err != nil {
 		return &exitError{code: 1, msg: err.Error()}
 	}
 	var results []caseResult
+	// The cases of a template that does not load fail with its errors
+	// (a schema error of a child, a compile error); the others run.
+	orphans, failing, err := casesOfBroken(orphans, broken)
+	if err != nil {
+		return &exitError{code: 1, msg: err.Error()}
+	}
+	for _, c := range failing {
+		if filter == nil || filter.MatchString(c.fullName()) {
+			results = append(results, c)
+			o.report(stdout, c)
+		}
+	}
 	for _, c := range orphans {
 		if filter == nil || filter.MatchString(c.fullName()) {
 			results = append(results, caseResult{testCase: c, failure: fmt.Sprintf(
@@ -262,4 +277,50 @@ func hiddenEntry(name string) bool {
 func isDir(path string) bool {
 	info, err := os.Stat(path) // follows symlinks
 	return err == nil && info.IsDir()
+}
+
+// load loads the templates for engine test. When some do not load, the
+// others are returned with the errors of the broken ones by template name,
+// so their cases fail and every other case runs.
+func (o *testOptions) load(stdout io.Writer) (*templates.Set, map[string]*templates.Error, error) {
+	set, err := loadOffline(o.templates, o.crds, stdout)
+	if err == nil {
+		return set, nil, nil
+	}
+	var le *templates.LoadError
+	if !errors.As(err, &le) || le.Loaded == nil {
+		return nil, nil, asExitError(err)
+	}
+	broken := map[string]*templates.Error{}
+	for _, te := range le.Errors {
+		broken[strings.TrimSuffix(filepath.ToSlash(te.Template), ".cue")] = te
+	}
+	for _, u := range le.Loaded.Unchecked() {
+		fmt.Fprintf(stdout, "warning: %s\n", u)
+	}
+	return le.Loaded, broken, nil
+}
+
+// casesOfBroken turns the orphans that belong to a broken template into
+// failed results, one per case, and returns the real orphans.
+func casesOfBroken(orphans []testCase, broken map[string]*templates.Error) (rest []testCase, failed []caseResult, err error) {
+	for _, c := range orphans {
+		te, ok := broken[c.template]
+		if !ok {
+			rest = append(rest, c)
+			continue
+		}
+		entries, err := os.ReadDir(c.dir)
+		if err != nil {
+			return nil, nil, fmt.Errorf("reading test cases: %w", err)
+		}
+		for _, e := range entries {
+			if hiddenEntry(e.Name()) || !isDir(filepath.Join(c.dir, e.Name())) {
+				continue
+			}
+			tc := testCase{template: c.template, name: e.Name(), dir: filepath.Join(c.dir, e.Name())}
+			failed = append(failed, caseResult{testCase: tc, failure: "the template does not load:\n" + te.Error()})
+		}
+	}
+	return rest, failed, nil
 }

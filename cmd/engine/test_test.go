@@ -83,6 +83,14 @@ func TestTestBrokenTemplatesFail(t *testing.T) {
 		failed: []string{"mykind/rename"},
 		output: []string{`    children.deployment.metadata.name: conflicting values "mykind" and "web-v2":`},
 	}, {
+		name:   "mykind replicas from a string field: the schema of Deployment",
+		file:   "mykind.cue",
+		old:    "replicas: parent.spec.replicas",
+		new:    "replicas: parent.spec.deploymentName",
+		failed: []string{"mykind/defaults", "mykind/invalid-replicas", "mykind/ready", "mykind/rename", "mykind/scale-to-zero"},
+		output: []string{"--- FAIL: mykind/scale-to-zero (0.00s)\n    the template does not load:\n" +
+			"    mykind.cue:23:13: children.deployment.spec.replicas: conflicting values int32 and string (parent.spec.deploymentName, mykind.cue:12:3)\n"},
+	}, {
 		name:   "mykind replicas unbounded",
 		file:   "mykind.cue",
 		old:    "replicas: *1 | int32 & >=0",

@@ -4,12 +4,11 @@ import (
 	"fmt"
 
 	"github.com/spf13/cobra"
-
-	"github.com/cuengine/engine/templates"
 )
 
 type vetOptions struct {
 	templates string
+	crds      []string
 }
 
 func newVetCommand() *cobra.Command {
@@ -19,9 +18,9 @@ func newVetCommand() *cobra.Command {
 		Short: "Check every template; exit non-zero with file:line:col messages on errors",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			set, err := templates.Load(o.templates)
+			set, err := loadOffline(o.templates, o.crds, cmd.ErrOrStderr())
 			if err != nil {
-				return &exitError{code: 1, msg: err.Error()}
+				return asExitError(err)
 			}
 			for _, t := range set.Templates() {
 				fmt.Fprintf(cmd.OutOrStdout(), "ok  %-24s %s (template hash %s)\n", t.Path, t.GVK.GroupKind().String()+"/"+t.GVK.Version, t.Hash)
@@ -30,5 +29,6 @@ func newVetCommand() *cobra.Command {
 		},
 	}
 	cmd.Flags().StringVar(&o.templates, "templates", "templates", "templates directory")
+	addCRDsFlag(cmd.Flags(), &o.crds)
 	return cmd
 }

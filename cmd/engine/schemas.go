@@ -1,0 +1,48 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+
+	"github.com/spf13/pflag"
+
+	"github.com/cuengine/engine/templates"
+)
+
+// addCRDsFlag adds --crds, the directories of CRD files whose kinds children
+// may be instances of, to an offline command.
+func addCRDsFlag(f *pflag.FlagSet, dirs *[]string) {
+	f.StringSliceVar(dirs, "crds", nil, "directories of CustomResourceDefinition YAML files: the schemas of child kinds that are neither built in nor the templates' own (repeatable)")
+}
+
+// loadOffline loads the templates with the CRDs of the --crds directories
+// and prints a warning for each child kind without a schema. Its errors are
+// an *exitError, but for the templates' own (a *templates.LoadError).
+func loadOffline(dir string, crdDirs []string, stderr io.Writer) (*templates.Set, error) {
+	var opts templates.LoadOptions
+	for _, d := range crdDirs {
+		crds, err := templates.ReadCRDs(d)
+		if err != nil {
+			return nil, &exitError{code: 1, msg: "--crds: " + err.Error()}
+		}
+		opts.CRDs = append(opts.CRDs, crds...)
+	}
+	set, err := templates.LoadWith(dir, opts)
+	if err != nil {
+		return nil, err
+	}
+	for _, u := range set.Unchecked() {
+		fmt.Fprintf(stderr, "warning: %s\n", u)
+	}
+	return set, nil
+}
+
+// asExitError makes a load error the command's exit status 1 and message.
+func asExitError(err error) error {
+	var ee *exitError
+	if errors.As(err, &ee) {
+		return err
+	}
+	return &exitError{code: 1, msg: err.Error()}
+}

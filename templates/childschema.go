@@ -1,0 +1,272 @@
+package templates
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sort"
+	"sync"
+
+	"cuelang.org/go/cue"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/cuengine/engine/contract"
+)
+
+// LoadOptions are where Load finds the schemas of child kinds besides the
+// built-in kinds and the kinds of the directory's own templates.
+type LoadOptions struct {
+	// CRDs are CustomResourceDefinitions children may be instances of
+	// (engine vet --crds DIR).
+	CRDs []*apiextensionsv1.CustomResourceDefinition
+	// Cluster, when set, is asked for kinds nobody else knows (engine run
+	// and diff: the cluster's OpenAPI v3 discovery).
+	Cluster SchemaSource
+}
+
+// SchemaSource serves OpenAPI v3 documents, one per group version, as the
+// apiserver does at /openapi/v3/apis/<group>/<version>.
+type SchemaSource interface {
+	// OpenAPIV3 returns the document of gv, or nil when the source has none.
+	OpenAPIV3(gv schema.GroupVersion) ([]byte, error)
+}
+
+// Unchecked is a child kind that has no schema, so its children were not
+// checked: a warning, never an error.
+type Unchecked struct {
+	// Template is the template's path, relative to the templates directory.
+	Template string
+	// Child is the child's local name, the first one of that kind.
+	Child string
+	Kind  schema.GroupVersionKind
+	// Err is why the cluster's schema could not be read, if it was asked.
+	Err error
+}
+
+func (u Unchecked) String() string {
+	if u.Err != nil {
+		return fmt.Sprintf("%s: children.%s: kind %s is not checked: %v", u.Template, u.Child, contract.KindString(u.Kind), u.Err)
+	}
+	return fmt.Sprintf("%s: children.%s: kind %s has no schema; its children are not checked (engine vet --crds DIR adds CRDs)",
+		u.Template, u.Child, contract.KindString(u.Kind))
+}
+
+// childSchemas finds and builds the CUE definition of each child kind, once
+// per Load: the built-in kinds, then the set's own kinds (their generated
+// CRDs), the CRDs of the options, then the cluster.
+type childSchemas struct {
+	c       *compiler
+	builtin map[schema.GroupVersionKind]*kindSchema
+	own     map[schema.GroupVersionKind]*kindSchema
+	cluster SchemaSource
+	fetched map[schema.GroupVersion]map[schema.GroupVersionKind]*kindSchema
+	built   map[*kindSchema]cue.Value
+}
+
+func newChildSchemas(c *compiler, set *Set, opts LoadOptions) (*childSchemas, error) {
+	cs := &childSchemas{c: c, own: map[schema.GroupVersionKind]*kindSchema{}, cluster: opts.Cluster,
+		fetched: map[schema.GroupVersion]map[schema.GroupVersionKind]*kindSchema{}, built: map[*kindSchema]cue.Value{}}
+	var err error
+	if cs.builtin, err = builtinSchemas(); err != nil {
+		return nil, err
+	}
+	for _, crd := range opts.CRDs {
+		if err := addCRD(cs.own, crd, "CRD "+crd.Name); err != nil {
+			return nil, err
+		}
+	}
+	for _, t := range set.templates {
+		if err := addCRD(cs.own, t.crd, "template "+t.Path); err != nil {
+			return nil, err
+		}
+	}
+	return cs, nil
+}
+
+// addCRD indexes every served version of a CRD.
+func addCRD(into map[schema.GroupVersionKind]*kindSchema, crd *apiextensionsv1.CustomResourceDefinition, origin string) error {
+	for _, v := range crd.Spec.Versions {
+		gvk := schema.GroupVersionKind{Group: crd.Spec.Group, Version: v.Name, Kind: crd.Spec.Names.Kind}
+		ks := &kindSchema{root: "root", defs: map[string]*openAPISchema{"root": {PreserveUnknown: true}}, origin: origin}
+		if v.Schema != nil && v.Schema.OpenAPIV3Schema != nil {
+			raw, err := json.Marshal(v.Schema.OpenAPIV3Schema)
+			if err != nil {
+				return fmt.Errorf("%s: %w", origin, err)
+			}
+			var s openAPISchema
+			if err := json.Unmarshal(raw, &s); err != nil {
+				return fmt.Errorf("%s: %w", origin, err)
+			}
+			ks.defs["root"] = &s
+		}
+		into[gvk] = ks
+	}
+	return nil
+}
+
+// lookup returns the kind's schema, or nil when nobody has one. Its error
+// is the cluster's: a failed discovery leaves the kind unchecked, it never
+// refuses a template (nor makes a reload wait for the apiserver).
+func (cs *childSchemas) lookup(gvk schema.GroupVersionKind) (*kindSchema, error) {
+	if ks, ok := cs.own[gvk]; ok {
+		return ks, nil
+	}
+	if ks, ok := cs.builtin[gvk]; ok {
+		return ks, nil
+	}
+	if cs.cluster == nil {
+		return nil, nil
+	}
+	gv := gvk.GroupVersion()
+	kinds, ok := cs.fetched[gv]
+	if !ok {
+		doc, err := cs.cluster.OpenAPIV3(gv)
+		if err == nil && doc != nil {
+			kinds, err = kindsOfDocument(doc, "cluster")
+		}
+		cs.fetched[gv] = kinds // an error too: asked once per Load
+		if err != nil {
+			return nil, fmt.Errorf("the cluster's schema: %w", err)
+		}
+	}
+	return kinds[gvk], nil
+}
+
+// definition returns the kind's CUE definition in the compiler's context.
+func (cs *childSchemas) definition(ks *kindSchema) (cue.Value, error) {
+	if v, ok := cs.built[ks]; ok {
+		return v, nil
+	}
+	v := cs.c.ctx.CompileString(ks.cue()).LookupPath(cue.MakePath(cue.Def("#kind")))
+	if err := v.Err(); err != nil {
+		return cue.Value{}, fmt.Errorf("schema from %s does not compile: %w", ks.origin, err)
+	}
+	cs.built[ks] = v
+	return v, nil
+}
+
+// cueTexts caches the CUE text of each kind's schema for the life of the
+// process: the built-in kinds' schemas never change, so converting them
+// again at each reload would be waste.
+var cueTexts sync.Map // *kindSchema -> string
+
+func (ks *kindSchema) cue() string {
+	if s, ok := cueTexts.Load(ks); ok {
+		return s.(string)
+	}
+	s := cueOfKind(ks)
+	if ks.origin == "built-in" {
+		cueTexts.Store(ks, s)
+	}
+	return s
+}
+
+// checkChildren unifies each child the template declares with its kind's
+// schema, twice: as the template stands before anything exists, and with
+// every observed name it reads present but unknown ({...}), so a child
+// behind `if observed.bucket != _|_` is checked too. A child whose
+// apiVersion or kind is not known before a parent exists is not checked;
+// one whose kind has no schema is returned as unchecked.
+func (cs *childSchemas) checkChildren(t *Template) ([]Unchecked, error) {
+	out := &Error{Template: t.Path}
+	c := &childCheck{seen: map[schema.GroupVersionKind]bool{}, problems: map[string]bool{}, out: out}
+	if err := cs.checkValue(t, t.evaluated, c); err != nil {
+		return nil, err
+	}
+	if names := t.observedReads.paths; len(names) > 0 && !t.observedReads.all {
+		v := t.evaluated
+		for name := range names {
+			v = v.FillPath(cue.MakePath(cue.Str("observed"), cue.Str(name)), cs.c.ctx.CompileString("{...}"))
+		}
+		if err := cs.checkValue(t, v, c); err != nil {
+			return nil, err
+		}
+	}
+	if len(out.Problems) > 0 {
+		sort.SliceStable(out.Problems, func(i, j int) bool { return out.Problems[i].Pos < out.Problems[j].Pos })
+		return c.unchecked, out
+	}
+	return c.unchecked, nil
+}
+
+// childCheck collects what the checks of one template find.
+type childCheck struct {
+	unchecked []Unchecked
+	seen      map[schema.GroupVersionKind]bool
+	problems  map[string]bool
+	out       *Error
+}
+
+func (cs *childSchemas) checkValue(t *Template, v cue.Value, c *childCheck) error {
+	children := v.LookupPath(pathChildren)
+	if !children.Exists() {
+		return nil
+	}
+	it, err := children.Fields()
+	if err != nil {
+		return nil // not known before a parent exists: evaluation reports it
+	}
+	for it.Next() {
+		name, child := it.Selector().Unquoted(), it.Value()
+		apiVersion, err1 := child.LookupPath(cue.ParsePath("apiVersion")).String()
+		kind, err2 := child.LookupPath(cue.ParsePath("kind")).String()
+		if err1 != nil || err2 != nil {
+			continue
+		}
+		gv, err := schema.ParseGroupVersion(apiVersion)
+		if err != nil {
+			continue // evaluation reports it, with the parent
+		}
+		gvk := gv.WithKind(kind)
+		ks, err := cs.lookup(gvk)
+		if ks == nil {
+			if !c.seen[gvk] {
+				c.seen[gvk] = true
+				c.unchecked = append(c.unchecked, Unchecked{Template: t.Path, Child: name, Kind: gvk, Err: err})
+			}
+			continue
+		}
+		def, err := cs.definition(ks)
+		if err != nil {
+			return err
+		}
+		if err := def.Unify(child).Validate(); err != nil {
+			for _, p := range childProblems(cs.c.root, name, def, child, err) {
+				if !c.problems[p.String()] {
+					c.problems[p.String()] = true
+					c.out.Problems = append(c.out.Problems, p)
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// checkSchemas checks the children of every template of the set against
+// their kinds' schemas, adding a template's conflicts to failed and the
+// kinds without a schema to the set's warnings. A template that fails
+// leaves the set.
+func (c *compiler) checkSchemas(set *Set, opts LoadOptions, failed *LoadError) error {
+	cs, err := newChildSchemas(c, set, opts)
+	if err != nil {
+		return err
+	}
+	passed := set.templates[:0:0]
+	for _, t := range set.templates {
+		unchecked, err := cs.checkChildren(t)
+		set.unchecked = append(set.unchecked, unchecked...)
+		if err != nil {
+			var te *Error
+			if !errors.As(err, &te) {
+				return err
+			}
+			failed.Errors = append(failed.Errors, te)
+			delete(set.byGVK, t.GVK)
+			continue
+		}
+		passed = append(passed, t)
+	}
+	set.templates = passed
+	return nil
+}

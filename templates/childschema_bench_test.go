@@ -1,0 +1,47 @@
+package templates
+
+import (
+	"testing"
+
+	"cuelang.org/go/cue/cuecontext"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+)
+
+// BenchmarkLoadExamples is the cost of a reload of the example templates,
+// the schema check of their children included.
+func BenchmarkLoadExamples(b *testing.B) {
+	for b.Loop() {
+		if _, err := Load(examples); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkChildSchemaStartup is what the first Load of a process pays on
+// top of the others: decoding the built-in schemas and writing the
+// Deployment's as CUE.
+func BenchmarkChildSchemaStartup(b *testing.B) {
+	deployment := schema.GroupVersionKind{Group: "apps", Version: "v1", Kind: "Deployment"}
+	for b.Loop() {
+		kinds, err := decodeBuiltinSchemas()
+		if err != nil {
+			b.Fatal(err)
+		}
+		_ = cueOfKind(kinds[deployment])
+	}
+}
+
+// BenchmarkChildSchemaBuild is what every Load pays per child kind: the
+// kind's CUE compiled in the Load's context (here the Deployment's).
+func BenchmarkChildSchemaBuild(b *testing.B) {
+	kinds, err := builtinSchemas()
+	if err != nil {
+		b.Fatal(err)
+	}
+	text := cueOfKind(kinds[schema.GroupVersionKind{Group: "apps", Version: "v1", Kind: "Deployment"}])
+	for b.Loop() {
+		if err := cuecontext.New().CompileString(text).Err(); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

@@ -1,0 +1,58 @@
+package templates
+
+import (
+	"bytes"
+	"compress/gzip"
+	_ "embed"
+	"encoding/json"
+	"fmt"
+	"io"
+	"strings"
+	"sync"
+
+	"k8s.io/apimachinery/pkg/runtime/schema"
+)
+
+// builtinSchemasGz holds the OpenAPI schemas of the built-in kinds
+// (apps/v1, v1, batch/v1, networking, rbac, policy, autoscaling, ...), as
+// the kube-apiserver of the Kubernetes version in hack/tools/go.mod serves
+// them. `make generate` writes it (hack/tools/k8sschemas) and `make verify`
+// checks it; it is about 25 KB.
+//
+//go:embed childschema_builtin.json.gz
+var builtinSchemasGz []byte
+
+// builtinSchemas decodes the file once per process, on first use: about
+// 350 KB of JSON, a few milliseconds.
+var builtinSchemas = sync.OnceValues(decodeBuiltinSchemas)
+
+func decodeBuiltinSchemas() (map[schema.GroupVersionKind]*kindSchema, error) {
+	zr, err := gzip.NewReader(bytes.NewReader(builtinSchemasGz))
+	if err != nil {
+		return nil, fmt.Errorf("built-in schemas: %w", err)
+	}
+	raw, err := io.ReadAll(zr)
+	if err != nil {
+		return nil, fmt.Errorf("built-in schemas: %w", err)
+	}
+	var f struct {
+		Kinds       map[string]string         `json:"kinds"`
+		Definitions map[string]*openAPISchema `json:"definitions"`
+	}
+	if err := json.Unmarshal(raw, &f); err != nil {
+		return nil, fmt.Errorf("built-in schemas: %w", err)
+	}
+	out := make(map[schema.GroupVersionKind]*kindSchema, len(f.Kinds))
+	for key, name := range f.Kinds {
+		i := strings.LastIndexByte(key, '/')
+		if i < 0 {
+			return nil, fmt.Errorf("built-in schemas: bad kind %q", key)
+		}
+		gv, err := schema.ParseGroupVersion(key[:i])
+		if err != nil {
+			return nil, fmt.Errorf("built-in schemas: bad kind %q: %w", key, err)
+		}
+		out[gv.WithKind(key[i+1:])] = &kindSchema{root: name, defs: f.Definitions, origin: "built-in"}
+	}
+	return out, nil
+}

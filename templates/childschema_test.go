@@ -1,0 +1,252 @@
+package templates
+
+import (
+	"errors"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+)
+
+// schemaParent is the parent of the cases of TestChildSchemas; the child
+// starts on line 13.
+const schemaParent = `parent: {
+	apiVersion: "example.com/v1"
+	kind:       "Shop"
+	spec: {
+		tier:     "gold" | "silver"
+		size:     string
+		replicas: *1 | int32
+		port:     int
+		flag:     bool
+	}
+}
+children: c: {
+`
+
+// widgetTemplate is a second template of the directory: its kind is a child
+// kind with the schema of its generated CRD.
+const widgetTemplate = `parent: {
+	apiVersion: "example.com/v1"
+	kind:       "Widget"
+	spec: size: int
+}
+`
+
+func TestChildSchemas(t *testing.T) {
+	deployment := `apiVersion: "apps/v1"
+kind: "Deployment"
+metadata: name: "shop"
+`
+	tests := []struct {
+		name  string
+		child string
+		want  string // the error, "" when the child fits its schema
+	}{
+		{"fits", deployment + `spec: {
+	replicas: parent.spec.replicas
+	selector: matchLabels: app: "shop"
+	template: metadata: labels: app: "shop"
+	template: spec: containers: [{name: "app", image: "nginx", imagePullPolicy: "Always", ports: [{containerPort: parent.spec.port}]}]
+}`, ""},
+		{"unknown top-level field", `apiVersion: "v1"
+kind: "ConfigMap"
+metadata: name: "shop"
+dta: a: "b"`, "t.cue:16:1: children.c.dta: field not allowed"},
+		{"unknown field in the pod template", deployment + `spec: template: spec: restartPolicyy: "Always"`,
+			"t.cue:16:23: children.c.spec.template.spec.restartPolicyy: field not allowed"},
+		{"unknown field in a list item", deployment + `spec: template: spec: containers: [{name: "app", imagePullPolcy: "Always"}]`,
+			"t.cue:16:50: children.c.spec.template.spec.containers.0.imagePullPolcy: field not allowed"},
+		{"wrong literal type", deployment + `spec: replicas: "3"`,
+			`t.cue:16:17: children.c.spec.replicas: conflicting values int32 and "3"`},
+		{"wrong expression type", deployment + `spec: replicas: parent.spec.size`,
+			"t.cue:16:17: children.c.spec.replicas: conflicting values int32 and string (parent.spec.size, t.cue:6:3)"},
+		{"enum", deployment + `spec: template: spec: restartPolicy: "Sometimes"`,
+			`t.cue:16:38: children.c.spec.template.spec.restartPolicy: invalid value "Sometimes" (must be one of "Always", "Never", "OnFailure")`},
+		{"enum from the parent", deployment + `spec: template: spec: restartPolicy: parent.spec.tier`,
+			`t.cue:16:38: children.c.spec.template.spec.restartPolicy: invalid value "gold" | "silver" (must be one of "Always", "Never", "OnFailure") (parent.spec.tier, t.cue:5:3)`},
+		{"int-or-string, int and string", `apiVersion: "v1"
+kind: "Service"
+metadata: name: "shop"
+spec: ports: [{port: 80, targetPort: parent.spec.port}, {port: 81, targetPort: "http"}]`, ""},
+		{"int-or-string, neither", `apiVersion: "v1"
+kind: "Service"
+metadata: name: "shop"
+spec: ports: [{port: 80, targetPort: parent.spec.flag}]`,
+			"t.cue:16:38: children.c.spec.ports.0.targetPort: conflicting values int | string and bool (parent.spec.flag, t.cue:9:3)"},
+		{"quantity, number and string", deployment + `spec: template: spec: containers: [{name: "app", resources: limits: {cpu: 1, memory: "64Mi"}}]`, ""},
+		{"free-form maps", `apiVersion: "v1"
+kind: "ConfigMap"
+metadata: {name: "shop", labels: {anything: "x"}, annotations: {"example.com/note": parent.spec.size}}
+data: {tier: parent.spec.tier, size: parent.spec.size}`, ""},
+		{"free-form map of strings", `apiVersion: "v1"
+kind: "ConfigMap"
+metadata: name: "shop"
+data: replicas: parent.spec.replicas`,
+			"t.cue:16:17: children.c.data.replicas: conflicting values string and int (parent.spec.replicas, t.cue:7:3)"},
+		{"a kind of the directory's templates", `apiVersion: "example.com/v1"
+kind: "Widget"
+metadata: name: "shop"
+spec: size: parent.spec.size`,
+			"t.cue:16:13: children.c.spec.size: conflicting values int and string (parent.spec.size, t.cue:6:3)"},
+		{"a kind of a CRD file", `apiVersion: "tools.example.org/v1"
+kind: "Gadget"
+metadata: name: "shop"
+spec: {mode: "fast", count: parent.spec.replicas, extra: {anything: [1, "two"]}, port: "http"}
+spec: template: {apiVersion: "v1", kind: "Pod", metadata: name: "p", spec: {}}`, ""},
+		{"a kind of a CRD file, wrong", `apiVersion: "tools.example.org/v1"
+kind: "Gadget"
+metadata: name: "shop"
+spec: {mode: "fast", cuont: 1}`, "t.cue:16:22: children.c.spec.cuont: field not allowed"},
+		{"an enum of a CRD file", `apiVersion: "tools.example.org/v1"
+kind: "Gadget"
+metadata: name: "shop"
+spec: mode: parent.spec.tier`, `t.cue:16:13: children.c.spec.mode: invalid value "gold" | "silver" (must be one of "fast", "slow") (parent.spec.tier, t.cue:5:3)`},
+		{"a kind without a schema", `apiVersion: "example.org/v1"
+kind: "Unknown"
+metadata: name: "shop"
+spec: whatever: 1`, ""},
+		{"dependsOn is the engine's", deployment + `dependsOn: ["d"]
+}
+children: d: {apiVersion: "v1", kind: "ConfigMap", metadata: name: "d"`, ""},
+	}
+	crds, err := ReadCRDs(filepath.Join("testdata", "childschema", "crds"))
+	require.NoError(t, err)
+	require.Len(t, crds, 1)
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			dir := t.TempDir()
+			writeFile(t, filepath.Join(dir, "t.cue"), []byte(schemaParent+indent(tt.child)+"\n}\n"))
+			writeFile(t, filepath.Join(dir, "widget.cue"), []byte(widgetTemplate))
+			set, err := LoadWith(dir, LoadOptions{CRDs: crds})
+			if tt.want == "" {
+				require.NoError(t, err)
+				return
+			}
+			require.Error(t, err)
+			var le *LoadError
+			require.ErrorAs(t, err, &le)
+			assert.Equal(t, tt.want, err.Error())
+			assert.Nil(t, set)
+		})
+	}
+}
+
+func indent(s string) string { return strings.TrimSuffix(s, "\n") }
+
+func TestChildSchemasUnchecked(t *testing.T) {
+	dir := t.TempDir()
+	writeFile(t, filepath.Join(dir, "t.cue"), []byte(schemaParent+`apiVersion: "example.org/v1"
+kind: "Unknown"
+metadata: name: "shop"
+}
+children: d: {apiVersion: "example.org/v1", kind: "Unknown", metadata: name: "other"}
+`))
+	set, err := Load(dir)
+	require.NoError(t, err)
+	want := []Unchecked{{Template: "t.cue", Child: "c", Kind: schema.GroupVersionKind{Group: "example.org", Version: "v1", Kind: "Unknown"}}}
+	assert.Equal(t, want, set.Unchecked(), "reported once per kind")
+	assert.Equal(t, "t.cue: children.c: kind Unknown.example.org/v1 has no schema; its children are not checked (engine vet --crds DIR adds CRDs)", want[0].String())
+}
+
+// TestChildSchemasExamples: every template of the repository fits its
+// children's schemas, with no kind left unchecked.
+func TestChildSchemasExamples(t *testing.T) {
+	for _, dir := range []string{examples, "../testdata/unit", "../engine/testdata/templates", "../render/testdata", "testdata/eval"} {
+		t.Run(dir, func(t *testing.T) {
+			set, err := Load(dir)
+			require.NoError(t, err)
+			assert.Empty(t, set.Unchecked())
+		})
+	}
+}
+
+// TestChildSchemasBehindObserved: a child that appears only once something
+// exists (if observed.x != _|_) is checked too, and one that appears only
+// while it does not.
+func TestChildSchemasBehindObserved(t *testing.T) {
+	dir := t.TempDir()
+	writeFile(t, filepath.Join(dir, "t.cue"), []byte(`package t
+
+parent: {apiVersion: "example.com/v1", kind: "Shop"}
+children: config: {apiVersion: "v1", kind: "ConfigMap", metadata: name: "config"}
+if observed.config != _|_ {
+	children: app: {apiVersion: "v1", kind: "ConfigMap", metadata: name: "app", data: version: observed.config.data.version, dta: 1}
+}
+if observed.config == _|_ {
+	children: waiting: {apiVersion: "v1", kind: "ConfigMap", metadata: nme: "waiting"}
+}
+`))
+	_, err := Load(dir)
+	require.Error(t, err)
+	assert.Equal(t, "t.cue:6:123: children.app.dta: field not allowed\nt.cue:9:69: children.waiting.metadata.nme: field not allowed", err.Error())
+}
+
+func TestReadCRDsErrors(t *testing.T) {
+	dir := t.TempDir()
+	writeFile(t, filepath.Join(dir, "bad.yaml"), []byte("apiVersion: apiextensions.k8s.io/v1\nkind: CustomResourceDefinition\n---\nspec: [unclosed\n"))
+	_, err := ReadCRDs(dir)
+	require.Error(t, err)
+	assert.Equal(t, filepath.Join(dir, "bad.yaml")+": document 2: error converting YAML to JSON: yaml: line 1: did not find expected ',' or ']'", err.Error())
+}
+
+// TestChildSchemasConcurrentLoads: loads in parallel share the built-in
+// schemas and their CUE texts (run under -race).
+func TestChildSchemasConcurrentLoads(t *testing.T) {
+	var wg sync.WaitGroup
+	errs := make(chan error, 8)
+	for range 8 {
+		wg.Go(func() {
+			_, err := Load(examples)
+			errs <- err
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		require.NoError(t, err)
+	}
+}
+
+// schemaSourceFunc is a SchemaSource for unit tests.
+type schemaSourceFunc func(gv schema.GroupVersion) ([]byte, error)
+
+func (f schemaSourceFunc) OpenAPIV3(gv schema.GroupVersion) ([]byte, error) { return f(gv) }
+
+// A kind only the cluster knows is checked against the cluster's document;
+// a cluster that does not answer leaves it unchecked, with the reason, and
+// refuses nothing.
+func TestChildSchemasFromTheCluster(t *testing.T) {
+	dir := t.TempDir()
+	writeFile(t, filepath.Join(dir, "t.cue"), []byte(schemaParent+`apiVersion: "gizmo.example.org/v1"
+kind: "Gizmo"
+metadata: name: "g"
+spec: colr: "red"
+}
+`))
+	doc := `{"components": {"schemas": {"org.example.gizmo.v1.Gizmo": {
+		"type": "object",
+		"x-kubernetes-group-version-kind": [{"group": "gizmo.example.org", "version": "v1", "kind": "Gizmo"}],
+		"properties": {"apiVersion": {"type": "string"}, "kind": {"type": "string"}, "metadata": {"type": "object"},
+			"spec": {"type": "object", "properties": {"color": {"type": "string"}}}}}}}}`
+	asked := 0
+	_, err := LoadWith(dir, LoadOptions{Cluster: schemaSourceFunc(func(gv schema.GroupVersion) ([]byte, error) {
+		asked++
+		assert.Equal(t, schema.GroupVersion{Group: "gizmo.example.org", Version: "v1"}, gv)
+		return []byte(doc), nil
+	})})
+	require.Error(t, err)
+	assert.Equal(t, "t.cue:16:7: children.c.spec.colr: field not allowed", err.Error())
+	assert.Equal(t, 1, asked, "once per Load")
+
+	set, err := LoadWith(dir, LoadOptions{Cluster: schemaSourceFunc(func(schema.GroupVersion) ([]byte, error) {
+		return nil, errors.New("connection refused")
+	})})
+	require.NoError(t, err)
+	require.Len(t, set.Unchecked(), 1)
+	assert.Equal(t, "t.cue: children.c: kind Gizmo.gizmo.example.org/v1 is not checked: the cluster's schema: connection refused", set.Unchecked()[0].String())
+}
