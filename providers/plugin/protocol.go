@@ -51,6 +51,8 @@ type wireRequest struct {
 	Spec         json.RawMessage   `json:"spec,omitempty"`
 	Settings     map[string]string `json:"settings,omitempty"`
 	Attempt      int               `json:"attempt,omitempty"`
+	// ResetCredentials is providers.Request.ResetCredentials.
+	ResetCredentials bool `json:"resetCredentials,omitempty"`
 }
 
 type wireOwner struct {
@@ -85,6 +87,8 @@ func toWire(req providers.Request, attempt int) (*wireRequest, error) {
 		Owner:        wireOwner(req.Owner),
 		Settings:     req.Settings,
 		Attempt:      attempt,
+
+		ResetCredentials: req.ResetCredentials,
 	}
 	if req.Spec != nil {
 		b, err := json.Marshal(req.Spec)
@@ -102,6 +106,8 @@ func fromWire(w *wireRequest) (providers.Request, error) {
 		ExternalName: w.ExternalName,
 		Owner:        providers.Owner(w.Owner),
 		Settings:     w.Settings,
+
+		ResetCredentials: w.ResetCredentials,
 	}
 	if len(w.Spec) > 0 {
 		if err := utiljson.Unmarshal(w.Spec, &req.Spec); err != nil {
