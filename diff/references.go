@@ -5,9 +5,7 @@ import (
 	"fmt"
 	"maps"
 
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/cuengine/engine/render"
 	"github.com/cuengine/engine/templates"
@@ -54,33 +52,12 @@ func (d *Differ) withReferences(ctx context.Context, parent *unstructured.Unstru
 	return out, nil
 }
 
-// readReference gets the referenced object, or lists the selected ones.
+// readReference gets the referenced object, or lists the selected ones,
+// live.
 func (d *Differ) readReference(ctx context.Context, ref templates.Reference) ([]*unstructured.Unstructured, error) {
-	if ref.ByName() {
-		obj := &unstructured.Unstructured{}
-		obj.SetGroupVersionKind(ref.GVK)
-		err := d.Client.Get(ctx, client.ObjectKey{Namespace: ref.Namespace, Name: ref.ObjectName}, obj)
-		if apierrors.IsNotFound(err) {
-			return nil, nil
-		}
-		if err != nil {
-			return nil, fmt.Errorf("reading reference %s: %w", ref.Name, err)
-		}
-		return []*unstructured.Unstructured{obj}, nil
-	}
-	list := &unstructured.UnstructuredList{}
-	list.SetGroupVersionKind(ref.GVK.GroupVersion().WithKind(ref.GVK.Kind + "List"))
-	opts := []client.ListOption{client.MatchingLabels(ref.Selector)}
-	if ref.Namespace != "" {
-		opts = append(opts, client.InNamespace(ref.Namespace))
-	}
-	if err := d.Client.List(ctx, list, opts...); err != nil {
+	objs, err := render.ReadReference(ctx, d.Client, ref)
+	if err != nil {
 		return nil, fmt.Errorf("reading reference %s: %w", ref.Name, err)
 	}
-	out := make([]*unstructured.Unstructured, len(list.Items))
-	for i := range list.Items {
-		out[i] = &list.Items[i]
-		out[i].SetGroupVersionKind(ref.GVK)
-	}
-	return out, nil
+	return objs, nil
 }

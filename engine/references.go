@@ -5,12 +5,10 @@ import (
 	"fmt"
 	"slices"
 
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
@@ -168,33 +166,7 @@ func (kc *kindController) Read(ctx context.Context, ref templates.Reference) ([]
 	kc.mu.Lock()
 	c := kc.refCache
 	kc.mu.Unlock()
-	if ref.ByName() {
-		obj := &unstructured.Unstructured{}
-		obj.SetGroupVersionKind(ref.GVK)
-		err := c.Get(ctx, types.NamespacedName{Namespace: ref.Namespace, Name: ref.ObjectName}, obj)
-		if apierrors.IsNotFound(err) {
-			return nil, nil
-		}
-		if err != nil {
-			return nil, err
-		}
-		return []*unstructured.Unstructured{obj}, nil
-	}
-	list := &unstructured.UnstructuredList{}
-	list.SetGroupVersionKind(ref.GVK.GroupVersion().WithKind(ref.GVK.Kind + "List"))
-	opts := []client.ListOption{client.MatchingLabels(ref.Selector)}
-	if ref.Namespace != "" {
-		opts = append(opts, client.InNamespace(ref.Namespace))
-	}
-	if err := c.List(ctx, list, opts...); err != nil {
-		return nil, err
-	}
-	out := make([]*unstructured.Unstructured, len(list.Items))
-	for i := range list.Items {
-		out[i] = &list.Items[i]
-		out[i].SetGroupVersionKind(ref.GVK)
-	}
-	return out, nil
+	return render.ReadReference(ctx, c, ref)
 }
 
 // referencedViews reads a parent's references for the rollout's hold check
