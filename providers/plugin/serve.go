@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/status"
 
 	"github.com/cuengine/engine/providers"
 )
@@ -115,6 +116,9 @@ func (s *server) apply(ctx context.Context, w *wireRequest) (*applyResponse, err
 	}
 	obs, err := s.p.Apply(ctx, req)
 	if err != nil {
+		if ended := callEnded(ctx); ended != nil {
+			return nil, ended
+		}
 		return &applyResponse{Error: errorToWire(err)}, nil
 	}
 	resp := &applyResponse{Exists: obs.Exists, Ready: obs.Ready, Sensitive: obs.Sensitive}
@@ -133,5 +137,23 @@ func (s *server) delete(ctx context.Context, w *wireRequest) (*deleteResponse, e
 	if err != nil {
 		return &deleteResponse{Error: errorToWire(providers.Terminal(providers.ReasonInvalidSpec, "%w", err))}, nil
 	}
-	return &deleteResponse{Error: errorToWire(s.p.Delete(ctx, req))}, nil
+	if err := s.p.Delete(ctx, req); err != nil {
+		if ended := callEnded(ctx); ended != nil {
+			return nil, ended
+		}
+		return &deleteResponse{Error: errorToWire(err)}, nil
+	}
+	return &deleteResponse{}, nil
+}
+
+// callEnded is the gRPC status of a call whose deadline passed or whose
+// caller cancelled it, nil while it runs. A provider's error after that is
+// the end of the call, not the provider's answer: sent as a status, the
+// engine's side classifies it as a Timeout whichever clock, the plugin's
+// copy of the deadline or the engine's, fired first.
+func callEnded(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return status.FromContextError(err).Err()
+	}
+	return nil
 }
