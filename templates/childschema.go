@@ -5,9 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"sort"
-	"sync"
 
 	"cuelang.org/go/cue"
+	"cuelang.org/go/cue/ast"
+	"cuelang.org/go/cue/parser"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
@@ -138,28 +139,19 @@ func (cs *childSchemas) definition(ks *kindSchema) (cue.Value, error) {
 	if v, ok := cs.built[ks]; ok {
 		return v, nil
 	}
-	v := cs.c.ctx.CompileString(ks.cue()).LookupPath(cue.MakePath(cue.Def("#kind")))
+	// BuildExpr, not CompileString: the context keeps every instance it
+	// compiles for as long as it lives, and it lives as long as the
+	// templates do; an expression it builds is garbage once unused.
+	expr, err := parser.ParseExpr("", "{\n"+cueOfKind(ks)+"}") // no file: errors point into the template
+	if err != nil {
+		return cue.Value{}, fmt.Errorf("schema from %s does not parse: %w", ks.origin, err)
+	}
+	v := cs.c.ctx.BuildExpr(expr).LookupPath(cue.MakePath(cue.Def("#kind")))
 	if err := v.Err(); err != nil {
 		return cue.Value{}, fmt.Errorf("schema from %s does not compile: %w", ks.origin, err)
 	}
 	cs.built[ks] = v
 	return v, nil
-}
-
-// cueTexts caches the CUE text of each kind's schema for the life of the
-// process: the built-in kinds' schemas never change, so converting them
-// again at each reload would be waste.
-var cueTexts sync.Map // *kindSchema -> string
-
-func (ks *kindSchema) cue() string {
-	if s, ok := cueTexts.Load(ks); ok {
-		return s.(string)
-	}
-	s := cueOfKind(ks)
-	if ks.origin == "built-in" {
-		cueTexts.Store(ks, s)
-	}
-	return s
 }
 
 // checkChildren unifies each child the template declares with its kind's
@@ -175,9 +167,9 @@ func (cs *childSchemas) checkChildren(t *Template) ([]Unchecked, error) {
 		return nil, err
 	}
 	if names := t.observedReads.paths; len(names) > 0 && !t.observedReads.all {
-		v := t.evaluated
+		v, open := t.evaluated, cs.c.ctx.BuildExpr(ast.NewStruct(&ast.Ellipsis{}))
 		for name := range names {
-			v = v.FillPath(cue.MakePath(cue.Str("observed"), cue.Str(name)), cs.c.ctx.CompileString("{...}"))
+			v = v.FillPath(cue.MakePath(cue.Str("observed"), cue.Str(name)), open)
 		}
 		if err := cs.checkValue(t, v, c); err != nil {
 			return nil, err

@@ -23,7 +23,7 @@ func BenchmarkLoadExamples(b *testing.B) {
 func BenchmarkChildSchemaStartup(b *testing.B) {
 	deployment := schema.GroupVersionKind{Group: "apps", Version: "v1", Kind: "Deployment"}
 	for b.Loop() {
-		kinds, err := decodeBuiltinSchemas()
+		kinds, err := builtinSchemas()
 		if err != nil {
 			b.Fatal(err)
 		}
