@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -34,12 +35,30 @@ func (s *Store) List(ctx context.Context) ([]appsv1.ControllerRevision, error) {
 }
 
 // Ensure returns the revision of t, recording it with the next number when
-// it is new. first is true when the kind had no revision at all.
+// it is new. first is true when the kind had no revision at all: that one
+// is recorded complete at once, since nothing ran before it.
 func (s *Store) Ensure(ctx context.Context, t *templates.Template) (rev Revision, first bool, err error) {
 	existing, err := s.List(ctx)
 	if err != nil {
 		return Revision{}, false, err
 	}
+	rev, first, _, err = s.EnsureAmong(ctx, t, existing)
+	return rev, first, err
+}
+
+// EnsureAmong is Ensure with the kind's revisions as the caller just
+// listed them (List), which saves a request at start-up; stored is how
+// many revisions the kind has afterwards.
+func (s *Store) EnsureAmong(ctx context.Context, t *templates.Template, existing []appsv1.ControllerRevision) (rev Revision, first bool, stored int, err error) {
+	rev, first, err = s.ensureAmong(ctx, t, existing)
+	stored = len(existing)
+	if err == nil && !slices.ContainsFunc(existing, func(cr appsv1.ControllerRevision) bool { return cr.Name == rev.Name }) {
+		stored++
+	}
+	return rev, first, stored, err
+}
+
+func (s *Store) ensureAmong(ctx context.Context, t *templates.Template, existing []appsv1.ControllerRevision) (rev Revision, first bool, err error) {
 	for i := range existing {
 		if RevisionOf(&existing[i]).Hash != t.Hash {
 			continue
@@ -61,7 +80,12 @@ func (s *Store) Ensure(ctx context.Context, t *templates.Template) (rev Revision
 		// etcd would refuse it ("request is too large"), on every retry.
 		return Revision{}, false, fmt.Errorf("recording revision %d of %s: %w", number, contract.KindString(s.GVK), err)
 	}
-	cr := ObjectOf(s.Namespace, s.GVK, Revision{Number: number, Hash: t.Hash, Path: t.Path, Phase: PhasePending}, t.Files())
+	rev = Revision{Number: number, Hash: t.Hash, Path: t.Path, Phase: PhasePending}
+	if len(existing) == 0 {
+		// Nothing ran before it: it is complete at once.
+		rev.Phase, rev.Message, rev.Wave = PhaseComplete, "the first revision of the kind", len(t.Rollout.Waves)-1
+	}
+	cr := ObjectOf(s.Namespace, s.GVK, rev, t.Files())
 	if err := s.Client.Create(ctx, cr); err != nil {
 		if apierrors.IsAlreadyExists(err) {
 			// Recorded by another replica meanwhile (or listed before it

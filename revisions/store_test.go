@@ -48,8 +48,8 @@ func newStore(t *testing.T) *revisions.Store {
 	return &revisions.Store{Client: c, Reader: c, Namespace: "engine-system", GVK: shelf}
 }
 
-// TestStore: the numbers Ensure gives, what Record writes and clears, and
-// what Prune keeps.
+// TestStore: the numbers Ensure gives (the first revision complete), what
+// Record writes and clears, and what Prune keeps.
 func TestStore(t *testing.T) {
 	ctx := context.Background()
 	s := newStore(t)
@@ -60,15 +60,12 @@ func TestStore(t *testing.T) {
 	assert.True(t, first, "the kind's first revision")
 	assert.Equal(t, revisions.Revision{
 		Name: revisions.RevisionName(shelf, v1.Hash), Kind: "Shelf.shelf.cuengine.dev/v1", Number: 1, Hash: v1.Hash, Path: "shelf.cue",
-		Created: r1.Created, Phase: revisions.PhasePending, HeldDeletes: -1,
-	}, r1)
+		Created: r1.Created, Phase: revisions.PhaseComplete, Message: "the first revision of the kind", HeldDeletes: -1,
+	}, r1, "nothing ran before the first revision: it is stored complete")
 	again, first, err := s.Ensure(ctx, v1)
 	require.NoError(t, err)
 	assert.False(t, first)
 	assert.Equal(t, r1, again, "the newest, as it stands")
-
-	r1.Phase, r1.Message = revisions.PhaseComplete, "the first revision of the kind"
-	require.NoError(t, s.Record(ctx, r1))
 
 	r2, first, err := s.Ensure(ctx, v2)
 	require.NoError(t, err)

@@ -244,7 +244,7 @@ func (ro *Rollout) Init(ctx context.Context) error {
 		}
 		ro.revs[rev.Hash] = &loadedRevision{Revision: rev, tpl: t}
 	}
-	return ro.retarget(ctx, ro.kind.Template())
+	return ro.retargetAmong(ctx, ro.kind.Template(), crs)
 }
 
 // retarget makes the files' template the target, recording it as a new
@@ -254,7 +254,21 @@ func (ro *Rollout) retarget(ctx context.Context, t *templates.Template) error {
 	if ro.target != nil && ro.target.Hash == t.Hash {
 		return nil
 	}
-	rev, first, err := ro.store.Ensure(ctx, t)
+	crs, err := ro.store.List(ctx)
+	if err != nil {
+		return err
+	}
+	return ro.retargetAmong(ctx, t, crs)
+}
+
+// retargetAmong is retarget with the kind's stored revisions as just
+// listed: Init has them already.
+func (ro *Rollout) retargetAmong(ctx context.Context, t *templates.Template, crs []appsv1.ControllerRevision) error {
+	if ro.target != nil && ro.target.Hash == t.Hash {
+		return nil
+	}
+	// The kind's first revision is stored complete (nothing ran before it).
+	rev, _, stored, err := ro.store.EnsureAmong(ctx, t, crs)
 	if err != nil {
 		return err
 	}
@@ -264,14 +278,6 @@ func (ro *Rollout) retarget(ctx context.Context, t *templates.Template) error {
 		ro.revs[rev.Hash] = lr
 	}
 	lr.Revision = rev
-	if first {
-		// Nothing ran before it: it is complete at once.
-		lr.Phase, lr.Message = revisions.PhaseComplete, "the first revision of the kind"
-		lr.Wave = len(t.Rollout.Waves) - 1
-		if err := ro.store.Record(ctx, lr.Revision); err != nil {
-			return err
-		}
-	}
 	// Any other revision still on its way (the previous target, or one a
 	// previous leader was rolling out when the files changed) is over.
 	for _, old := range ro.revs {
@@ -287,7 +293,9 @@ func (ro *Rollout) retarget(ctx context.Context, t *templates.Template) error {
 	clear(ro.moving)
 	ro.restable()
 	log.FromContext(ctx).Info("template revision", "kind", contract.KindString(ro.gvk), "revision", lr.Number, "hash", lr.Hash, "phase", lr.Phase)
-	ro.prune(ctx)
+	if stored > ro.historyLimit { // within the limit, pruning would list and delete nothing
+		ro.prune(ctx)
+	}
 	return nil
 }
 
