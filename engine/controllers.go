@@ -238,7 +238,10 @@ func (kc *kindController) run(ctx context.Context) error {
 	}
 	parent := &unstructured.Unstructured{}
 	parent.SetGroupVersionKind(kc.gvk)
-	if err := ctrl.Watch(source.Kind[*unstructured.Unstructured](kc.e.parents, parent,
+	if err := startInformer(ctx, kc.e.parents, parent); err != nil { // informersync.go
+		return err
+	}
+	if err := ctrl.Watch(source.Kind[*unstructured.Unstructured](cacheFor(kc.e.parents, parent), parent,
 		&handler.TypedEnqueueRequestForObject[*unstructured.Unstructured]{}, parentChanged())); err != nil {
 		return err
 	}
@@ -313,7 +316,7 @@ func (kc *kindController) Watch(ctx context.Context, gvk schema.GroupVersionKind
 		return err
 	}
 	child := kc.e.objects.object(gvk)
-	if err := ctrl.Watch(source.Kind(kc.e.children, child, handler.TypedEnqueueRequestsFromMapFunc(kc.parentOf))); err != nil {
+	if err := ctrl.Watch(source.Kind(cacheFor(kc.e.children, child), child, handler.TypedEnqueueRequestsFromMapFunc(kc.parentOf))); err != nil {
 		kc.forgetWatch(gvk)
 		return fmt.Errorf("watching %s: %w", gvk.Kind, err)
 	}

@@ -143,7 +143,7 @@ func (kc *kindController) watchReference(ctx context.Context, gvk schema.GroupVe
 		}
 		return out
 	}
-	if err := ctrl.Watch(source.Kind(c, obj, handler.TypedEnqueueRequestsFromMapFunc(parents))); err != nil {
+	if err := ctrl.Watch(source.Kind(cacheFor(c, obj), obj, handler.TypedEnqueueRequestsFromMapFunc(parents))); err != nil {
 		kc.mu.Lock()
 		delete(kc.refWatching, gvk)
 		kc.mu.Unlock()
