@@ -1,0 +1,125 @@
+package harness
+
+import (
+	"bytes"
+	"cmp"
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"github.com/google/pprof/profile"
+)
+
+// heapTop is how many allocation sites the report lists per controller.
+const heapTop = 12
+
+// heapSummary is what the report says of one heap profile.
+type heapSummary struct {
+	path  string // the profile, in the log directory
+	inuse int64  // bytes in use
+	top   []heapSite
+}
+
+// heapSite is one allocation site: the function that allocated, and the
+// bytes in use it allocated itself (flat).
+type heapSite struct {
+	function string
+	inuse    int64
+}
+
+// heapProfile reads the heap profile of the controller whose profiler
+// listens on addr, after a garbage collection (so in-use is current),
+// writes it to path and summarises it.
+func (h *Harness) heapProfile(ctx context.Context, addr, path string) (*heapSummary, error) {
+	raw, err := fetchHeapProfile(ctx, "http://"+addr+"/debug/pprof/heap?gc=1")
+	if err != nil {
+		return nil, err
+	}
+	if err := os.WriteFile(path, raw, 0o644); err != nil {
+		return nil, fmt.Errorf("writing the heap profile: %w", err)
+	}
+	sum, err := summariseHeap(raw, heapTop)
+	if err != nil {
+		return nil, err
+	}
+	sum.path = path
+	h.log.printf("  heap profile %s: %.1f MiB in use", filepath.Base(path), float64(sum.inuse)/(1<<20))
+	return sum, nil
+}
+
+// fetchHeapProfile reads a profile over HTTP.
+func fetchHeapProfile(ctx context.Context, url string) ([]byte, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("reading the heap profile: %w", err)
+	}
+	defer resp.Body.Close()
+	raw, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return nil, fmt.Errorf("reading the heap profile: %w", err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("reading the heap profile: %s", resp.Status)
+	}
+	return raw, nil
+}
+
+// summariseHeap parses a Go heap profile and returns its in-use bytes and
+// the top allocation sites by in-use bytes allocated there (flat: the
+// innermost function of each sample's stack, inlined frames included).
+func summariseHeap(raw []byte, top int) (*heapSummary, error) {
+	p, err := profile.Parse(bytes.NewReader(raw))
+	if err != nil {
+		return nil, fmt.Errorf("parsing the heap profile: %w", err)
+	}
+	idx := slices.IndexFunc(p.SampleType, func(t *profile.ValueType) bool { return t.Type == "inuse_space" })
+	if idx < 0 {
+		return nil, fmt.Errorf("parsing the heap profile: no inuse_space samples")
+	}
+	sum := &heapSummary{}
+	bySite := map[string]int64{}
+	for _, s := range p.Sample {
+		v := s.Value[idx]
+		sum.inuse += v
+		bySite[flatFunction(s)] += v
+	}
+	for f, v := range bySite {
+		sum.top = append(sum.top, heapSite{function: f, inuse: v})
+	}
+	slices.SortFunc(sum.top, func(a, b heapSite) int {
+		return cmp.Or(cmp.Compare(b.inuse, a.inuse), strings.Compare(a.function, b.function))
+	})
+	if len(sum.top) > top {
+		sum.top = sum.top[:top]
+	}
+	return sum, nil
+}
+
+// flatFunction names the innermost function of a sample's stack, its
+// package path shortened.
+func flatFunction(s *profile.Sample) string {
+	if len(s.Location) == 0 || len(s.Location[0].Line) == 0 || s.Location[0].Line[0].Function == nil {
+		return "?"
+	}
+	return shortFunction(s.Location[0].Line[0].Function.Name)
+}
+
+// shortFunction drops the directories of a function's package path:
+// "k8s.io/client-go/tools/cache.(*threadSafeMap).Add" becomes
+// "cache.(*threadSafeMap).Add". Type arguments ("[...]") are left alone.
+func shortFunction(name string) string {
+	pkg := name
+	if i := strings.IndexAny(name, "(["); i >= 0 {
+		pkg = name[:i]
+	}
+	return name[strings.LastIndexByte(pkg, '/')+1:]
+}
