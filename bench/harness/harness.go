@@ -91,6 +91,9 @@ type Harness struct {
 	kroVer  string                                      // kro's version
 	// bins maps a controller binary to the copy the runs execute.
 	bins map[string]string
+	// enginePprof tells whether the engine build has --pprof-bind-address
+	// (an older one, run for a before and after, may not).
+	enginePprof bool
 }
 
 // controllerSpec says how to run one controller under test.
@@ -191,6 +194,10 @@ func newHarness(ctx context.Context, cfg Config) (*Harness, error) {
 	if err := h.buildReference(ctx); err != nil {
 		return nil, err
 	}
+	h.enginePprof = hasFlag(ctx, engineBin, "--pprof-bind-address", "run", "--help")
+	if !h.enginePprof {
+		h.log.printf("%s has no --pprof-bind-address: no heap profile of the engine", engineBin)
+	}
 	crds, err := loadCRDs(ctx, engineBin, cfg.Templates)
 	if err != nil {
 		return nil, err
@@ -212,6 +219,12 @@ func newHarness(ctx context.Context, cfg Config) (*Harness, error) {
 	}
 	h.log.printf("N=%d rounds=%d workers=%d clients=%d runs=%s; logs in %s", cfg.N, cfg.Rounds, cfg.Workers, cfg.Clients, strings.Join(cfg.Controllers, ","), cfg.LogDir)
 	return h, nil
+}
+
+// hasFlag reports whether the help that bin prints for args mentions flag.
+func hasFlag(ctx context.Context, bin, flag string, args ...string) bool {
+	out, _ := exec.CommandContext(ctx, bin, args...).CombinedOutput()
+	return strings.Contains(string(out), flag)
 }
 
 // buildReference builds bin/reference from bench/reference.
@@ -289,7 +302,11 @@ func (h *Harness) spec(name string) controllerSpec {
 			h.log.printf("  no free port for the engine's metrics (%v): its evaluations are not counted", err)
 			addr = ""
 		}
-		s := h.engineSpec(cmp.Or(addr, "0"), h.pprofAddress(name))
+		pprof := ""
+		if h.enginePprof {
+			pprof = h.pprofAddress(name)
+		}
+		s := h.engineSpec(cmp.Or(addr, "0"), pprof)
 		if addr != "" {
 			s.evaluations = func(ctx context.Context) (evaluationCounts, error) {
 				return scrapeEvaluations(ctx, "http://"+addr+"/metrics")

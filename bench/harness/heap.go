@@ -93,7 +93,9 @@ func summariseHeap(raw []byte, top int) (*heapSummary, error) {
 		bySite[flatFunction(s)] += v
 	}
 	for f, v := range bySite {
-		sum.top = append(sum.top, heapSite{function: f, inuse: v})
+		if v > 0 {
+			sum.top = append(sum.top, heapSite{function: f, inuse: v})
+		}
 	}
 	slices.SortFunc(sum.top, func(a, b heapSite) int {
 		return cmp.Or(cmp.Compare(b.inuse, a.inuse), strings.Compare(a.function, b.function))
@@ -113,13 +115,48 @@ func flatFunction(s *profile.Sample) string {
 	return shortFunction(s.Location[0].Line[0].Function.Name)
 }
 
-// shortFunction drops the directories of a function's package path:
-// "k8s.io/client-go/tools/cache.(*threadSafeMap).Add" becomes
-// "cache.(*threadSafeMap).Add". Type arguments ("[...]") are left alone.
+// shortFunction drops the directories of a function's package path and
+// its type arguments: "k8s.io/client-go/tools/cache.(*threadSafeMap).Add"
+// becomes "cache.(*threadSafeMap).Add", "buffer.NewRing[go.shape.int]"
+// "buffer.NewRing[...]". A version as the last element keeps the one
+// before it: "k8s.io/api/core/v1.init" becomes "core/v1.init".
 func shortFunction(name string) string {
+	name = elideTypeArguments(name)
 	pkg := name
 	if i := strings.IndexAny(name, "(["); i >= 0 {
 		pkg = name[:i]
 	}
-	return name[strings.LastIndexByte(pkg, '/')+1:]
+	slash := strings.LastIndexByte(pkg, '/')
+	if slash > 0 && isVersion(pkg[slash+1:]) {
+		slash = strings.LastIndexByte(pkg[:slash], '/')
+	}
+	return name[slash+1:]
+}
+
+// isVersion reports whether a package name's element, up to the first
+// dot, is an API version such as v1 or v1beta1.
+func isVersion(elem string) bool {
+	elem, _, _ = strings.Cut(elem, ".")
+	return len(elem) >= 2 && elem[0] == 'v' && elem[1] >= '0' && elem[1] <= '9'
+}
+
+// elideTypeArguments replaces each outermost [...] of a function name
+// with "[...]".
+func elideTypeArguments(name string) string {
+	var b strings.Builder
+	depth := 0
+	for _, r := range name {
+		switch {
+		case r == '[':
+			if depth == 0 {
+				b.WriteString("[...]")
+			}
+			depth++
+		case r == ']' && depth > 0:
+			depth--
+		case depth == 0:
+			b.WriteRune(r)
+		}
+	}
+	return b.String()
 }

@@ -86,7 +86,8 @@ func TestMemoryProfiles(t *testing.T) {
 	assert.Equal(t, `### Memory profile
 
 In-use heap of round 1 after a garbage collection at the end of the run (after the last phase's usage was read),
-from the controller's /debug/pprof/heap; per parent is all of it over N; sites are flat (what the function allocated itself).
+from the controller's /debug/pprof/heap; per parent is all of it over N; sites are flat (what the function allocated
+itself). The runtime samples about one allocation per 512 KiB allocated, so a small heap's sites are coarse.
 
 engine (r1-engine-heap.pprof): 50.0 MiB in use, 51.2 KiB per parent.
 
@@ -96,7 +97,6 @@ engine (r1-engine-heap.pprof): 50.0 MiB in use, 51.2 KiB per parent.
 | 5.00       | 10.0% | render.newMemo[...]        |
 
 - reference: no profile (no free port for its profiler).
-
 - kro: no profile: kro serves /debug/pprof only when built with the pprof build tag, and bin/kro is built without it.
 
 `, b.String())
