@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/google/pprof/profile"
@@ -21,8 +22,11 @@ const heapTop = 12
 // heapSummary is what the report says of one heap profile.
 type heapSummary struct {
 	path  string // the profile, in the log directory
-	inuse int64  // bytes in use
-	top   []heapSite
+	inuse int64  // bytes in use, as the sampled profile estimates them
+	// heapAlloc is the runtime's exact count of bytes in live heap
+	// objects (runtime.MemStats.HeapAlloc) at about the same time.
+	heapAlloc int64
+	top       []heapSite
 }
 
 // heapSite is one allocation site: the function that allocated, and the
@@ -48,8 +52,34 @@ func (h *Harness) heapProfile(ctx context.Context, addr, path string) (*heapSumm
 		return nil, err
 	}
 	sum.path = path
-	h.log.printf("  heap profile %s: %.1f MiB in use", filepath.Base(path), float64(sum.inuse)/(1<<20))
+	// The text form ends with the runtime's MemStats: the exact live
+	// heap beside the profile's estimate.
+	text, err := fetchHeapProfile(ctx, "http://"+addr+"/debug/pprof/heap?gc=1&debug=1")
+	if err != nil {
+		return nil, err
+	}
+	if sum.heapAlloc, err = parseMemStat(text, "HeapAlloc"); err != nil {
+		return nil, err
+	}
+	h.log.printf("  heap profile %s: %.1f MiB in use (HeapAlloc %.1f MiB)", filepath.Base(path),
+		float64(sum.inuse)/(1<<20), float64(sum.heapAlloc)/(1<<20))
 	return sum, nil
+}
+
+// parseMemStat returns one field of the "# runtime.MemStats" block that
+// ends the text form (debug=1) of a Go heap profile.
+func parseMemStat(text []byte, field string) (int64, error) {
+	prefix := "# " + field + " = "
+	for line := range strings.Lines(string(text)) {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), prefix); ok {
+			n, err := strconv.ParseInt(v, 10, 64)
+			if err != nil {
+				return 0, fmt.Errorf("malformed %s in the heap profile: %w", field, err)
+			}
+			return n, nil
+		}
+	}
+	return 0, fmt.Errorf("no %s in the heap profile's MemStats", field)
 }
 
 // fetchHeapProfile reads a profile over HTTP.

@@ -118,3 +118,38 @@ func TestShortFunction(t *testing.T) {
 		})
 	}
 }
+
+func TestParseMemStat(t *testing.T) {
+	text := []byte(`heap profile: 3: 1536 [90: 46080] @ heap/1048576
+1: 512 [1: 512] @ 0x1 0x2
+
+# runtime.MemStats
+# Alloc = 8123456
+# TotalAlloc = 99123456
+# HeapAlloc = 8123456
+# HeapSys = 16000000
+# HeapInuse = 9000000
+`)
+	tests := []struct {
+		field, wantErr string
+		want           int64
+	}{
+		{"HeapAlloc", "", 8123456},
+		{"HeapInuse", "", 9000000},
+		{"Alloc", "", 8123456},
+		{"StackInuse", "no StackInuse in the heap profile's MemStats", 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.field, func(t *testing.T) {
+			got, err := parseMemStat(text, tt.field)
+			if tt.wantErr != "" {
+				assert.EqualError(t, err, tt.wantErr)
+				return
+			}
+			require.NoError(t, err)
+			assert.Equal(t, tt.want, got)
+		})
+	}
+	_, err := parseMemStat([]byte("# HeapAlloc = lots\n"), "HeapAlloc")
+	assert.EqualError(t, err, `malformed HeapAlloc in the heap profile: strconv.ParseInt: parsing "lots": invalid syntax`)
+}

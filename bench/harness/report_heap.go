@@ -12,9 +12,10 @@ import (
 func (r *Report) memoryProfiles(w io.Writer) {
 	fmt.Fprintln(w, "### Memory profile")
 	fmt.Fprintln(w)
-	fmt.Fprintln(w, "In-use heap of round 1 after a garbage collection at the end of the run (after the last phase's usage was read),")
-	fmt.Fprintln(w, "from the controller's /debug/pprof/heap; per parent is all of it over N; sites are flat (what the function allocated")
-	fmt.Fprintln(w, "itself). The runtime samples about one allocation per 512 KiB allocated, so a small heap's sites are coarse.")
+	fmt.Fprintln(w, "Heap of round 1 after a garbage collection at the end of the run (after the last phase's usage was read), from the")
+	fmt.Fprintln(w, "controller's /debug/pprof/heap: the live heap is the runtime's exact HeapAlloc, per parent all of it over N; the sites")
+	fmt.Fprintln(w, "are the profile's in-use bytes by the function that allocated them (flat), an estimate: the runtime samples about")
+	fmt.Fprintln(w, "one allocation per 512 KiB allocated, so a small heap's sites are coarse.")
 	fmt.Fprintln(w)
 	var none []string
 	for _, name := range r.controllers() {
@@ -27,8 +28,8 @@ func (r *Report) memoryProfiles(w io.Writer) {
 			continue
 		}
 		h := res.heap
-		fmt.Fprintf(w, "%s (%s): %.1f MiB in use, %.1f KiB per parent.\n\n", name, filepath.Base(h.path),
-			float64(h.inuse)/(1<<20), perParentKiB(h.inuse, r.cfg.N))
+		fmt.Fprintf(w, "%s (%s): live heap %.1f MiB (HeapAlloc), %.1f KiB per parent; the profile's sites sum to %.1f MiB.\n\n",
+			name, filepath.Base(h.path), float64(h.heapAlloc)/(1<<20), perParentKiB(h.heapAlloc, r.cfg.N), float64(h.inuse)/(1<<20))
 		heapTable(h).write(w)
 		fmt.Fprintln(w)
 	}

@@ -77,7 +77,7 @@ func TestPerPhaseControlPlaneColumn(t *testing.T) {
 func TestMemoryProfiles(t *testing.T) {
 	r := reportFixture()
 	r.cfg.Controllers = append(r.cfg.Controllers, Kro)
-	r.Runs[0].heap = &heapSummary{path: "/logs/r1-engine-heap.pprof", inuse: 50 << 20, top: []heapSite{
+	r.Runs[0].heap = &heapSummary{path: "/logs/r1-engine-heap.pprof", inuse: 50 << 20, heapAlloc: 40 << 20, top: []heapSite{
 		{"cache.(*threadSafeMap).Add", 25 << 20}, {"render.newMemo[...]", 5 << 20},
 	}}
 	r.Runs = append(r.Runs, &runResult{controller: Kro, round: 1})
@@ -85,11 +85,12 @@ func TestMemoryProfiles(t *testing.T) {
 	r.memoryProfiles(&b)
 	assert.Equal(t, `### Memory profile
 
-In-use heap of round 1 after a garbage collection at the end of the run (after the last phase's usage was read),
-from the controller's /debug/pprof/heap; per parent is all of it over N; sites are flat (what the function allocated
-itself). The runtime samples about one allocation per 512 KiB allocated, so a small heap's sites are coarse.
+Heap of round 1 after a garbage collection at the end of the run (after the last phase's usage was read), from the
+controller's /debug/pprof/heap: the live heap is the runtime's exact HeapAlloc, per parent all of it over N; the sites
+are the profile's in-use bytes by the function that allocated them (flat), an estimate: the runtime samples about
+one allocation per 512 KiB allocated, so a small heap's sites are coarse.
 
-engine (r1-engine-heap.pprof): 50.0 MiB in use, 51.2 KiB per parent.
+engine (r1-engine-heap.pprof): live heap 40.0 MiB (HeapAlloc), 41.0 KiB per parent; the profile's sites sum to 50.0 MiB.
 
 | in-use MiB | share | allocated in               |
 | ---------- | ----- | -------------------------- |
