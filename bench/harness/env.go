@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os/exec"
 	"strings"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
@@ -35,6 +36,9 @@ type env struct {
 	cs      kubernetes.Interface
 	dyn     dynamic.Interface
 	own     *requestCounter // the harness's own requests
+	// controlPlane are the pids of etcd and the kube-apiserver; none when
+	// they could not be found (their CPU time is then not reported).
+	controlPlane []int
 }
 
 // loadCRDs runs `engine crds` on the templates and decodes the CRDs it
@@ -73,6 +77,9 @@ func (h *Harness) startEnv(ctx context.Context, crds []*apiextensionsv1.CustomRe
 	if err := e.connect(ctx); err != nil {
 		return nil, errors.Join(err, cluster.Stop())
 	}
+	if e.controlPlane, err = controlPlanePIDs(cluster.Dir); err != nil {
+		h.log.printf("  warning: the control plane's CPU time is not measured: %v", err)
+	}
 	return e, nil
 }
 
@@ -102,6 +109,16 @@ func (e *env) scrape(ctx context.Context) (api, own counts, err error) {
 	own = e.own.snapshot()
 	api, err = scrapeAPIServer(ctx, e.cs.CoreV1().RESTClient())
 	return api, own, err
+}
+
+// controlPlaneCPU returns etcd's and the kube-apiserver's CPU time so far,
+// and false when their processes are not known.
+func (e *env) controlPlaneCPU() (time.Duration, bool, error) {
+	if len(e.controlPlane) == 0 {
+		return 0, false, nil
+	}
+	cpu, err := cpuOf(e.controlPlane)
+	return cpu, err == nil, err
 }
 
 // stop stops the control plane.

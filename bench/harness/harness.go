@@ -1,6 +1,7 @@
 package harness
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -90,6 +91,9 @@ type Harness struct {
 	kroVer  string                                      // kro's version
 	// bins maps a controller binary to the copy the runs execute.
 	bins map[string]string
+	// enginePprof tells whether the engine build has --pprof-bind-address
+	// (an older one, run for a before and after, may not).
+	enginePprof bool
 }
 
 // controllerSpec says how to run one controller under test.
@@ -114,6 +118,10 @@ type controllerSpec struct {
 	// evaluations, if set, reads how many template evaluations the
 	// controller made so far, and how many its memory answered.
 	evaluations func(ctx context.Context) (evaluationCounts, error)
+	// pprof, if set, is the address of the controller's /debug/pprof
+	// endpoints (--pprof-bind-address), whose heap profile the harness
+	// reads at the end of the run.
+	pprof string
 }
 
 // Run runs every round and returns the report. On failure it returns the
@@ -186,6 +194,10 @@ func newHarness(ctx context.Context, cfg Config) (*Harness, error) {
 	if err := h.buildReference(ctx); err != nil {
 		return nil, err
 	}
+	h.enginePprof = hasFlag(ctx, engineBin, "--pprof-bind-address", "run", "--help")
+	if !h.enginePprof {
+		h.log.printf("%s has no --pprof-bind-address: no heap profile of the engine", engineBin)
+	}
 	crds, err := loadCRDs(ctx, engineBin, cfg.Templates)
 	if err != nil {
 		return nil, err
@@ -207,6 +219,12 @@ func newHarness(ctx context.Context, cfg Config) (*Harness, error) {
 	}
 	h.log.printf("N=%d rounds=%d workers=%d clients=%d runs=%s; logs in %s", cfg.N, cfg.Rounds, cfg.Workers, cfg.Clients, strings.Join(cfg.Controllers, ","), cfg.LogDir)
 	return h, nil
+}
+
+// hasFlag reports whether the help that bin prints for args mentions flag.
+func hasFlag(ctx context.Context, bin, flag string, args ...string) bool {
+	out, _ := exec.CommandContext(ctx, bin, args...).CombinedOutput()
+	return strings.Contains(string(out), flag)
 }
 
 // buildReference builds bin/reference from bench/reference.
@@ -282,11 +300,17 @@ func (h *Harness) spec(name string) controllerSpec {
 		addr, err := freeAddress()
 		if err != nil {
 			h.log.printf("  no free port for the engine's metrics (%v): its evaluations are not counted", err)
-			return h.engineSpec("0")
+			addr = ""
 		}
-		s := h.engineSpec(addr)
-		s.evaluations = func(ctx context.Context) (evaluationCounts, error) {
-			return scrapeEvaluations(ctx, "http://"+addr+"/metrics")
+		pprof := ""
+		if h.enginePprof {
+			pprof = h.pprofAddress(name)
+		}
+		s := h.engineSpec(cmp.Or(addr, "0"), pprof)
+		if addr != "" {
+			s.evaluations = func(ctx context.Context) (evaluationCounts, error) {
+				return scrapeEvaluations(ctx, "http://"+addr+"/metrics")
+			}
 		}
 		return s
 	case Kro, KroDefaults:
@@ -301,19 +325,33 @@ func (h *Harness) spec(name string) controllerSpec {
 			prepare: func(ctx context.Context, e *env, alive func() error) error { return prepareKro(ctx, e, h.log, alive) },
 			edit:    func(ctx context.Context, e *env, _ string) error { return editKroImage(ctx, e) }}
 	}
-	return controllerSpec{name: name, bin: h.bins[bin], crds: h.crds, args: func(kubeconfig, _ string) []string {
-		return []string{"--kubeconfig", kubeconfig, "--max-concurrent-reconciles", workers}
+	pprof := h.pprofAddress(name)
+	return controllerSpec{name: name, bin: h.bins[bin], crds: h.crds, pprof: pprof, args: func(kubeconfig, _ string) []string {
+		return []string{"--kubeconfig", kubeconfig, "--max-concurrent-reconciles", workers,
+			"--pprof-bind-address", cmp.Or(pprof, "0")}
 	}}
 }
 
+// pprofAddress returns a free loopback address for a controller's
+// profiler, or "" (no profile) when there is none.
+func (h *Harness) pprofAddress(name string) string {
+	addr, err := freeAddress()
+	if err != nil {
+		h.log.printf("  no free port for the profiler of %s (%v): no heap profile", name, err)
+		return ""
+	}
+	return addr
+}
+
 // engineSpec runs the engine, serving its metrics on metricsAddr ("0" for
-// none) over plain HTTP: a loopback address the harness scrapes without a
-// token.
-func (h *Harness) engineSpec(metricsAddr string) controllerSpec {
-	return controllerSpec{name: Engine, bin: h.bins[h.cfg.EngineBin], crds: h.crds, templates: true,
+// none) over plain HTTP, a loopback address the harness scrapes without a
+// token, and its profiler on pprofAddr ("" for none).
+func (h *Harness) engineSpec(metricsAddr, pprofAddr string) controllerSpec {
+	return controllerSpec{name: Engine, bin: h.bins[h.cfg.EngineBin], crds: h.crds, templates: true, pprof: pprofAddr,
 		args: func(kubeconfig, templates string) []string {
 			return append([]string{"run", "--templates", templates, "--kubeconfig", kubeconfig,
 				"--metrics-bind-address", metricsAddr, "--metrics-secure=false", "--health-probe-bind-address", "0",
+				"--pprof-bind-address", cmp.Or(pprofAddr, "0"),
 				"--max-concurrent-reconciles", strconv.Itoa(h.cfg.Workers)}, h.cfg.EngineArgs...)
 		},
 		edit: func(_ context.Context, _ *env, templates string) error {
@@ -338,31 +376,76 @@ func (h *Harness) runController(ctx context.Context, spec controllerSpec, round 
 			return nil, fmt.Errorf("copying the templates: %w", err)
 		}
 	}
-	g, err := h.startGroup(spec, e.cluster.Kubeconfig, templates, base)
+	g, wl, startup, err := h.startUp(ctx, e, spec, templates, base)
+	if g != nil {
+		defer func() { err = errors.Join(err, g.stop()) }()
+	}
+	if wl != nil {
+		defer wl.w.close()
+	}
 	if err != nil {
 		return nil, err
 	}
-	defer func() { err = errors.Join(err, g.stop()) }()
-	if spec.prepare != nil {
-		if err := spec.prepare(ctx, e, g.alive); err != nil {
-			return nil, err
+	h.log.printf("  start until first child: %s", startup.Round(10*time.Millisecond))
+	res, err = h.measure(ctx, wl, g, spec, templates, round)
+	if err != nil {
+		return res, err
+	}
+	res.startup = startup
+	if spec.pprof != "" {
+		// Only now: fetching a profile touches pages of the binary and
+		// would inflate the peak RSS of a later usage reading.
+		if res.heap, err = h.heapProfile(ctx, spec.pprof, base+"-heap.pprof"); err != nil {
+			return res, err
 		}
 	}
-	w, err := startWatcher(ctx, e.cs, e.dyn)
-	if err != nil {
-		return nil, err
-	}
-	defer w.close()
-	wl := newWorkload(e, w, h.cfg.N, h.cfg.Clients)
-	if err := wl.warmUp(ctx, h.log, g.alive); err != nil {
-		return nil, err
-	}
-	res, err = h.measure(ctx, wl, g, spec, templates, round)
-	if err != nil || spec.replicas == 0 {
-		return res, err
+	if spec.replicas == 0 {
+		return res, nil
 	}
 	res.replicas, err = replicaResults(wl, g, res.use)
 	return res, err
+}
+
+// startUp starts the controller and waits until it created the warm-up
+// parent's Deployment, returning the time from the exec of its (first)
+// process until the harness's informers saw that Deployment. Without a
+// prepare step the warm-up parent exists before the controller starts;
+// with one (kro generates the MyKind CRD; the sharded engine waits for
+// its shard Leases) it is created after the step, which the time
+// includes. The group and workload returned are to be stopped and closed
+// even with an error.
+func (h *Harness) startUp(ctx context.Context, e *env, spec controllerSpec, templates, base string) (group, *workload, time.Duration, error) {
+	if spec.prepare != nil {
+		g, err := h.startGroup(spec, e.cluster.Kubeconfig, templates, base)
+		if err != nil {
+			return nil, nil, 0, err
+		}
+		if err := spec.prepare(ctx, e, g.alive); err != nil {
+			return g, nil, 0, err
+		}
+		w, err := startWatcher(ctx, e.cs, e.dyn)
+		if err != nil {
+			return g, nil, 0, err
+		}
+		wl := newWorkload(e, w, h.cfg.N, h.cfg.Clients)
+		seen, err := wl.warmUp(ctx, h.log, g.alive)
+		return g, wl, seen.Sub(g.started()), err
+	}
+	w, err := startWatcher(ctx, e.cs, e.dyn)
+	if err != nil {
+		return nil, nil, 0, err
+	}
+	wl := newWorkload(e, w, h.cfg.N, h.cfg.Clients)
+	t, err := wl.createWarmUp(ctx)
+	if err != nil {
+		return nil, wl, 0, err
+	}
+	g, err := h.startGroup(spec, e.cluster.Kubeconfig, templates, base)
+	if err != nil {
+		return nil, wl, 0, err
+	}
+	seen, err := wl.awaitWarmUp(ctx, t, h.log, g.alive)
+	return g, wl, seen.Sub(g.started()), err
 }
 
 // startGroup starts the controller's processes: one, or spec.replicas,
@@ -388,11 +471,13 @@ func (h *Harness) startGroup(spec controllerSpec, kubeconfig, templates, base st
 func (h *Harness) measure(ctx context.Context, wl *workload, g group, spec controllerSpec, templates string, round int) (*runResult, error) {
 	res := &runResult{controller: spec.name, round: round, phases: map[string]time.Duration{},
 		skipped: map[string]string{}, requests: map[string]counts{}, parents: map[string]int{},
-		phaseCPU: map[string]time.Duration{}, busy: map[string]time.Duration{}}
+		phaseCPU: map[string]time.Duration{}, busy: map[string]time.Duration{},
+		controlPlaneCPU: map[string]time.Duration{}}
 	prev, err := h.settle(ctx, wl, g)
 	if err != nil {
 		return nil, err
 	}
+	res.warm = total(prev.use)
 	phases := []phase{wl.createPhase(), wl.statusPhase(), wl.recreatePhase(), wl.scalePhase()}
 	if spec.edit != nil && len(h.cfg.Shards) == 0 { // the sharding benchmark stops after (d)
 		phases = append(phases, wl.reloadPhase(func(ctx context.Context) error { return spec.edit(ctx, wl.env, templates) }, h.cfg.ReloadTimeout))
@@ -427,6 +512,9 @@ func (h *Harness) measurePhase(ctx context.Context, wl *workload, g group, spec 
 	res.phases[ph.key], res.parents[ph.key] = d, ph.parents
 	res.requests[ph.key] = snap.controllerRequests(prev)
 	res.phaseCPU[ph.key] = now.cpu - total(prev.use).cpu
+	if snap.hasControlPlane && prev.hasControlPlane {
+		res.controlPlaneCPU[ph.key] = snap.controlPlane - prev.controlPlane
+	}
 	res.busy[ph.key] = wl.w.lastEventAt().Sub(start)
 	if ph.key == phaseScale {
 		res.cpu, res.rss, res.anon, res.use = now.cpu, now.rss, now.anon, snap.use

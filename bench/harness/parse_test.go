@@ -3,6 +3,7 @@ package harness
 import (
 	"net/http"
 	"net/url"
+	"strings"
 	"testing"
 	"time"
 
@@ -110,4 +111,70 @@ func TestMedian(t *testing.T) {
 	assert.Equal(t, 2.0, median([]float64{3, 1, 2}))
 	assert.Equal(t, 2.5, median([]float64{4, 1, 2, 3}))
 	assert.Equal(t, 0.0, median(nil))
+}
+
+func TestParseChildren(t *testing.T) {
+	tests := []struct {
+		in   string
+		want []int
+	}{
+		{"31793 31801 \n", []int{31793, 31801}},
+		{"", nil},
+		{"12 x 13", []int{12, 13}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.in, func(t *testing.T) {
+			assert.Equal(t, tt.want, parseChildren(tt.in))
+		})
+	}
+}
+
+func TestStatFields(t *testing.T) {
+	tests := []struct {
+		stat, wantErr, want string
+	}{
+		{"99 (a (b) c) R 1 99 99 0 -1 0 0 0 0 0 1 2 0", "", "R 1 99 99 0 -1 0 0 0 0 0 1 2 0"},
+		{"4242 etcd S 17", `malformed /proc stat "4242 etcd S 17"`, ""},
+		{"4242 (etcd) S 17 1", `malformed /proc stat "4242 (etcd) S 17 1"`, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.stat, func(t *testing.T) {
+			got, err := statFields(tt.stat)
+			if tt.wantErr != "" {
+				assert.EqualError(t, err, tt.wantErr)
+				return
+			}
+			require.NoError(t, err)
+			assert.Equal(t, tt.want, strings.Join(got, " "))
+		})
+	}
+}
+
+func TestPerParentKiB(t *testing.T) {
+	tests := []struct {
+		bytes int64
+		n     int
+		want  float64
+	}{
+		{10 << 20, 1000, 10.24},
+		{35 << 10 * 10000, 10000, 35},
+		{-512 << 10, 100, -5.12},
+	}
+	for _, tt := range tests {
+		assert.InDelta(t, tt.want, perParentKiB(tt.bytes, tt.n), 1e-9)
+	}
+}
+
+func TestControlPlaneAD(t *testing.T) {
+	full := &runResult{controlPlaneCPU: map[string]time.Duration{
+		phaseCreate: 1500 * time.Millisecond, phaseStatus: time.Second, phaseRecreate: 200 * time.Millisecond,
+		phaseScale: 300 * time.Millisecond, phaseReload: time.Hour,
+	}}
+	got, ok := full.controlPlaneAD()
+	assert.True(t, ok)
+	assert.Equal(t, 3*time.Second, got)
+
+	partial := &runResult{controlPlaneCPU: map[string]time.Duration{phaseCreate: time.Second}}
+	_, ok = partial.controlPlaneAD()
+	assert.False(t, ok)
 }

@@ -28,6 +28,8 @@ type process struct {
 	exited  chan struct{}
 	waitErr error
 	anon    *anonPeak
+	// started is when the process was executed.
+	started time.Time
 }
 
 // startProcess starts bin with args, its stdout and stderr appended to
@@ -39,11 +41,12 @@ func startProcess(bin string, args []string, logPath string) (*process, error) {
 	}
 	cmd := exec.Command(bin, args...)
 	cmd.Stdout, cmd.Stderr = f, f
+	started := time.Now()
 	if err := cmd.Start(); err != nil {
 		f.Close()
 		return nil, fmt.Errorf("starting %s: %w", bin, err)
 	}
-	p := &process{cmd: cmd, logPath: logPath, logFile: f, exited: make(chan struct{}), anon: &anonPeak{}}
+	p := &process{cmd: cmd, logPath: logPath, logFile: f, exited: make(chan struct{}), anon: &anonPeak{}, started: started}
 	go func() {
 		p.waitErr = cmd.Wait()
 		close(p.exited)
@@ -149,14 +152,30 @@ func anonOf(pid int) (int64, error) {
 	return anon, nil
 }
 
-// children lists the child processes of pid (none when /proc cannot say).
+// children lists the child processes of pid (none when /proc cannot say),
+// over all its threads: /proc/<pid>/task/<tid>/children lists only the
+// children that thread started, and a Go program starts them from any of
+// its threads.
 func children(pid int) []int {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/children", pid, pid))
+	tasks, err := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
 	if err != nil {
 		return nil
 	}
 	var out []int
-	for _, f := range strings.Fields(string(b)) {
+	for _, task := range tasks {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%s/children", pid, task.Name()))
+		if err != nil {
+			continue
+		}
+		out = append(out, parseChildren(string(b))...)
+	}
+	return out
+}
+
+// parseChildren parses the content of /proc/<pid>/task/<tid>/children.
+func parseChildren(s string) []int {
+	var out []int
+	for _, f := range strings.Fields(s) {
 		if n, err := strconv.Atoi(f); err == nil {
 			out = append(out, n)
 		}
@@ -195,15 +214,10 @@ func pidUsage(pid int) (usage, error) {
 
 // parseCPU returns utime + stime from the content of /proc/<pid>/stat.
 func parseCPU(stat string) (time.Duration, error) {
-	// Fields after the command name, which is in parentheses and may
-	// contain spaces: state is field 3, utime 14 and stime 15.
-	end := strings.LastIndexByte(stat, ')')
-	if end < 0 {
-		return 0, fmt.Errorf("malformed /proc stat %q", stat)
-	}
-	fields := strings.Fields(stat[end+1:])
-	if len(fields) < 13 {
-		return 0, fmt.Errorf("malformed /proc stat %q", stat)
+	// utime and stime are fields 14 and 15 of proc(5).
+	fields, err := statFields(stat)
+	if err != nil {
+		return 0, err
 	}
 	var ticks int64
 	for _, f := range fields[11:13] {
@@ -274,6 +288,9 @@ func (g group) alive() error {
 	}
 	return nil
 }
+
+// started returns when the group's first process was executed.
+func (g group) started() time.Time { return g[0].started }
 
 // usage returns each process's usage, in the group's order.
 func (g group) usage() ([]usage, error) {

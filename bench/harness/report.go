@@ -29,6 +29,18 @@ type runResult struct {
 	rssEnd     int64                    // peak RSS at the end of the run
 	// evaluations are the engine's template evaluations to the end of (d).
 	evaluations evaluationCounts
+	// startup is the time from the exec of the controller until the
+	// harness saw the warm-up parent's Deployment.
+	startup time.Duration
+	// warm is the usage once the controller settled after the warm-up
+	// (summed over processes).
+	warm usage
+	// controlPlaneCPU is etcd's and the kube-apiserver's CPU time per
+	// phase key, until the controller settled; empty when not measured.
+	controlPlaneCPU map[string]time.Duration
+	// heap summarises the heap profile read at the end of the run; nil
+	// when the controller serves none.
+	heap *heapSummary
 }
 
 // comparedPhases are the phases both controllers run, whose requests and
@@ -44,6 +56,25 @@ func (r *runResult) requestsAD() counts {
 		}
 	}
 	return out
+}
+
+// controlPlaneAD sums etcd's and the kube-apiserver's CPU time over phases
+// (a) to (d); false when a phase's was not measured.
+func (r *runResult) controlPlaneAD() (time.Duration, bool) {
+	var sum time.Duration
+	for _, k := range comparedPhases {
+		d, ok := r.controlPlaneCPU[k]
+		if !ok {
+			return 0, false
+		}
+		sum += d
+	}
+	return sum, true
+}
+
+// perParentKiB divides bytes over n parents, in KiB.
+func perParentKiB(bytes int64, n int) float64 {
+	return float64(bytes) / 1024 / float64(n)
 }
 
 // Report is the outcome of a benchmark invocation.
@@ -89,6 +120,7 @@ func (r *Report) Write(w io.Writer) {
 	fmt.Fprintf(w, "Controller requests per affected parent, by verb and resource and phase (median over rounds; watches excluded; . is none):\n\n")
 	r.requestBreakdown().write(w)
 	fmt.Fprintln(w)
+	r.memoryProfiles(w)
 	r.notes(w)
 }
 
@@ -145,6 +177,9 @@ func (r *Report) summary() *table {
 		}
 		t.add(r.row(phaseTitles[k], get, seconds, raw, targets[k]))
 	}
+	t.add(r.row("start until first child s (process start -> warm-up Deployment)", func(res *runResult) (float64, bool) {
+		return res.startup.Seconds(), res.startup > 0
+	}, seconds, "", ""))
 	t.add(r.row("CPU s, start to end of (d)", func(res *runResult) (float64, bool) {
 		return res.cpu.Seconds(), true
 	}, func(v float64) string { return fmt.Sprintf("%.1f", v) }, "", targets["cpu"]))
@@ -154,6 +189,16 @@ func (r *Report) summary() *table {
 	t.add(r.row("peak anonymous RSS MiB (heap, stacks), to end of (d)", func(res *runResult) (float64, bool) {
 		return float64(res.anon) / (1 << 20), true
 	}, func(v float64) string { return fmt.Sprintf("%.0f", v) }, "", ""))
+	t.add(r.row("peak RSS growth per parent KiB, (end of (d) - after warm-up) / N", func(res *runResult) (float64, bool) {
+		return perParentKiB(res.rss-res.warm.rss, r.cfg.N), res.warm.rss > 0
+	}, func(v float64) string { return fmt.Sprintf("%.1f", v) }, "", ""))
+	t.add(r.row("peak anonymous RSS growth per parent KiB, (end of (d) - after warm-up) / N", func(res *runResult) (float64, bool) {
+		return perParentKiB(res.anon-res.warm.anon, r.cfg.N), res.warm.anon > 0
+	}, func(v float64) string { return fmt.Sprintf("%.1f", v) }, "", ""))
+	t.add(r.row("control plane CPU s, (a)-(d)", func(res *runResult) (float64, bool) {
+		d, ok := res.controlPlaneAD()
+		return d.Seconds(), ok
+	}, func(v float64) string { return fmt.Sprintf("%.1f", v) }, "", ""))
 	t.add(r.row("template evaluations, start to end of (d)", func(res *runResult) (float64, bool) {
 		return res.evaluations.total, res.evaluations.total > 0
 	}, func(v float64) string { return fmt.Sprintf("%.0f", v) }, "", ""))
@@ -247,25 +292,30 @@ func (r *Report) find(name string, round int) *runResult {
 // includes work done after the goal was reached (status writes).
 func (r *Report) perPhase() *table {
 	names := strings.Join(r.controllers(), " / ")
-	t := &table{header: []string{"phase", "parents", "writes per parent, " + names, "CPU s, " + names, "busy s, " + names}}
+	t := &table{header: []string{"phase", "parents", "writes per parent, " + names, "CPU s, " + names,
+		"control plane CPU s, " + names, "busy s, " + names}}
 	for _, k := range []string{phaseCreate, phaseStatus, phaseRecreate, phaseScale, phaseReload} {
 		row := []string{phaseTitles[k], ""}
 		cols := map[string][]string{}
 		for _, name := range r.controllers() {
-			var writes, cpu, busy []float64
+			var writes, cpu, cp, busy []float64
 			for _, res := range r.Runs {
 				if res.controller == name && res.parents[k] > 0 {
 					writes = append(writes, res.requests[k].writes()/float64(res.parents[k]))
 					cpu = append(cpu, res.phaseCPU[k].Seconds())
+					if d, ok := res.controlPlaneCPU[k]; ok {
+						cp = append(cp, d.Seconds())
+					}
 					busy = append(busy, res.busy[k].Seconds())
 					row[1] = fmt.Sprint(res.parents[k])
 				}
 			}
 			cols["writes"] = append(cols["writes"], formatOr(writes, "%.2f"))
 			cols["cpu"] = append(cols["cpu"], formatOr(cpu, "%.2f"))
+			cols["cp"] = append(cols["cp"], formatOr(cp, "%.2f"))
 			cols["busy"] = append(cols["busy"], formatOr(busy, "%.2f"))
 		}
-		for _, c := range []string{"writes", "cpu", "busy"} {
+		for _, c := range []string{"writes", "cpu", "cp", "busy"} {
 			row = append(row, strings.Join(cols[c], " / "))
 		}
 		t.add(row)
@@ -359,10 +409,15 @@ func (r *Report) notes(w io.Writer) {
 		}
 	}
 	if r.KroVersion != "" {
+		fmt.Fprintln(w, "- Start-up: the engine's and the reference's warm-up MyKind exists (its CRD installed) before their process starts; kro's MyKind CRD exists only once "+
+			"kro made its ResourceGraphDefinition Active, so kro's start-up runs from its exec through creating the ResourceGraphDefinition, waiting until it is Active "+
+			"and its MyKind served, and creating the warm-up MyKind, to the warm-up Deployment.")
 		fmt.Fprintf(w, "- kro is %s built from its Go module (hack/tools/kro) on its own control plane with the ResourceGraphDefinition of bench/harness/kro-mykind.yaml; "+
 			"kro runs with --dynamic-controller-concurrent-reconciles %d; kro-defaults, if run, with kro's defaults (1 worker, client QPS 100, burst 150).\n", r.KroVersion, r.cfg.Workers)
 	}
 	fmt.Fprintln(w, "- CPU and peak RSS are the controller process's with its child processes' (the engine's provider plugins) added (/proc/<pid>/stat utime+stime, /proc/<pid>/status VmHWM), including start-up and a one-parent warm-up.")
+	fmt.Fprintln(w, "- RSS growth per parent: the peak at the end of (d) minus the peak once the controller settled after the warm-up, over N; what a large N states per parent.")
+	fmt.Fprintln(w, "- Control plane CPU: etcd's and the kube-apiserver's utime+stime over each phase until the controller settled; they share the machine's cores with the controller.")
 	fmt.Fprintln(w, "- Requests are the apiserver's apiserver_request_total deltas on mykinds, deployments and events, minus the harness's own requests (counted client-side).")
 }
 

@@ -19,6 +19,10 @@ const (
 type snapshot struct {
 	api, own counts
 	use      []usage // per process of the controller
+	// controlPlane is etcd's and the kube-apiserver's CPU time so far;
+	// hasControlPlane is false when it is not measured.
+	controlPlane    time.Duration
+	hasControlPlane bool
 }
 
 // controllerRequests returns the requests the controller made since an
@@ -46,7 +50,11 @@ func (h *Harness) settle(ctx context.Context, wl *workload, g group) (snapshot, 
 				h.log.printf("  warning: the controller was still writing after %s", settleTimeout)
 			}
 			use, err := g.usage()
-			return snapshot{api: api, own: own, use: use}, err
+			if err != nil {
+				return snapshot{}, err
+			}
+			cp, ok, err := wl.controlPlaneCPU()
+			return snapshot{api: api, own: own, use: use, controlPlane: cp, hasControlPlane: ok}, err
 		}
 		last = api
 		select {

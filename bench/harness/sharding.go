@@ -117,7 +117,7 @@ func shardID(i int) string { return "engine-" + strconv.Itoa(i) }
 
 // shardedSpec is the engine over replicas processes under --sharding.
 func (h *Harness) shardedSpec(name string, replicas int) controllerSpec {
-	s := h.engineSpec("0") // replicas would share a metrics port
+	s := h.engineSpec("0", "") // replicas would share the ports
 	s.name, s.replicas, s.edit = name, replicas, nil
 	s.replicaArgs = func(i int) []string {
 		return append([]string{"--sharding", "--shard-id", shardID(i), "--leader-election-id", shardGroup,

@@ -50,6 +50,9 @@ type tracking struct {
 	goal
 	met     map[string]bool
 	reached chan struct{}
+	// reachedAt is when the goal was reached; read it once reached is
+	// closed.
+	reachedAt time.Time
 }
 
 // startWatcher starts the informers and waits for their caches to sync.
@@ -125,6 +128,7 @@ func (t *tracking) check() {
 	select {
 	case <-t.reached:
 	default:
+		t.reachedAt = time.Now()
 		close(t.reached)
 	}
 }

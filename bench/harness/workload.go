@@ -220,14 +220,34 @@ func (wl *workload) statusFollows(obj any) bool {
 var errNotSupported = errors.New("not supported")
 
 // warmUp creates one parent in the warm-up namespace and waits for its
-// Deployment: the controller is running and its caches are synced.
-func (wl *workload) warmUp(ctx context.Context, log *logger, alive func() error) error {
+// Deployment: the controller is running and its caches are synced. It
+// returns when the harness's informers saw the Deployment.
+func (wl *workload) warmUp(ctx context.Context, log *logger, alive func() error) (time.Time, error) {
+	t, err := wl.createWarmUp(ctx)
+	if err != nil {
+		return time.Time{}, err
+	}
+	return wl.awaitWarmUp(ctx, t, log, alive)
+}
+
+// createWarmUp tracks the warm-up parent's Deployment and creates the
+// parent; a controller started later finds it there.
+func (wl *workload) createWarmUp(ctx context.Context) (*tracking, error) {
 	t := wl.w.track(goal{on: onDeployments, namespace: warmupNamespace, want: 1, ok: func(any) bool { return true }})
 	u := wl.myKind(warmupNamespace, "warmup", "warmup", 1)
 	if _, err := wl.dyn.Resource(myKindGVR).Namespace(warmupNamespace).Create(ctx, u, metav1.CreateOptions{}); err != nil {
-		return fmt.Errorf("creating the warm-up MyKind: %w", err)
+		return nil, fmt.Errorf("creating the warm-up MyKind: %w", err)
 	}
-	return wl.await(ctx, t, "warm-up", warmupTimeout, 0, log, alive)
+	return t, nil
+}
+
+// awaitWarmUp waits for the warm-up Deployment that t tracks and returns
+// when the harness's informers saw it.
+func (wl *workload) awaitWarmUp(ctx context.Context, t *tracking, log *logger, alive func() error) (time.Time, error) {
+	if err := wl.await(ctx, t, "warm-up", warmupTimeout, 0, log, alive); err != nil {
+		return time.Time{}, err
+	}
+	return t.reachedAt, nil
 }
 
 // Timing of waits.

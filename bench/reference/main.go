@@ -23,10 +23,11 @@ func main() {
 // run parses the flags (controller-runtime registers --kubeconfig), starts
 // the manager and blocks until SIGTERM or SIGINT.
 func run() int {
-	var metricsAddr, probeAddr string
+	var metricsAddr, probeAddr, pprofAddr string
 	var workers int
 	flag.StringVar(&metricsAddr, "metrics-bind-address", "0", `address of the metrics endpoint ("0" disables it)`)
 	flag.StringVar(&probeAddr, "health-probe-bind-address", "0", `address of the health probes ("0" disables them)`)
+	flag.StringVar(&pprofAddr, "pprof-bind-address", "0", `address of the Go profiler's /debug/pprof endpoints ("0" disables them)`)
 	flag.IntVar(&workers, "max-concurrent-reconciles", 4, "reconcile workers")
 	opts := zap.Options{}
 	opts.BindFlags(flag.CommandLine)
@@ -47,6 +48,7 @@ func run() int {
 		Scheme:                 scheme,
 		Metrics:                metricsserver.Options{BindAddress: metricsAddr},
 		HealthProbeBindAddress: probeAddr,
+		PprofBindAddress:       pprofAddr,
 	})
 	if err != nil {
 		setupLog.Error(err, "unable to create the manager")
