@@ -54,6 +54,12 @@ spec: {projectID: my-project, bucketName: %s}
 		return string(u.GetUID())
 	}
 
+	// Ready, and no plugin runs until a parent needs it.
+	code, body := readyz(eng.probe)
+	assert.Equal(t, 200, code)
+	assert.Equal(t, "ok\nprovider gcs: idle (not needed yet)\n", body)
+	assert.Zero(t, childNow(eng.cmd.Process.Pid, "engine-provider"), "the gcs plugin runs before anything needs it")
+
 	apply("before")
 	ready("before")
 	beforeUID := uidOf("before")
@@ -71,7 +77,7 @@ spec: {projectID: my-project, bucketName: %s}
 	_, why, err := condition(context.Background(), gcsKind, ns, "during", "Synced")
 	require.NoError(t, err)
 	assert.Contains(t, why, "provider gcs: plugin unavailable: ")
-	code, body := readyz(eng.probe)
+	code, body = readyz(eng.probe)
 	assert.Equal(t, 500, code)
 	assert.Contains(t, body, "provider gcs: plugin "+plugin+" down (restarts: ")
 
@@ -107,43 +113,50 @@ spec: {projectID: my-project, bucketName: %s}
 	require.NoError(t, err)
 	assert.Empty(t, all, "no bucket left")
 	log := eng.log.String()
+	assert.Equal(t, 1, strings.Count(log, `"msg":"provider plugin needed; starting it"`), "started on demand, once")
 	assert.Contains(t, log, `"msg":"provider plugin down; restarting"`)
 	assert.Contains(t, log, `"provider":"gcs"`)
 }
 
 // childOf is the pid of the child process of parent whose command starts
-// with comm.
+// with comm, once there is one.
 func childOf(t *testing.T, parent int, comm string) int {
 	t.Helper()
 	var found int
 	eventually(t, "the "+comm+" child of the engine", 30*time.Second, func(context.Context) (bool, error) {
-		entries, err := os.ReadDir("/proc")
-		if err != nil {
-			return false, err
-		}
-		for _, e := range entries {
-			pid, err := strconv.Atoi(e.Name())
-			if err != nil {
-				continue
-			}
-			stat, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
-			if err != nil {
-				continue
-			}
-			s := string(stat)
-			open, end := strings.IndexByte(s, '('), strings.LastIndexByte(s, ')')
-			if open < 0 || end < open {
-				continue
-			}
-			fields := strings.Fields(s[end+1:])
-			if len(fields) > 1 && fields[1] == strconv.Itoa(parent) && strings.HasPrefix(s[open+1:end], comm[:min(len(comm), 15)]) {
-				found = pid
-				return true, nil
-			}
-		}
-		return false, nil
+		found = childNow(parent, comm)
+		return found != 0, nil
 	})
 	return found
+}
+
+// childNow is the pid of a child process of parent whose command starts
+// with comm, 0 if there is none now.
+func childNow(parent int, comm string) int {
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		return 0
+	}
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		stat, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
+		if err != nil {
+			continue
+		}
+		s := string(stat)
+		open, end := strings.IndexByte(s, '('), strings.LastIndexByte(s, ')')
+		if open < 0 || end < open {
+			continue
+		}
+		fields := strings.Fields(s[end+1:])
+		if len(fields) > 1 && fields[1] == strconv.Itoa(parent) && strings.HasPrefix(s[open+1:end], comm[:min(len(comm), 15)]) {
+			return pid
+		}
+	}
+	return 0
 }
 
 func copyFile(t *testing.T, from, to string) {

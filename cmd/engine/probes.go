@@ -6,9 +6,8 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"strings"
 	"time"
-
-	"github.com/cuengine/engine/engine"
 )
 
 // probeServer serves /healthz and /readyz. Unlike controller-runtime's
@@ -18,9 +17,29 @@ import (
 // so `kubectl describe pod` and curl show it.
 type probeServer struct {
 	addr      string
-	eng       *engine.Engine
+	eng       engineState
 	apiserver func(context.Context) error
 	plugins   func() error
+	// pluginLines, when set, says what each plugin is doing, listed by
+	// /readyz?verbose.
+	pluginLines func() []string
+}
+
+// readyz answers "ok" or "not ready: " and why; ?verbose adds what each
+// provider plugin is doing, a line each.
+func (p *probeServer) readyz(w http.ResponseWriter, r *http.Request) {
+	body, code := "ok", http.StatusOK
+	if err := readiness(r.Context(), p.eng, p.apiserver, p.plugins); err != nil {
+		body, code = "not ready: "+err.Error(), http.StatusInternalServerError
+	}
+	if r.URL.Query().Has("verbose") && p.pluginLines != nil {
+		body = strings.Join(append([]string{body}, p.pluginLines()...), "\n")
+	}
+	if code != http.StatusOK {
+		http.Error(w, body, code)
+		return
+	}
+	fmt.Fprintln(w, body)
 }
 
 // NeedLeaderElection: every replica answers probes.
@@ -32,13 +51,7 @@ func (p *probeServer) Start(ctx context.Context) error {
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
 		fmt.Fprintln(w, "ok")
 	})
-	mux.HandleFunc("/readyz", func(w http.ResponseWriter, r *http.Request) {
-		if err := readiness(r.Context(), p.eng, p.apiserver, p.plugins); err != nil {
-			http.Error(w, "not ready: "+err.Error(), http.StatusInternalServerError)
-			return
-		}
-		fmt.Fprintln(w, "ok")
-	})
+	mux.HandleFunc("/readyz", p.readyz)
 	ln, err := net.Listen("tcp", p.addr)
 	if err != nil {
 		return fmt.Errorf("health probe endpoint: %w", err)

@@ -16,9 +16,10 @@ func init() { metrics.Registry.MustRegister(plugin.Collectors()...) }
 
 // newProviders registers a plugin for every provider executable in dir
 // (engine-provider-<name>; empty dir: the engine binary's directory). The
-// plugins are started by running the returned ones (every replica runs
-// them); a provider a template names that is not there is UnknownProvider
-// on its parents.
+// returned plugins are run by every replica, each on demand: its process
+// starts when a call first needs it (a template that names no bucket
+// costs no gcs plugin), and is supervised from then on. A provider a
+// template names that is not there is UnknownProvider on its parents.
 func newProviders(logger logr.Logger, dir string) (*providers.Registry, []*plugin.Plugin, error) {
 	if dir == "" {
 		var err error
@@ -33,7 +34,7 @@ func newProviders(logger logr.Logger, dir string) (*providers.Registry, []*plugi
 	reg := providers.NewRegistry()
 	plugins := make([]*plugin.Plugin, 0, len(found))
 	for _, f := range found {
-		p := plugin.New(plugin.Options{Name: f.Name, Path: f.Path, Logger: logger.WithName("provider")})
+		p := plugin.New(plugin.Options{Name: f.Name, Path: f.Path, Logger: logger.WithName("provider"), OnDemand: true})
 		reg.Register(f.Name, p)
 		plugins = append(plugins, p)
 	}
@@ -54,8 +55,8 @@ func engineDir() (string, error) {
 	return filepath.Dir(exe), nil
 }
 
-// pluginsHealth is nil while every plugin is up and names the first that
-// is not otherwise.
+// pluginsHealth is nil while every plugin is up or idle (not needed yet)
+// and names the first that is down otherwise.
 func pluginsHealth(plugins []*plugin.Plugin) func() error {
 	return func() error {
 		for _, p := range plugins {
@@ -64,5 +65,17 @@ func pluginsHealth(plugins []*plugin.Plugin) func() error {
 			}
 		}
 		return nil
+	}
+}
+
+// pluginsStatus says what each plugin is doing, a line each, for
+// /readyz?verbose: "provider gcs: idle (not needed yet)".
+func pluginsStatus(plugins []*plugin.Plugin) func() []string {
+	return func() []string {
+		lines := make([]string, 0, len(plugins))
+		for _, p := range plugins {
+			lines = append(lines, "provider "+p.Name()+": "+p.Status().String())
+		}
+		return lines
 	}
 }

@@ -198,8 +198,8 @@ func (o *runOptions) run(cmd *cobra.Command, cfg *rest.Config) error {
 	if err != nil {
 		return err
 	}
-	// Every replica runs the plugins, so a new leader or shard owner finds
-	// them up.
+	// Every replica runs the plugins' supervisors, so a new leader or
+	// shard owner finds a plugin it needs up or starting at its first call.
 	for _, p := range plugins {
 		if err := mgr.Add(everyReplica(p.Run)); err != nil {
 			return err
@@ -249,7 +249,7 @@ func (o *runOptions) run(cmd *cobra.Command, cfg *rest.Config) error {
 		if err != nil {
 			return err
 		}
-		if err := mgr.Add(&probeServer{addr: o.probeAddr, eng: eng, apiserver: ping, plugins: pluginsHealth(plugins)}); err != nil {
+		if err := mgr.Add(&probeServer{addr: o.probeAddr, eng: eng, apiserver: ping, plugins: pluginsHealth(plugins), pluginLines: pluginsStatus(plugins)}); err != nil {
 			return err
 		}
 	}

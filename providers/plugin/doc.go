@@ -5,7 +5,8 @@
 // Serve with its providers.Provider. The engine finds plugins in its
 // --provider-dir (Discover), starts and supervises each (Plugin.Run: a
 // private socket directory, a handshake with ProtocolVersion, restarts with
-// backoff, the plugin's stderr in the engine's log) and registers a Plugin,
+// backoff, the plugin's stderr in the engine's log; with Options.OnDemand
+// the first start waits for the first call) and registers a Plugin,
 // which implements providers.Provider by calling the process, in place of
 // the provider itself. The reconciler cannot tell the difference: errors
 // keep their providers.Error reason and retryability across the wire, every

@@ -36,6 +36,10 @@ type Options struct {
 	// ExternalNameTimeout bounds ExternalName, whose contract has no
 	// context (default 30s).
 	ExternalNameTimeout time.Duration
+	// OnDemand makes Run wait, before the first start, until a call wants
+	// the plugin: until then it is idle (no process, not down). From its
+	// first start on it is supervised as any other.
+	OnDemand bool
 }
 
 func (o *Options) defaults() {
@@ -73,6 +77,11 @@ type Plugin struct {
 	// report its plugins unavailable while they are starting.
 	started     chan struct{}
 	startedOnce sync.Once
+	// idle is true while an OnDemand plugin has not been needed yet;
+	// wanted closes on the first call, which ends it.
+	idle       bool
+	wanted     chan struct{}
+	wantedOnce sync.Once
 }
 
 var _ providers.Provider = (*Plugin)(nil)
@@ -81,8 +90,12 @@ var _ providers.Provider = (*Plugin)(nil)
 func New(opts Options) *Plugin {
 	opts.defaults()
 	metricUp.WithLabelValues(opts.Name).Set(0)
+	metricStarted.WithLabelValues(opts.Name).Set(0)
 	metricRestarts.WithLabelValues(opts.Name)
-	return &Plugin{opts: opts, log: opts.Logger.WithValues("provider", opts.Name), down: errNoPlugin, started: make(chan struct{})}
+	return &Plugin{
+		opts: opts, log: opts.Logger.WithValues("provider", opts.Name), down: errNoPlugin,
+		started: make(chan struct{}), idle: opts.OnDemand, wanted: make(chan struct{}),
+	}
 }
 
 // Name is the provider's name.
@@ -90,27 +103,47 @@ func (p *Plugin) Name() string { return p.opts.Name }
 
 // Status is a plugin's health at one moment.
 type Status struct {
+	// Idle is true while an OnDemand plugin has not been needed yet: no
+	// process runs, and it is not down.
+	Idle bool
 	// Up is true between a successful handshake and the process's exit.
 	Up bool
 	// Pid is the running process's, 0 when down.
 	Pid int
 	// Restarts counts the starts after the first.
 	Restarts int
-	// Err says why the plugin is down; nil when up.
+	// Err says why the plugin is down; nil when up or idle.
 	Err error
+}
+
+// String says in a few words what the plugin is doing.
+func (s Status) String() string {
+	switch {
+	case s.Idle:
+		return "idle (not needed yet)"
+	case s.Up:
+		return fmt.Sprintf("up (pid %d, restarts: %d)", s.Pid, s.Restarts)
+	default:
+		return fmt.Sprintf("down (restarts: %d): %v", s.Restarts, s.Err)
+	}
 }
 
 // Status returns the plugin's health now.
 func (p *Plugin) Status() Status {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return Status{Up: p.conn != nil, Pid: p.pid, Restarts: p.restarts, Err: p.down}
+	st := Status{Idle: p.idle, Up: p.conn != nil, Pid: p.pid, Restarts: p.restarts, Err: p.down}
+	if st.Idle {
+		st.Err = nil
+	}
+	return st
 }
 
-// Health is nil while the plugin is up, and says why it is not otherwise.
+// Health is nil while the plugin is up or idle (nothing needed it yet),
+// and says why it is down otherwise.
 func (p *Plugin) Health() error {
 	st := p.Status()
-	if st.Up {
+	if st.Up || st.Idle {
 		return nil
 	}
 	return fmt.Errorf("provider %s: plugin %s down (restarts: %d): %w", p.opts.Name, p.opts.Path, st.Restarts, st.Err)
@@ -118,9 +151,22 @@ func (p *Plugin) Health() error {
 
 // Run starts the plugin and restarts it whenever it exits, with backoff,
 // until ctx ends; then it stops it (SIGTERM, then SIGKILL after
-// StopTimeout) and returns nil.
+// StopTimeout) and returns nil. With OnDemand it first waits for the
+// first call that wants the plugin (or for ctx to end).
 func (p *Plugin) Run(ctx context.Context) error {
 	defer p.startedOnce.Do(func() { close(p.started) })
+	if p.opts.OnDemand {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-p.wanted:
+		}
+		p.log.Info("provider plugin needed; starting it", "path", p.opts.Path)
+	}
+	p.mu.Lock()
+	p.idle = false
+	p.mu.Unlock()
+	metricStarted.WithLabelValues(p.opts.Name).Set(1)
 	backoff := p.opts.MinBackoff
 	for first := true; ; first = false {
 		if !first {
@@ -172,8 +218,10 @@ func (p *Plugin) setDown(err error) {
 
 // connection returns the published connection, counted in flight until
 // done is called, or the retryable error of a plugin that is down. Before
-// the first start is over it waits for it, as long as ctx allows.
+// the first start is over it waits for it, as long as ctx allows; the
+// first call to an OnDemand plugin is what starts it.
 func (p *Plugin) connection(ctx context.Context) (conn *grpc.ClientConn, done func(), err error) {
+	p.wantedOnce.Do(func() { close(p.wanted) })
 	select {
 	case <-p.started:
 	case <-ctx.Done():

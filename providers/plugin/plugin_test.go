@@ -32,8 +32,17 @@ func startPlugin(t *testing.T, name string, env ...string) (*Plugin, *logBuffer)
 
 func newTestPlugin(t *testing.T, name string, env ...string) (*Plugin, *logBuffer) {
 	t.Helper()
+	return runTestPlugin(t, Options{Name: name, Env: pluginEnv(name, env...)})
+}
+
+// runTestPlugin runs the test binary as the plugin opts names, with the
+// tests' short backoff, supervised until the test ends.
+func runTestPlugin(t *testing.T, opts Options) (*Plugin, *logBuffer) {
+	t.Helper()
 	logs := &logBuffer{}
-	p := New(Options{Name: name, Path: self(t), Env: pluginEnv(name, env...), Logger: logs.logger(), MinBackoff: 50 * time.Millisecond, MaxBackoff: 200 * time.Millisecond, StopTimeout: 5 * time.Second})
+	opts.Path, opts.Logger = self(t), logs.logger()
+	opts.MinBackoff, opts.MaxBackoff, opts.StopTimeout = 50*time.Millisecond, 200*time.Millisecond, 5*time.Second
+	p := New(opts)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- p.Run(ctx) }()
