@@ -42,20 +42,21 @@ func (s *Store) Ensure(ctx context.Context, t *templates.Template) (rev Revision
 	if err != nil {
 		return Revision{}, false, err
 	}
-	rev, first, _, err = s.EnsureAmong(ctx, t, existing)
-	return rev, first, err
+	return s.ensureAmong(ctx, t, existing)
 }
 
 // EnsureAmong is Ensure with the kind's revisions as the caller just
 // listed them (List), which saves a request at start-up; stored is how
 // many revisions the kind has afterwards.
-func (s *Store) EnsureAmong(ctx context.Context, t *templates.Template, existing []appsv1.ControllerRevision) (rev Revision, first bool, stored int, err error) {
-	rev, first, err = s.ensureAmong(ctx, t, existing)
+func (s *Store) EnsureAmong(ctx context.Context, t *templates.Template, existing []appsv1.ControllerRevision) (rev Revision, stored int, err error) {
+	if rev, _, err = s.ensureAmong(ctx, t, existing); err != nil {
+		return Revision{}, 0, err
+	}
 	stored = len(existing)
-	if err == nil && !slices.ContainsFunc(existing, func(cr appsv1.ControllerRevision) bool { return cr.Name == rev.Name }) {
+	if !slices.ContainsFunc(existing, func(cr appsv1.ControllerRevision) bool { return cr.Name == rev.Name }) {
 		stored++
 	}
-	return rev, first, stored, err
+	return rev, stored, nil
 }
 
 func (s *Store) ensureAmong(ctx context.Context, t *templates.Template, existing []appsv1.ControllerRevision) (rev Revision, first bool, err error) {

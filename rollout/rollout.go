@@ -268,7 +268,7 @@ func (ro *Rollout) retargetAmong(ctx context.Context, t *templates.Template, crs
 		return nil
 	}
 	// The kind's first revision is stored complete (nothing ran before it).
-	rev, _, stored, err := ro.store.EnsureAmong(ctx, t, crs)
+	rev, stored, err := ro.store.EnsureAmong(ctx, t, crs)
 	if err != nil {
 		return err
 	}
