@@ -5,8 +5,11 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
@@ -36,7 +39,7 @@ func (r *Reconciler) prune(ctx context.Context, parent *unstructured.Unstructure
 	for _, c := range eval.result.Children {
 		produced[c.Name] = true
 	}
-	unchanged := unchangedSince(parent, st.revision)
+	unchanged := sync.OnceValue(func() bool { return unchangedSince(parent, st.revision) })
 	records, err := recordedResources(parent)
 	if err != nil {
 		return 0, err
@@ -84,12 +87,12 @@ func (r *Reconciler) prune(ctx context.Context, parent *unstructured.Unstructure
 // and deleting it would undo what that upstream waited for. The record is
 // the parent's status, written anyway, so it survives a restart and costs
 // no write.
-func keepsTransient(g *templates.Graph, name string, produced map[string]bool, unchanged bool) string {
-	if !unchanged || name == "" || produced[name] || g == nil {
-		return "" // changed, or produced under that name as another object
+func keepsTransient(g *templates.Graph, name string, produced map[string]bool, unchanged func() bool) string {
+	if name == "" || produced[name] || g == nil {
+		return "" // produced under that name as another object
 	}
 	for _, n := range g.Nodes {
-		if n.Kind != templates.ChildNode || n.Name != name || !n.Presence.Transient() {
+		if n.Kind != templates.ChildNode || n.Name != name || !n.Presence.Transient() || !unchanged() {
 			continue
 		}
 		reads := make([]string, len(n.Presence.Observed))
@@ -101,12 +104,19 @@ func keepsTransient(g *templates.Graph, name string, produced map[string]bool, u
 	return ""
 }
 
-// unchangedSince reports whether the parent's status was written for its
-// current generation and with the template revision it is reconciled
-// with now. Without a revision (a kind that keeps none) a change of the
-// template cannot be told: false.
+// unchangedSince reports whether the parent's status was written, Synced,
+// for its current generation and with the template revision it is
+// reconciled with now: by a reconcile that went through prune with the
+// spec and template of this one. A status that is not Synced may come
+// from one that stopped before prune. Without a revision (a kind that
+// keeps none) a change of the template cannot be told: false.
 func unchangedSince(parent *unstructured.Unstructured, rev *revisions.Revision) bool {
 	if rev == nil || !contract.GenerationObserved(parent) {
+		return false
+	}
+	stored, _, _ := unstructured.NestedMap(parent.Object, "status")
+	synced := meta.FindStatusCondition(contract.ConditionsOf(stored), contract.ConditionSynced)
+	if synced == nil || synced.Status != metav1.ConditionTrue || synced.ObservedGeneration != parent.GetGeneration() {
 		return false
 	}
 	number, hash := contract.ParentRevision(parent)

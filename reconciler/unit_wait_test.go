@@ -76,16 +76,22 @@ func TestUnitWaitForReady(t *testing.T) {
 		"waiting for Deployment w (readyWhen is false); child marker kept: its condition reads observed.deployment, which changed; it goes when the spec or template changes"},
 		condOf(e.condition(parent, contract.ConditionReady)))
 
-	// The spec changes: the Service goes, and so does the ConfigMap, whose
-	// condition does not hold under the new spec.
+	// A new template revision: the ConfigMap, whose condition does not
+	// hold under it, goes.
+	e.kind.rev = &revisions.Revision{Number: 2, Hash: "next"}
+	e.settleStatus(parent)
+	assert.Equal(t, []string{"ConfigMap w-ready Foreground"}, e.takeDeletes())
+	assert.Nil(t, e.get(configMapGVK, unitNamespace, "w-ready"))
+	assert.Equal(t, svc.GetUID(), e.get(serviceGVK, unitNamespace, "w").GetUID())
+
+	// The spec drops the Service: it goes.
 	cur := e.reread(parent)
 	require.NoError(t, unstructured.SetNestedField(cur.Object, false, "spec", "expose"))
 	cur.SetGeneration(2)
 	e.update(cur)
 	e.settleStatus(cur)
-	assert.ElementsMatch(t, []string{"ConfigMap w-ready Foreground", "Service w Foreground"}, e.takeDeletes())
+	assert.Equal(t, []string{"Service w Foreground"}, e.takeDeletes())
 	assert.Nil(t, e.get(serviceGVK, unitNamespace, "w"))
-	assert.Nil(t, e.get(configMapGVK, unitNamespace, "w-ready"))
 	assert.Equal(t, cond{metav1.ConditionFalse, contract.ReasonWaiting, "waiting for Deployment w (readyWhen is false)"},
 		condOf(e.condition(cur, contract.ConditionReady)))
 }
