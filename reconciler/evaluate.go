@@ -20,6 +20,10 @@ type evaluation struct {
 	observed map[string]any
 	// graph is the template's dependency graph, for the Ready message.
 	graph *templates.Graph
+	// held are the children not created yet that wait for what they
+	// depend on to be ready (ready.go); waits says so, for Ready.
+	held  []*unstructured.Unstructured
+	waits []string
 }
 
 // evaluate runs the template for the parent, within the limits

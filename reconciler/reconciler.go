@@ -193,6 +193,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 		return ctrl.Result{}, err
 	}
 	eval = withConnectionSecrets(eval, plan) // connectionsecret.go
+	eval = waitForReady(eval, live)          // ready.go
 
 	if recorded, err := r.record(ctx, parent, plan, render.NextInventory(eval.children, live), st); recorded || err != nil { // record.go
 		return ctrl.Result{}, err
@@ -201,7 +202,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	deletes, err := r.prune(ctx, parent, eval.children, live, st) // prune.go
+	deletes, err := r.prune(ctx, parent, eval, live, st) // prune.go
 	if err != nil {
 		return ctrl.Result{}, err
 	}

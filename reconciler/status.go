@@ -53,6 +53,11 @@ type status struct {
 	// waits are the deletions held until what depends on them is gone
 	// (order.go), for the Ready message.
 	waits []string
+	// pruneHeld: prune decided to delete a child and waits for its
+	// dependents; the stored generation and revision stay (prune.go).
+	pruneHeld bool
+	// kept says which children prune kept (prune.go), for Ready.
+	kept []string
 }
 
 // problem is one thing that keeps the parent from being synced.
@@ -253,7 +258,7 @@ func nextStatus(parent *unstructured.Unstructured, stored map[string]any, st *st
 	if len(resources) > 0 {
 		next[contract.StatusResources] = resources
 	}
-	if st.revision != nil {
+	if st.revision != nil && !st.pruneHeld {
 		next[contract.StatusTemplateRevision] = contract.TemplateRevisionStatus(st.revision.Number, st.revision.Hash)
 	} else if stored[contract.StatusTemplateRevision] != nil {
 		next[contract.StatusTemplateRevision] = stored[contract.StatusTemplateRevision]
@@ -261,5 +266,14 @@ func nextStatus(parent *unstructured.Unstructured, stored map[string]any, st *st
 	gen := parent.GetGeneration()
 	next[contract.StatusConditions] = setConditions(contract.ConditionsOf(stored), gen, st.synced, st.ready)
 	next[contract.StatusObservedGeneration] = gen
+	if st.pruneHeld {
+		// Not done with this generation until the pruning is: a later
+		// reconcile must still see the change that decided it.
+		if g, ok := stored[contract.StatusObservedGeneration]; ok {
+			next[contract.StatusObservedGeneration] = g
+		} else {
+			delete(next, contract.StatusObservedGeneration)
+		}
+	}
 	return next
 }

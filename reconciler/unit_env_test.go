@@ -50,6 +50,7 @@ var (
 	unitStore   = schema.GroupVersionKind{Group: "unit.cuengine.dev", Version: "v1", Kind: "Store"}
 	unitBroken  = schema.GroupVersionKind{Group: "unit.cuengine.dev", Version: "v1", Kind: "Broken"}
 	unitVault   = schema.GroupVersionKind{Group: "unit.cuengine.dev", Version: "v1", Kind: "Vault"}
+	unitWaiter  = schema.GroupVersionKind{Group: "unit.cuengine.dev", Version: "v1", Kind: "Waiter"}
 )
 
 const (
@@ -368,12 +369,14 @@ func condOf(c *metav1.Condition) cond {
 type unitKind struct {
 	tpl  *templates.Template
 	gone bool
+	// rev, when set, is the revision TemplateFor returns.
+	rev *revisions.Revision
 }
 
 func (k *unitKind) Template() *templates.Template { return k.tpl }
 func (k *unitKind) Retired() bool                 { return k.gone }
 func (k *unitKind) TemplateFor(*unstructured.Unstructured) (*templates.Template, *revisions.Revision, error) {
-	return k.tpl, nil, nil
+	return k.tpl, k.rev, nil
 }
 
 // unitChildren is the Children of the unit tests: it lists the objects

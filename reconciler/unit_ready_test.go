@@ -4,7 +4,11 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/assert"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/cuengine/engine/contract"
+	"github.com/cuengine/engine/templates"
 )
 
 // TestUnitChildReady: a child's readiness is kstatus's Current.
@@ -58,6 +62,32 @@ func TestUnitChildReady(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			assert.Equal(t, tc.ready, childReady(tc.obj))
+		})
+	}
+}
+
+// TestUnitTemplateReadyReason: the reason and message of the template's
+// ready are the Ready condition's, when the verdict is the template's.
+func TestUnitTemplateReadyReason(t *testing.T) {
+	no, yes := false, true
+	tests := []struct {
+		name string
+		ok   bool
+		res  templates.Result
+		want condition
+	}{
+		{"a bare false", false, templates.Result{Ready: &no},
+			condition{status: metav1.ConditionFalse, reason: contract.ReasonTemplateNotReady, message: "the template reports not ready"}},
+		{"false with a reason", false, templates.Result{Ready: &no, ReadyReason: "NoQuorum", ReadyMessage: "2 of 3 members are up"},
+			condition{status: metav1.ConditionFalse, reason: "NoQuorum", message: "2 of 3 members are up"}},
+		{"true with a message", true, templates.Result{Ready: &yes, ReadyMessage: "3 of 3 members are up"},
+			condition{status: metav1.ConditionTrue, reason: contract.ReasonReady, message: "3 of 3 members are up"}},
+		{"true, but a resource waits", false, templates.Result{Ready: &yes, ReadyMessage: "3 of 3 members are up"},
+			condition{status: metav1.ConditionFalse, reason: contract.ReasonTemplateNotReady, message: "the template reports not ready"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			assert.Equal(t, tc.want, templateReady(tc.ok, &tc.res))
 		})
 	}
 }

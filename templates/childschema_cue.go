@@ -208,7 +208,7 @@ func (w *cueWriter) object(b *strings.Builder, s *openAPISchema, root bool) {
 		b.WriteString(", ")
 	}
 	if root {
-		b.WriteString("dependsOn?: _, ")
+		b.WriteString("dependsOn?: _, readyWhen?: _, ")
 	}
 	if ap := s.AdditionalProperties; ap != nil && ap.Schema != nil {
 		b.WriteString("[string]: ")

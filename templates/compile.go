@@ -71,7 +71,10 @@ type Template struct {
 	// syntax cannot tell them all.
 	topLevel map[string]bool
 	graph    *Graph
-	memo     memo // recent results; the only mutable part, internally locked
+	// readyWhen: its files mention readyWhen, so evaluations look for it
+	// on each child (ready.go).
+	readyWhen bool
+	memo      memo // recent results; the only mutable part, internally locked
 }
 
 // Policy holds the template's explicit permissions, from its top-level
@@ -328,6 +331,10 @@ func (c *compiler) compile(src source) (*Template, error) {
 	if t.referenceKinds, err = c.checkReferences(src.path, v); err != nil { // references.go
 		return nil, err
 	}
+	if err := c.checkReady(src.path, v); err != nil { // ready.go
+		return nil, err
+	}
+	t.readyWhen = declaresReadyWhen(src.contents)
 	if t.evaluated, err = c.withoutCompileOnly(inst, v); err != nil {
 		return nil, fromCUE(c.root, src.path, err)
 	}

@@ -35,6 +35,9 @@ type Result struct {
 	Status map[string]any
 	// Ready is the template's own readiness verdict, nil when it has none.
 	Ready *bool
+	// ReadyReason and ReadyMessage are what the template's ready says
+	// with it, in its struct form; "" when it says nothing.
+	ReadyReason, ReadyMessage string
 	// Pruned lists the parent fields the schema does not declare, dropped
 	// before evaluation the way the apiserver drops them.
 	Pruned []string
@@ -51,6 +54,9 @@ type Child struct {
 	Object *unstructured.Unstructured
 	// DependsOn are the local names the child depends on (graph.go).
 	DependsOn []string
+	// ReadyWhen is what the child's readyWhen says, nil without one
+	// (ready.go).
+	ReadyWhen *ChildReadiness
 }
 
 // Resource is one desired external resource.
@@ -120,11 +126,12 @@ func (t *Template) Evaluate(in Input) (res *Result, err error) {
 		}
 	}
 	if rv := t.lookupDeclared(v, "ready", pathReady); rv.Exists() {
-		var ready bool
-		if _, err := export(t, rv, "ready", &ready, out); err != nil {
+		r, err := t.readyOf(rv, out) // ready.go
+		if err != nil {
 			return nil, err
 		}
-		res.Ready, out.ready = &ready, &ready
+		res.Ready, out.ready = &r.ok, r
+		res.ReadyReason, res.ReadyMessage = r.reason, r.message
 	}
 	res.Size = out.size
 	if remember {
@@ -141,7 +148,7 @@ type rendered struct {
 	children  []renderedPart // sorted by name, as Result.Children
 	resources []renderedPart // sorted by name, as Result.Resources
 	status    []byte         // nil when the template writes none
-	ready     *bool
+	ready     *readiness
 	pruned    []string
 	size      int // Result.Size
 }
@@ -150,6 +157,8 @@ type rendered struct {
 type renderedPart struct {
 	name string
 	raw  []byte
+	// readyWhen is a child's (Child.ReadyWhen).
+	readyWhen *ChildReadiness
 }
 
 // decode is the Result of a rendered evaluation, equal to the one the
@@ -161,7 +170,7 @@ func (t *Template) decode(r *rendered) (*Result, error) {
 		if err := utiljson.Unmarshal(c.raw, &obj); err != nil {
 			return nil, err
 		}
-		res.Children = append(res.Children, t.child(c.name, obj))
+		res.Children = append(res.Children, t.child(c.name, obj, c.readyWhen))
 	}
 	for _, rs := range r.resources {
 		var raw map[string]any
@@ -176,8 +185,9 @@ func (t *Template) decode(r *rendered) (*Result, error) {
 		}
 	}
 	if r.ready != nil {
-		ready := *r.ready
+		ready := r.ready.ok
 		res.Ready = &ready
+		res.ReadyReason, res.ReadyMessage = r.ready.reason, r.ready.message
 	}
 	return res, nil
 }
@@ -230,11 +240,11 @@ func (t *Template) children(v cue.Value, out *rendered) ([]Child, error) {
 		cv := it.Value()
 		path := "children." + it.Selector().String()
 		obj := map[string]any{}
-		raw, err := export(t, cv, path, &obj, out)
+		raw, rw, err := t.exportChild(cv, path, &obj, out) // ready.go
 		if err != nil {
 			return nil, err
 		}
-		c := t.child(name, obj)
+		c := t.child(name, obj, rw)
 		for f, got := range map[string]string{"apiVersion": c.Object.GetAPIVersion(), "kind": c.Object.GetKind(), "metadata.name": c.Object.GetName()} {
 			if got == "" {
 				return nil, &Error{Template: t.Path, Problems: []Problem{{
@@ -244,7 +254,7 @@ func (t *Template) children(v cue.Value, out *rendered) ([]Child, error) {
 			}
 		}
 		children = append(children, c)
-		out.children = append(out.children, renderedPart{name, raw})
+		out.children = append(out.children, renderedPart{name: name, raw: raw, readyWhen: rw})
 	}
 	sort.Slice(children, func(i, j int) bool { return children[i].Name < children[j].Name })
 	sort.Slice(out.children, func(i, j int) bool { return out.children[i].name < out.children[j].name })
@@ -252,9 +262,9 @@ func (t *Template) children(v cue.Value, out *rendered) ([]Child, error) {
 }
 
 // child is the desired child of local name from its exported object.
-func (t *Template) child(name string, obj map[string]any) Child {
+func (t *Template) child(name string, obj map[string]any, rw *ChildReadiness) Child {
 	delete(obj, fieldDependsOn) // the engine's, not the object's
-	return Child{Name: name, Object: &unstructured.Unstructured{Object: obj}, DependsOn: t.graph.Names(ChildNode, name)}
+	return Child{Name: name, Object: &unstructured.Unstructured{Object: obj}, DependsOn: t.graph.Names(ChildNode, name), ReadyWhen: rw}
 }
 
 func (t *Template) resources(v cue.Value, out *rendered) ([]Resource, error) {
@@ -295,7 +305,7 @@ func (t *Template) resources(v cue.Value, out *rendered) ([]Resource, error) {
 			secrets[r.ConnectionSecret] = r.Name
 		}
 		resources = append(resources, r)
-		out.resources = append(out.resources, renderedPart{r.Name, b})
+		out.resources = append(out.resources, renderedPart{name: r.Name, raw: b})
 	}
 	sort.Slice(resources, func(i, j int) bool { return resources[i].Name < resources[j].Name })
 	sort.Slice(out.resources, func(i, j int) bool { return out.resources[i].name < out.resources[j].name })

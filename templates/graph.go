@@ -52,6 +52,33 @@ type Node struct {
 	Pos string
 	// DependsOn is sorted by name.
 	DependsOn []Dependency
+	// Presence is set when every declaration of the node sits under an
+	// if, for or let clause: the node exists only while they hold, and
+	// Presence says what they read.
+	Presence *Presence
+}
+
+// Presence is what the clauses around a node's declarations read.
+type Presence struct {
+	// Observed are the template's children and resources whose observed
+	// state the clauses read (the node itself included), sorted.
+	Observed []string
+	// Inputs are the other things they read that change without a new
+	// spec or template: "parent.metadata" (labels, annotations),
+	// "parent.status", "parent" (a use the scan cannot follow) and
+	// "references.<name>"; sorted.
+	Inputs []string
+	// Pos is the first clause's position, "file:line:col".
+	Pos string
+}
+
+// Transient reports whether the node's presence follows observed state
+// alone, besides the spec and the template: a child kept while those
+// clauses do not hold, until the spec or template changes
+// (reconciler/prune.go), rather than pruned on an upstream's transient
+// change.
+func (p *Presence) Transient() bool {
+	return p != nil && len(p.Observed) > 0 && len(p.Inputs) == 0
 }
 
 // Dependency is one edge: the node depends on the local name Name.
@@ -82,6 +109,11 @@ const (
 // applying it.
 const fieldDependsOn = "dependsOn"
 
+// fieldReadyWhen is the field of a child that says when it is ready
+// (ready.go). The engine takes it out of the child before applying it;
+// it is no dependency of the child, whatever it reads.
+const fieldReadyWhen = "readyWhen"
+
 // Graph returns the template's dependency graph. It is shared: callers must
 // not modify it.
 func (t *Template) Graph() *Graph { return t.graph }
@@ -105,6 +137,40 @@ func (g *Graph) Names(kind NodeKind, name string) []string {
 		return out
 	}
 	return nil
+}
+
+// Warnings are what engine vet says about the graph without refusing it:
+// each child whose presence reads observed state together with something
+// else that changes without the spec (templates.Presence), which the
+// engine therefore prunes on a transient change of that observed state.
+func (g *Graph) Warnings() []string {
+	if g == nil {
+		return nil
+	}
+	var out []string
+	for _, n := range g.Nodes {
+		p := n.Presence
+		if n.Kind != ChildNode || p == nil || len(p.Observed) == 0 || len(p.Inputs) == 0 {
+			continue
+		}
+		reads := make([]string, len(p.Observed))
+		for i, o := range p.Observed {
+			reads[i] = "observed." + o
+		}
+		var upstream []string
+		for _, o := range p.Observed {
+			if o != n.Name {
+				upstream = append(upstream, strconv.Quote(o))
+			}
+		}
+		fix := "declare it outside the if"
+		if len(upstream) > 0 {
+			fix += ", with dependsOn: [" + strings.Join(upstream, ", ") + "], and give what it waits for a readyWhen: it is then created once that is ready and never pruned because it stops being ready"
+		}
+		out = append(out, fmt.Sprintf("%s: children.%s: its condition reads %s and %s: a change of either removes it, so a transient change of %s (an upstream briefly not ready) prunes it; %s",
+			p.Pos, n.Name, strings.Join(reads, ", "), strings.Join(p.Inputs, ", "), strings.Join(reads, ", "), fix))
+	}
+	return out
 }
 
 // isReference reports whether name is a reference of the graph.
@@ -162,6 +228,8 @@ type decl struct {
 	// only through them, so it depends on what they read.
 	guards    []ast.Expr
 	dependsOn []*ast.Field
+	// always: a declaration sits under no clause.
+	always bool
 }
 
 type graphScan struct {
@@ -253,6 +321,7 @@ func (s *graphScan) declare(id nodeID, f *ast.Field, guards []ast.Expr) {
 	}
 	d.values = append(d.values, f.Value)
 	d.guards = append(d.guards, guards...)
+	d.always = d.always || len(guards) == 0
 	s.byValue[f.Value] = id
 	if st, ok := f.Value.(*ast.StructLit); ok {
 		for _, e := range st.Elts {
@@ -299,8 +368,14 @@ func (s *graphScan) node(id nodeID) (Node, []Problem) {
 		}
 	}
 	r := &refScan{graphScan: s, self: id, seen: map[ast.Node]bool{}, found: map[string]Dependency{}}
-	for _, e := range append(slices.Clip(d.guards), d.values...) {
+	for _, e := range d.guards {
 		r.walk(e)
+	}
+	for _, e := range d.values {
+		r.walkValue(e)
+	}
+	if !d.always && len(d.guards) > 0 {
+		n.Presence = s.presence(id, d.guards)
 	}
 	var problems []Problem
 	for _, f := range d.dependsOn {
@@ -338,12 +413,64 @@ func (s *graphScan) node(id nodeID) (Node, []Problem) {
 	return n, problems
 }
 
+// presence scans the clauses around a node's declarations for what they
+// read.
+func (s *graphScan) presence(id nodeID, guards []ast.Expr) *Presence {
+	p := &presenceScan{observed: map[string]bool{}, inputs: map[string]bool{}}
+	r := &refScan{graphScan: s, self: id, seen: map[ast.Node]bool{}, found: map[string]Dependency{}, presence: p}
+	for _, e := range guards {
+		r.walk(e)
+	}
+	out := &Presence{Pos: position(s.root, guards[0].Pos())}
+	for name := range p.observed {
+		switch {
+		case s.decls[nodeID{ReferenceNode, name}] != nil:
+			p.inputs["references."+name] = true
+		case s.exists(name) || name == id.name:
+			out.Observed = append(out.Observed, name)
+		}
+	}
+	for in := range p.inputs {
+		out.Inputs = append(out.Inputs, in)
+	}
+	slices.Sort(out.Observed)
+	slices.Sort(out.Inputs)
+	return out
+}
+
+// presenceScan collects what a node's clauses read.
+type presenceScan struct {
+	observed map[string]bool // observed.<name>
+	inputs   map[string]bool // see Presence.Inputs
+}
+
 // refScan finds what one node's expressions read.
 type refScan struct {
 	*graphScan
 	self  nodeID
 	seen  map[ast.Node]bool
 	found map[string]Dependency // by name and via
+	// presence, when set, also collects what is read of observed and the
+	// parent (graphScan.presence).
+	presence *presenceScan
+}
+
+// walkValue scans a declaration's value; of a child, not its readyWhen,
+// which only says when the child is ready.
+func (r *refScan) walkValue(v ast.Expr) {
+	st, ok := v.(*ast.StructLit)
+	if !ok || r.self.kind != ChildNode {
+		r.walk(v)
+		return
+	}
+	for _, e := range st.Elts {
+		if f, ok := e.(*ast.Field); ok {
+			if name, _ := labelName(f.Label); name == fieldReadyWhen {
+				continue
+			}
+		}
+		r.walk(e)
+	}
 }
 
 func (r *refScan) add(name string, via Via, pos token.Pos) {
@@ -379,6 +506,9 @@ func (r *refScan) walk(n ast.Node) {
 			}
 			return false
 		case *ast.SelectorExpr:
+			if r.parentRead(x) {
+				return false
+			}
 			if !r.edge(x) {
 				r.walk(x.X) // not x.Sel: a selector's label is no reference
 			}
@@ -401,6 +531,9 @@ func (r *refScan) edge(e ast.Expr) bool {
 	via := ViaReference
 	if head == "observed" {
 		via = ViaObserved
+		if r.presence != nil {
+			r.presence.observed[name] = true
+		}
 	}
 	r.add(name, via, e.Pos())
 	return true
@@ -444,6 +577,42 @@ func (r *refScan) special(e ast.Expr) (head, name string, ok bool) {
 	return id.Name, name, name != ""
 }
 
+// parentRead records, while scanning a node's clauses, what a selector
+// chain on the template's parent reads: the spec changes only with the
+// generation, the metadata's name, namespace, uid, generation and
+// creationTimestamp never; anything else is an input of Presence.
+func (r *refScan) parentRead(e *ast.SelectorExpr) bool {
+	if r.presence == nil {
+		return false
+	}
+	var labels []string
+	var x ast.Expr = e
+	for {
+		sel, ok := x.(*ast.SelectorExpr)
+		if !ok {
+			break
+		}
+		name, _ := labelName(sel.Sel)
+		labels = append([]string{name}, labels...)
+		x = sel.X
+	}
+	id, ok := x.(*ast.Ident)
+	if !ok || id.Name != "parent" || (id.Node != nil && r.topValue[id.Node] != "parent") {
+		return false
+	}
+	switch {
+	case labels[0] == "spec", labels[0] == "apiVersion", labels[0] == "kind":
+	case labels[0] == "metadata" && len(labels) > 1 && slices.Contains([]string{"name", "namespace", "uid", "generation", "creationTimestamp"}, labels[1]):
+	case labels[0] == "metadata":
+		r.presence.inputs["parent.metadata"] = true
+	case labels[0] == "status":
+		r.presence.inputs["parent.status"] = true
+	default:
+		r.presence.inputs["parent"] = true
+	}
+	return true
+}
+
 // follow scans what an identifier refers to, when that is outside the
 // expression being scanned: a sibling node is an edge; a top-level field
 // or let is followed across every file of the package.
@@ -458,7 +627,12 @@ func (r *refScan) follow(id *ast.Ident) {
 	}
 	if top {
 		switch name {
-		case "parent", "observed", string(ChildNode), string(ResourceNode), string(ReferenceNode):
+		case "parent":
+			if r.presence != nil {
+				r.presence.inputs["parent"] = true // a use not followed
+			}
+			return
+		case "observed", string(ChildNode), string(ResourceNode), string(ReferenceNode):
 			return // filled by the engine, or only read through a selector
 		}
 		for _, v := range r.top[name] {

@@ -25,6 +25,8 @@ func TestGraph(t *testing.T) {
 		body string
 		more string // a second file of the package, b.cue
 		want []Node
+		// warnings, when set, are the graph's (Graph.Warnings).
+		warnings []string
 	}{
 		{
 			name: "observed reference in a guard and in the value",
@@ -39,9 +41,45 @@ if observed.bucket != _|_ {
 }
 `,
 			want: []Node{
-				{Kind: ChildNode, Name: "app", Type: "Deployment", Pos: "t/t.cue:10:12", DependsOn: []Dependency{{Name: "bucket", Via: ViaObserved, Pos: "t/t.cue:9:4"}}},
+				{Kind: ChildNode, Name: "app", Type: "Deployment", Pos: "t/t.cue:10:12", DependsOn: []Dependency{{Name: "bucket", Via: ViaObserved, Pos: "t/t.cue:9:4"}},
+					Presence: &Presence{Observed: []string{"bucket"}, Pos: "t/t.cue:9:4"}},
 				{Kind: ResourceNode, Name: "bucket", Type: "gcs", Pos: "t/t.cue:8:12"},
 			},
+		},
+		{
+			name: "presence: what the clauses read, besides the spec",
+			body: `
+children: deployment: {apiVersion: "apps/v1", kind: "Deployment", metadata: name: "web", readyWhen: observed.svc.spec.clusterIP != ""}
+references: config: {apiVersion: "v1", kind: "ConfigMap", metadata: name: "c"}
+children: {
+	if parent.spec.expose && (*observed.deployment.status.readyReplicas | 0) > 0 || observed.svc != _|_ {
+		svc: {apiVersion: "v1", kind: "Service", metadata: name: "web"}
+	}
+	if (*parent.metadata.labels.tier | "") == "web" && observed.deployment != _|_ {
+		labelled: {apiVersion: "v1", kind: "ConfigMap", metadata: name: "l"}
+	}
+	if (*observed.config.data.on | "") == "true" {
+		configured: {apiVersion: "v1", kind: "ConfigMap", metadata: name: "c"}
+	}
+}
+children: both: {apiVersion: "v1", kind: "ConfigMap", metadata: name: "b"}
+if observed.deployment != _|_ {
+	children: both: data: x: "y"
+}
+parent: spec: expose: *true | bool
+`,
+			want: []Node{
+				{Kind: ChildNode, Name: "both", Type: "ConfigMap", Pos: "t/t.cue:21:11", DependsOn: []Dependency{{Name: "deployment", Via: ViaObserved, Pos: "t/t.cue:22:4"}}},
+				{Kind: ChildNode, Name: "configured", Type: "ConfigMap", Pos: "t/t.cue:18:3", DependsOn: []Dependency{{Name: "config", Via: ViaObserved, Pos: "t/t.cue:17:7"}},
+					Presence: &Presence{Inputs: []string{"references.config"}, Pos: "t/t.cue:17:5"}},
+				{Kind: ChildNode, Name: "deployment", Type: "Deployment", Pos: "t/t.cue:8:11"},
+				{Kind: ChildNode, Name: "labelled", Type: "ConfigMap", Pos: "t/t.cue:15:3", DependsOn: []Dependency{{Name: "deployment", Via: ViaObserved, Pos: "t/t.cue:14:53"}},
+					Presence: &Presence{Observed: []string{"deployment"}, Inputs: []string{"parent.metadata"}, Pos: "t/t.cue:14:5"}},
+				{Kind: ChildNode, Name: "svc", Type: "Service", Pos: "t/t.cue:12:3", DependsOn: []Dependency{{Name: "deployment", Via: ViaObserved, Pos: "t/t.cue:11:29"}},
+					Presence: &Presence{Observed: []string{"deployment", "svc"}, Pos: "t/t.cue:11:5"}},
+				{Kind: ReferenceNode, Name: "config", Type: "ConfigMap", Pos: "t/t.cue:9:13"},
+			},
+			warnings: []string{`t/t.cue:14:5: children.labelled: its condition reads observed.deployment and parent.metadata: a change of either removes it, so a transient change of observed.deployment (an upstream briefly not ready) prunes it; declare it outside the if, with dependsOn: ["deployment"], and give what it waits for a readyWhen: it is then created once that is ready and never pruned because it stops being ready`},
 		},
 		{
 			name: "a reference to another child's field, by path and by sibling name",
@@ -156,6 +194,9 @@ children: app: {
 			}
 			tm := loadOne(t, dir)
 			assert.Equal(t, tc.want, tm.Graph().Nodes)
+			if tc.warnings != nil {
+				assert.Equal(t, tc.warnings, tm.Graph().Warnings())
+			}
 		})
 	}
 }

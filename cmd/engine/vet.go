@@ -23,6 +23,9 @@ func newVetCommand() *cobra.Command {
 				return asExitError(err)
 			}
 			for _, t := range set.Templates() {
+				for _, w := range t.Graph().Warnings() {
+					fmt.Fprintf(cmd.ErrOrStderr(), "warning: %s\n", w)
+				}
 				fmt.Fprintf(cmd.OutOrStdout(), "ok  %-24s %s (template hash %s)\n", t.Path, t.GVK.GroupKind().String()+"/"+t.GVK.Version, t.Hash)
 			}
 			return nil
