@@ -37,6 +37,11 @@
 //     (ForeignOwner, by the same proof as IsOurs), and what is sent of a
 //     desired child (WithAppliedHash: annotated with its AppliedHash, by
 //     which an unchanged child is not applied again);
+//   - Offline and Given, the rendering of `engine render --observed` and
+//     `engine test`: the given live objects matched to the references and
+//     to every child rendered so far, rendered again until the matches
+//     settle, as the reconciles converge; a failure for want of the
+//     metadata the apiserver gives every object is a MissingMetadataError;
 //   - Budget, the one memory of the objects whose inputs went over a
 //     limit, shared by every path that renders (Options.Budget), and the
 //     cap on what the evaluations past the timeout may hold engine-wide:

@@ -12,6 +12,7 @@ import (
 
 	"github.com/spf13/cobra"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
 	utiljson "k8s.io/apimachinery/pkg/util/json"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/yaml"
@@ -25,6 +26,7 @@ type renderOptions struct {
 	templates string
 	file      string
 	observed  string
+	uid       string
 	limits    render.Limits
 	// budget is the command's one render.Budget: an object given twice is
 	// not evaluated again over a limit; nil is a new one.
@@ -44,10 +46,17 @@ warning, as the apiserver would drop them.
 
 --observed gives the live state, as YAML documents: Kubernetes objects (for
 example "kubectl get deployment mykind -o yaml"), each matched to the child
-with the same apiVersion, kind and name, or to the references it matches (by
-name, or by selector); and maps of local name to the observation of an
-external resource (such as "assets: {name: shop-assets-1a2b3c4d}"). A
-reference that neither gives is an error: the engine would wait for it.`,
+with the same apiVersion, kind and name (and namespace, when it has one), or
+to the references it matches (by name, or by selector); and maps of local
+name to the observation of an external resource (such as "assets: {name:
+shop-assets-1a2b3c4d}"). A reference that neither gives is an error: the
+engine would wait for it. The parent is rendered again with the children it
+matched until the matches settle, as the reconciles converge live: a child
+that waits for another's observed state is rendered when both are given.
+
+The apiserver gives every object a uid, a generation and a creation
+timestamp; a template that reads one needs it in -f (the uid also with
+--uid), or the error says which is missing.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return o.run(cmd.InOrStdin(), cmd.OutOrStdout(), cmd.ErrOrStderr())
@@ -57,6 +66,7 @@ reference that neither gives is an error: the engine would wait for it.`,
 	addCRDsFlag(cmd.Flags(), &o.crds)
 	cmd.Flags().StringVarP(&o.file, "filename", "f", "", `custom resource YAML file ("-" for stdin)`)
 	cmd.Flags().StringVar(&o.observed, "observed", "", "YAML file with the live state of children, resources and references")
+	cmd.Flags().StringVar(&o.uid, "uid", "", "metadata.uid of the custom resource in -f, for a file without one")
 	addLimitFlags(cmd.Flags(), &o.limits)
 	_ = cmd.MarkFlagRequired("filename")
 	return cmd
@@ -71,9 +81,12 @@ func (o *renderOptions) run(stdin io.Reader, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	var obs observedState
+	if o.uid != "" && len(parents) > 1 {
+		return fmt.Errorf("--uid is the uid of one custom resource, and %s holds %d", o.file, len(parents))
+	}
+	var given render.Given
 	if o.observed != "" {
-		if obs, err = readObserved(o.observed); err != nil {
+		if given, err = readObserved(o.observed); err != nil {
 			return err
 		}
 	}
@@ -86,7 +99,7 @@ func (o *renderOptions) run(stdin io.Reader, stdout, stderr io.Writer) error {
 		if i > 0 {
 			fmt.Fprintln(stdout, "---")
 		}
-		if err := renderOne(set, parent, obs, opts, stdout, stderr); err != nil {
+		if err := o.renderOne(set, parent, given, opts, stdout, stderr); err != nil {
 			failed = true
 			fmt.Fprintf(stderr, "%s %s: %v\n", parent.GetKind(), parent.GetName(), err)
 		}
@@ -97,23 +110,26 @@ func (o *renderOptions) run(stdin io.Reader, stdout, stderr io.Writer) error {
 	return nil
 }
 
-func renderOne(set *templates.Set, parent *unstructured.Unstructured, obs observedState, opts render.Options, stdout, stderr io.Writer) error {
-	r, err := renderParent(set, parent, obs, opts)
+func (o *renderOptions) renderOne(set *templates.Set, parent *unstructured.Unstructured, given render.Given, opts render.Options, stdout, stderr io.Writer) error {
+	if o.uid != "" {
+		if uid := string(parent.GetUID()); uid != "" && uid != o.uid {
+			return fmt.Errorf("metadata.uid is %s in -f and %s in --uid; give one", uid, o.uid)
+		}
+		parent.SetUID(types.UID(o.uid))
+	}
+	r, err := renderParent(set, parent, given, opts)
 	if err != nil {
-		return err
+		return advise(err, func(field string) string {
+			if field == "uid" {
+				return "-f or --uid"
+			}
+			return "-f"
+		})
 	}
 	for _, p := range r.result.Pruned {
 		fmt.Fprintf(stderr, "warning: %s %s: unknown field %q dropped (not in the schema of %s)\n", parent.GetKind(), parent.GetName(), p, r.template.Path)
 	}
 	return r.write(stdout)
-}
-
-// observedState is the live state an offline evaluation is given: live
-// Kubernetes objects, each matched to the child with the same apiVersion,
-// kind and name, and observations by local name (of external resources).
-type observedState struct {
-	live   []*unstructured.Unstructured
-	byName map[string]any
 }
 
 // rendering is what one parent renders to offline.
@@ -124,12 +140,10 @@ type rendering struct {
 	children []*unstructured.Unstructured // as applied: with the engine's namespace, owner and labels
 }
 
-// renderParent renders the template of parent (render.Render, within the
-// limits and the budget of opts, offline)
-// with the observed state: the observations by name first, then again with
-// the live children the first rendering names, so a child that depends on
-// a resource is matched too.
-func renderParent(set *templates.Set, parent *unstructured.Unstructured, obs observedState, opts render.Options) (*rendering, error) {
+// renderParent renders the template of parent offline, within the limits
+// and the budget of opts, from the given live state (render.Offline: to the
+// fixed point the reconciles converge to).
+func renderParent(set *templates.Set, parent *unstructured.Unstructured, given render.Given, opts render.Options) (*rendering, error) {
 	t, ok := set.Lookup(parent.GroupVersionKind())
 	if !ok {
 		var known []string
@@ -142,22 +156,9 @@ func renderParent(set *templates.Set, parent *unstructured.Unstructured, obs obs
 		parent.SetNamespace("default")
 	}
 	opts.Scoper = render.OfflineScoper{}
-	observed, err := observeReferences(t, parent, obs, opts.Limits)
+	out, err := render.Offline(t, parent, given, opts)
 	if err != nil {
 		return nil, err
-	}
-	out, err := render.Render(t, parent, observed, opts)
-	if err != nil {
-		return nil, err
-	}
-	if live := matchObserved(out.Result, obs.live); len(live) > 0 {
-		if observed == nil {
-			observed = map[string]any{}
-		}
-		maps.Copy(observed, live)
-		if out, err = render.Render(t, parent, observed, opts); err != nil {
-			return nil, err
-		}
 	}
 	if len(out.Refused) > 0 {
 		return nil, out.Refused[0]
@@ -174,35 +175,22 @@ func renderParent(set *templates.Set, parent *unstructured.Unstructured, obs obs
 	return r, nil
 }
 
-// observeReferences returns the observations by name with each reference's
-// view from the live objects given, as the engine reads them from the
-// cluster (render.Observed); a reference neither gives is missing, and the
-// engine would wait for it.
-func observeReferences(t *templates.Template, parent *unstructured.Unstructured, obs observedState, limits render.Limits) (map[string]any, error) {
-	observed := maps.Clone(obs.byName)
-	refs, err := render.ResolveReferences(t, parent, render.OfflineScoper{}, limits)
-	if err != nil {
-		return nil, err
+// advise returns err, rewritten to say where to give the metadata the
+// parent lacks when it is a *render.MissingMetadataError.
+func advise(err error, where func(field string) string) error {
+	var mm *render.MissingMetadataError
+	if !errors.As(err, &mm) {
+		return err
 	}
-	var missing []templates.Reference
-	for _, ref := range refs {
-		if _, given := observed[ref.Name]; given {
-			continue
-		}
-		view, ok := render.Observed(ref, obs.live)
-		if !ok {
-			missing = append(missing, ref)
-			continue
-		}
-		if observed == nil {
-			observed = map[string]any{}
-		}
-		observed[ref.Name] = view
+	var b strings.Builder
+	for _, f := range mm.Fields {
+		fmt.Fprintf(&b, "the parent has no metadata.%s; give one in %s\n", f, where(f))
 	}
-	if len(missing) > 0 {
-		return nil, render.MissingReferences(missing, 0)
+	them := "it"
+	if len(mm.Fields) > 1 {
+		them = "them"
 	}
-	return observed, nil
+	return fmt.Errorf("%sthe template fails without %s: %w", b.String(), them, mm.Err)
 }
 
 // write prints the rendering as YAML documents: the children, the external
@@ -238,20 +226,6 @@ func (r *rendering) write(w io.Writer) error {
 	return writeYAML(w, comment, out.Object)
 }
 
-// matchObserved maps each live object to the local name of the child with the
-// same apiVersion, kind and name.
-func matchObserved(res *templates.Result, live []*unstructured.Unstructured) map[string]any {
-	observed := map[string]any{}
-	for _, c := range res.Children {
-		for _, l := range live {
-			if l.GetAPIVersion() == c.Object.GetAPIVersion() && l.GetKind() == c.Object.GetKind() && l.GetName() == c.Object.GetName() {
-				observed[c.Name] = l.Object
-			}
-		}
-	}
-	return observed
-}
-
 func writeYAML(w io.Writer, comment string, obj any) error {
 	b, err := yaml.Marshal(obj)
 	if err != nil {
@@ -282,23 +256,23 @@ func readObjects(path string, stdin io.Reader) ([]*unstructured.Unstructured, er
 // a document with apiVersion and kind is a live Kubernetes object (a List
 // gives its items); any other document maps local names to observations,
 // such as a resource's {name, url}.
-func readObserved(path string) (observedState, error) {
+func readObserved(path string) (render.Given, error) {
 	docs, err := readDocuments(path, nil)
 	if err != nil {
-		return observedState{}, err
+		return render.Given{}, err
 	}
-	var obs observedState
+	var given render.Given
 	for _, d := range docs {
 		if objs, ok := asObjects(d.content); ok {
-			obs.live = append(obs.live, objs...)
+			given.Live = append(given.Live, objs...)
 			continue
 		}
-		if obs.byName == nil {
-			obs.byName = map[string]any{}
+		if given.ByName == nil {
+			given.ByName = map[string]any{}
 		}
-		maps.Copy(obs.byName, d.content)
+		maps.Copy(given.ByName, d.content)
 	}
-	return obs, nil
+	return given, nil
 }
 
 // asObjects returns a document as Kubernetes objects, the items of a List

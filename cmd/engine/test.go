@@ -40,10 +40,13 @@ template mykind.cue (or of the subdirectory template mykind/) live in
 tests/mykind/<case>/ under the templates directory, which the engine never
 loads as a template. A case directory holds:
 
-  parent.yaml    the custom resource
+  parent.yaml    the custom resource (with the uid, generation or
+                 creationTimestamp the template reads: the apiserver gives
+                 every object one)
   observed.yaml  optional: live children (Kubernetes objects, matched by
                  apiVersion, kind and name) and maps of local name to the
-                 observation of an external resource, as for engine render
+                 observation of an external resource, as for engine render:
+                 rendered again until the matches settle
   want.yaml      golden file: what engine render prints (--update rewrites it)
   expect.cue     partial expectation, unified with the output
                  {children, resources, status, ready}; or an expected error:

@@ -56,9 +56,9 @@ func (o *testOptions) check(set *templates.Set, t *templates.Template, c testCas
 		return nil, fmt.Sprintf("%s: a %s, but template %s is for %s", rel(caseParent),
 			parent.GroupVersionKind().Kind+" ("+parent.GetAPIVersion()+")", t.Path, t.GVK.Kind+" ("+t.GVK.GroupVersion().String()+")")
 	}
-	var obs observedState
+	var given render.Given
 	if exists(file(caseObserved)) {
-		if obs, err = readObserved(file(caseObserved)); err != nil {
+		if given, err = readObserved(file(caseObserved)); err != nil {
 			return nil, err.Error()
 		}
 	}
@@ -78,7 +78,8 @@ func (o *testOptions) check(set *templates.Set, t *templates.Template, c testCas
 		logs = append(logs, fmt.Sprintf("warning: %s: unknown field %q dropped (not in the schema of %s), as the apiserver drops it", rel(caseParent), p, t.Path))
 	}
 	if evalErr == nil {
-		rendered, evalErr = renderParent(set, stored, obs, render.Options{Limits: o.limits, Budget: o.budget})
+		rendered, evalErr = renderParent(set, stored, given, render.Options{Limits: o.limits, Budget: o.budget})
+		evalErr = advise(evalErr, func(string) string { return caseParent })
 	}
 
 	var failures []string
