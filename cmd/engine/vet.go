@@ -22,6 +22,7 @@ func newVetCommand() *cobra.Command {
 			if err != nil {
 				return asExitError(err)
 			}
+			printRBACWarnings(cmd.ErrOrStderr(), set)
 			for _, t := range set.Templates() {
 				fmt.Fprintf(cmd.OutOrStdout(), "ok  %-24s %s (template hash %s)\n", t.Path, t.GVK.GroupKind().String()+"/"+t.GVK.Version, t.Hash)
 			}
