@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"sort"
 
 	"cuelang.org/go/cue"
@@ -72,24 +73,33 @@ func newChildSchemas(c *compiler, set *Set, opts LoadOptions) (*childSchemas, er
 	if cs.builtin, err = builtinSchemas(); err != nil {
 		return nil, err
 	}
+	// Every CRD's metadata is an ObjectMeta: one copy of its definitions.
+	meta := map[string]*openAPISchema{}
+	for _, ks := range cs.builtin {
+		closure(meta, ks.defs, refName(objectMetaRef))
+		break // the built-in kinds share their definitions
+	}
 	for _, crd := range opts.CRDs {
-		if err := addCRD(cs.own, crd, "CRD "+crd.Name); err != nil {
+		if err := addCRD(cs.own, crd, "CRD "+crd.Name, meta); err != nil {
 			return nil, err
 		}
 	}
 	for _, t := range set.templates {
-		if err := addCRD(cs.own, t.crd, "template "+t.Path); err != nil {
+		if err := addCRD(cs.own, t.crd, "template "+t.Path, meta); err != nil {
 			return nil, err
 		}
 	}
 	return cs, nil
 }
 
-// addCRD indexes every served version of a CRD.
-func addCRD(into map[schema.GroupVersionKind]*kindSchema, crd *apiextensionsv1.CustomResourceDefinition, origin string) error {
+// addCRD indexes every served version of a CRD. meta holds the
+// definitions of ObjectMeta.
+func addCRD(into map[schema.GroupVersionKind]*kindSchema, crd *apiextensionsv1.CustomResourceDefinition, origin string, meta map[string]*openAPISchema) error {
 	for _, v := range crd.Spec.Versions {
 		gvk := schema.GroupVersionKind{Group: crd.Spec.Group, Version: v.Name, Kind: crd.Spec.Names.Kind}
-		ks := &kindSchema{root: "root", defs: map[string]*openAPISchema{"root": {PreserveUnknown: true}}, origin: origin}
+		defs := maps.Clone(meta)
+		defs["root"] = &openAPISchema{PreserveUnknown: true}
+		ks := &kindSchema{root: "root", defs: defs, origin: origin, crd: true}
 		if v.Schema != nil && v.Schema.OpenAPIV3Schema != nil {
 			raw, err := json.Marshal(v.Schema.OpenAPIV3Schema)
 			if err != nil {
@@ -99,7 +109,7 @@ func addCRD(into map[schema.GroupVersionKind]*kindSchema, crd *apiextensionsv1.C
 			if err := json.Unmarshal(raw, &s); err != nil {
 				return fmt.Errorf("%s: %w", origin, err)
 			}
-			ks.defs["root"] = &s
+			defs["root"] = &s
 		}
 		into[gvk] = ks
 	}

@@ -21,7 +21,7 @@ import (
 // Value validations (patterns, bounds, lengths, CEL rules) are left to the
 // apiserver.
 func cueOfKind(ks *kindSchema) string {
-	w := &cueWriter{defs: ks.defs, names: map[string]string{}}
+	w := &cueWriter{defs: ks.defs, names: map[string]string{}, crd: ks.crd}
 	var b strings.Builder
 	b.WriteString("#kind: ")
 	root := ks.defs[ks.root]
@@ -43,6 +43,7 @@ type cueWriter struct {
 	defs  map[string]*openAPISchema
 	names map[string]string // definition name to CUE identifier
 	queue []string          // definitions to write, in order of first use
+	crd   bool              // the kind is a CRD's (kindSchema.crd)
 }
 
 // ref returns the CUE identifier of a definition, queuing it the first time.
@@ -121,7 +122,13 @@ func (w *cueWriter) schema(b *strings.Builder, s *openAPISchema) {
 		case "object":
 			w.object(b, s, false)
 		case "array":
+			// A null item stays null; the apiserver refuses it unless
+			// the items are nullable (a null field is another matter:
+			// childProblems).
 			b.WriteString("[...")
+			if s.Items != nil && s.Items.Nullable {
+				b.WriteString("null | ")
+			}
 			w.schema(b, s.Items)
 			b.WriteString("]")
 		case "string":
@@ -175,7 +182,9 @@ func typeAlternatives(s *openAPISchema) string {
 
 // object writes a struct. Inside a definition it is closed unless the schema
 // leaves it open. The kind's root also admits the engine's own dependsOn,
-// which is never applied.
+// which is never applied, and a CRD's root apiVersion, kind and metadata
+// (an ObjectMeta), which the apiserver handles itself whether the CRD's
+// schema lists them or not.
 func (w *cueWriter) object(b *strings.Builder, s *openAPISchema, root bool) {
 	open := s.PreserveUnknown || len(s.Properties) == 0 && s.AdditionalProperties == nil
 	if ap := s.AdditionalProperties; ap != nil && ap.Schema == nil && ap.Allows {
@@ -186,7 +195,7 @@ func (w *cueWriter) object(b *strings.Builder, s *openAPISchema, root bool) {
 	for name := range s.Properties {
 		names = append(names, name)
 	}
-	if s.EmbeddedResource {
+	if s.EmbeddedResource || root && w.crd {
 		for _, name := range []string{"apiVersion", "kind", "metadata"} {
 			if _, ok := s.Properties[name]; !ok {
 				names = append(names, name)
@@ -198,6 +207,10 @@ func (w *cueWriter) object(b *strings.Builder, s *openAPISchema, root bool) {
 		b.WriteString(strconv.Quote(name))
 		b.WriteString("?: ")
 		switch p := s.Properties[name]; {
+		case root && w.crd && name == "metadata":
+			// The apiserver reads a custom object's metadata as an
+			// ObjectMeta, whatever the CRD says of it.
+			b.WriteString(w.ref(objectMetaRef))
 		case p != nil:
 			w.schema(b, p)
 		case name == "metadata":

@@ -36,6 +36,12 @@ func childProblems(root, name string, def, child cue.Value, err error) []Problem
 		if len(segs) > 0 && strings.HasPrefix(segs[0], "#") {
 			segs = segs[1:] // the schema's #kind
 		}
+		if nullAccepted(child, segs) {
+			for i+1 < len(errs) && strings.Join(errs[i+1].Path(), ".") == strings.Join(e.Path(), ".") {
+				i++ // the branches of a disjunction the null fits none of
+			}
+			continue
+		}
 		key := strings.Join(segs, ".")
 		msg := errorText(e)
 		inputs := append([]token.Pos{e.Position()}, e.InputPositions()...)
@@ -93,6 +99,26 @@ func childProblems(root, name string, def, child cue.Value, err error) []Problem
 		}
 	}
 	return out
+}
+
+// nullAccepted reports whether the apiserver accepts the child's null at
+// segs although the schema does not say null: a field of an object or a
+// value of a map may be null. A built-in kind decodes it as the field's
+// zero value, as if absent; a CRD's object has it pruned unless the schema
+// says nullable (apiextensions-apiserver's
+// PruneNonNullableNullsWithoutDefaults), or defaulted when the schema has
+// a default. An item of a list stays null, which the apiserver refuses
+// unless the items are nullable: the schema's CUE says that one
+// (childschema_cue.go).
+func nullAccepted(child cue.Value, segs []string) bool {
+	if len(segs) == 0 {
+		return false
+	}
+	if v := lookupSegments(child, segs); !v.IsConcrete() || v.Kind() != cue.NullKind {
+		return false
+	}
+	_, err := strconv.Atoi(segs[len(segs)-1])
+	return err != nil || lookupSegments(child, segs[:len(segs)-1]).IncompleteKind() != cue.ListKind
 }
 
 // errorText is the error's message without CUE's repetitions.

@@ -23,6 +23,7 @@ type openAPISchema struct {
 	AllOf                []*openAPISchema          `json:"allOf,omitempty"`
 	OneOf                []*openAPISchema          `json:"oneOf,omitempty"`
 	AnyOf                []*openAPISchema          `json:"anyOf,omitempty"`
+	Nullable             bool                      `json:"nullable,omitempty"`
 	PreserveUnknown      bool                      `json:"x-kubernetes-preserve-unknown-fields,omitempty"`
 	EmbeddedResource     bool                      `json:"x-kubernetes-embedded-resource,omitempty"`
 	IntOrString          bool                      `json:"x-kubernetes-int-or-string,omitempty"`
@@ -82,6 +83,49 @@ type kindSchema struct {
 	// origin says where the schema comes from, for messages: "built-in",
 	// "template mykind.cue", "CRD file crds/foo.yaml", "cluster".
 	origin string
+	// crd: the schema is a CRD's openAPIV3Schema, whose root need not
+	// list apiVersion, kind and metadata; defs holds ObjectMeta and what
+	// it refers to besides the root.
+	crd bool
+}
+
+// objectMetaRef is the reference of metav1.ObjectMeta's schema in the
+// built-in definitions.
+const objectMetaRef = "#/components/schemas/io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta"
+
+// closure copies a definition and every definition it refers to, directly
+// or not, from one set of definitions into another.
+func closure(into, from map[string]*openAPISchema, name string) {
+	if _, done := into[name]; done {
+		return
+	}
+	s, ok := from[name]
+	if !ok {
+		return
+	}
+	into[name] = s
+	var walk func(s *openAPISchema)
+	walk = func(s *openAPISchema) {
+		if s == nil {
+			return
+		}
+		if s.Ref != "" {
+			closure(into, from, refName(s.Ref))
+		}
+		for _, p := range s.Properties {
+			walk(p)
+		}
+		if s.AdditionalProperties != nil {
+			walk(s.AdditionalProperties.Schema)
+		}
+		walk(s.Items)
+		for _, list := range [][]*openAPISchema{s.AllOf, s.OneOf, s.AnyOf} {
+			for _, x := range list {
+				walk(x)
+			}
+		}
+	}
+	walk(s)
 }
 
 // refName turns "#/components/schemas/io.k8s.api.core.v1.PodSpec" (or

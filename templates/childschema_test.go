@@ -250,3 +250,127 @@ spec: colr: "red"
 	require.Len(t, set.Unchecked(), 1)
 	assert.Equal(t, "t.cue: children.c: kind Gizmo.gizmo.example.org/v1 is not checked: the cluster's schema: connection refused", set.Unchecked()[0].String())
 }
+
+// nullCases are children with nulls, and whether the apiserver takes them
+// (TestChildSchemasNull; TestNullsOnTheAPIServer asks a real one): a null
+// field or map value is the zero value of a built-in kind's field, and a
+// CRD prunes it (or keeps it, nullable: true, or defaults it); a null item
+// of a list is refused unless the CRD's items are nullable. The first is
+// Kubernetes' documentation example network-policy-default-deny-ingress.yaml
+// (kubernetes/website, content/en/examples/service/networking/, CC BY 4.0)
+// with podSelector's matchLabels null.
+var nullCases = []struct {
+	name  string
+	child string
+	want  string // vet's error, "" when the child fits its schema
+}{
+	{"NetworkPolicy, null matchLabels", `apiVersion: "networking.k8s.io/v1"
+kind: "NetworkPolicy"
+metadata: name: "default-deny-ingress"
+spec: {
+	podSelector: matchLabels: null
+	policyTypes: ["Ingress"]
+}`, ""},
+	{"NetworkPolicy, null fields of every type", `apiVersion: "networking.k8s.io/v1"
+kind: "NetworkPolicy"
+metadata: {name: "default-deny-ingress", labels: null, annotations: a: null}
+spec: {
+	podSelector: {matchLabels: null, matchExpressions: null}
+	policyTypes: null
+	ingress: [{from: null, ports: [{port: null, protocol: null, endPort: null}]}]
+}`, ""},
+	{"NetworkPolicy, a null item of a list", `apiVersion: "networking.k8s.io/v1"
+kind: "NetworkPolicy"
+metadata: name: "default-deny-ingress"
+spec: {
+	podSelector: {}
+	policyTypes: [null]
+}`, `t.cue:18:16: children.c.spec.policyTypes.0: invalid value null (must be one of "Egress", "Ingress")`},
+	{"NetworkPolicy, a null and a wrong field", `apiVersion: "networking.k8s.io/v1"
+kind: "NetworkPolicy"
+metadata: name: "default-deny-ingress"
+spec: {
+	podSelector: matchLabels: null
+	policyTyps: ["Ingress"]
+}`, "t.cue:18:15: children.c.spec.policyTyps.0: field not allowed"},
+	{"CRD, null fields not nullable", `apiVersion: "tools.example.org/v1"
+kind: "Knob"
+metadata: name: "k"
+spec: {selector: null, size: null, tags: null, nullableTags: null}`, ""},
+	{"CRD, null field nullable", `apiVersion: "tools.example.org/v1"
+kind: "Knob"
+metadata: name: "k"
+spec: nullableSelector: null`, ""},
+	{"CRD, a null value of a map", `apiVersion: "tools.example.org/v1"
+kind: "Knob"
+metadata: name: "k"
+spec: selector: {a: "b", c: null}`, ""},
+	{"CRD, a null item, nullable", `apiVersion: "tools.example.org/v1"
+kind: "Knob"
+metadata: name: "k"
+spec: nullableTags: ["a", null]`, ""},
+	{"CRD, a null item, not nullable", `apiVersion: "tools.example.org/v1"
+kind: "Knob"
+metadata: name: "k"
+spec: tags: ["a", null]`, "t.cue:16:19: children.c.spec.tags.1: conflicting values string and null"},
+}
+
+const nullCRDs = "testdata/childschema/nulls"
+
+func TestChildSchemasNull(t *testing.T) {
+	crds, err := ReadCRDs(nullCRDs)
+	require.NoError(t, err)
+	for _, tt := range nullCases {
+		t.Run(tt.name, func(t *testing.T) {
+			dir := t.TempDir()
+			writeFile(t, filepath.Join(dir, "t.cue"), []byte(schemaParent+indent(tt.child)+"\n}\n"))
+			_, err := LoadWith(dir, LoadOptions{CRDs: crds})
+			if tt.want == "" {
+				require.NoError(t, err)
+				return
+			}
+			require.Error(t, err)
+			assert.Equal(t, tt.want, err.Error())
+		})
+	}
+}
+
+// crdRootCases: a CRD's object has apiVersion, kind and metadata (an
+// ObjectMeta) whether its schema lists them or not, as the apiserver has
+// them.
+var crdRootCases = []struct {
+	name, child, want string
+}{
+	{"only spec in the schema", `apiVersion: "tools.example.org/v1"
+kind: "Wheel"
+metadata: {name: "w", namespace: "default", labels: app: "w", annotations: note: "x", ownerReferences: [{apiVersion: "v1", kind: "ConfigMap", name: "c", uid: "u"}]}
+spec: anything: [1, "two"]`, ""},
+	{"metadata is an ObjectMeta", `apiVersion: "tools.example.org/v1"
+kind: "Wheel"
+metadata: {name: "w", lables: app: "w"}`, "t.cue:15:23: children.c.metadata.lables: field not allowed"},
+	{"metadata declared as an object", `apiVersion: "tools.example.org/v1"
+kind: "Knob"
+metadata: {name: "k", generation: "one"}`, `t.cue:15:35: children.c.metadata.generation: conflicting values int64 and "one"`},
+	{"other fields stay closed", `apiVersion: "tools.example.org/v1"
+kind: "Wheel"
+metadata: name: "w"
+status: ok: true`, "t.cue:16:1: children.c.status: field not allowed"},
+}
+
+func TestChildSchemasCRDRoot(t *testing.T) {
+	crds, err := ReadCRDs(nullCRDs)
+	require.NoError(t, err)
+	for _, tt := range crdRootCases {
+		t.Run(tt.name, func(t *testing.T) {
+			dir := t.TempDir()
+			writeFile(t, filepath.Join(dir, "t.cue"), []byte(schemaParent+indent(tt.child)+"\n}\n"))
+			_, err := LoadWith(dir, LoadOptions{CRDs: crds})
+			if tt.want == "" {
+				require.NoError(t, err)
+				return
+			}
+			require.Error(t, err)
+			assert.Equal(t, tt.want, err.Error())
+		})
+	}
+}

@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"cuelang.org/go/cue"
+	"cuelang.org/go/cue/ast"
 	"cuelang.org/go/cue/build"
 	"cuelang.org/go/cue/cuecontext"
 	"cuelang.org/go/cue/load"
@@ -300,12 +301,15 @@ func (c *compiler) compile(src source) (*Template, error) {
 		return nil, fromCUE(c.root, src.path, inst.Err)
 	}
 	v, err := c.buildInstance(inst)
-	if err != nil {
-		return nil, fromCUE(c.root, src.path, err)
+	if err == nil {
+		// Catch conflicts that do not depend on the parent, such as a
+		// field declared with two incompatible types.
+		err = v.Validate()
 	}
-	// Catch conflicts that do not depend on the parent, such as a field
-	// declared with two incompatible types.
-	if err := v.Validate(); err != nil {
+	if err != nil {
+		if e := c.topLevelIfs(src.path, inst); e != nil {
+			return nil, e
+		}
 		return nil, fromCUE(c.root, src.path, err)
 	}
 	t := &Template{Name: src.name, Path: src.path, Hash: src.hash, root: c.root, files: src.contents, ctx: c.ctx, value: v}
@@ -363,6 +367,95 @@ func (c *compiler) buildInstance(inst *build.Instance) (v cue.Value, err error) 
 	}()
 	v = c.ctx.BuildInstance(inst)
 	return v, v.Err()
+}
+
+// topLevelIfs explains a template that does not compile because of a
+// top-level if (or for) over the parent: CUE decides it when the template
+// compiles, before any parent exists, so a parent field without a value
+// there (enabled?: bool, enabled: bool) leaves every top-level field
+// unknown, and CUE's error points at the field's declaration. It returns a
+// problem at each such if when the template compiles without them, nil
+// otherwise.
+func (c *compiler) topLevelIfs(path string, inst *build.Instance) *Error {
+	all := make([][]ast.Decl, len(inst.Files))
+	kept := make([][]ast.Decl, len(inst.Files))
+	var ifs []*ast.Comprehension
+	for i, f := range inst.Files {
+		all[i] = f.Decls
+		for _, d := range f.Decls {
+			if cp, ok := d.(*ast.Comprehension); ok && clausesRead(cp, "parent") {
+				ifs = append(ifs, cp)
+				continue
+			}
+			kept[i] = append(kept[i], d)
+		}
+	}
+	if len(ifs) == 0 {
+		return nil
+	}
+	for i, f := range inst.Files {
+		f.Decls = kept[i]
+	}
+	defer func() {
+		for i, f := range inst.Files {
+			f.Decls = all[i]
+		}
+	}()
+	slim := *inst
+	if v, err := c.buildInstance(&slim); err != nil || v.Validate() != nil {
+		return nil // something else is wrong too: CUE's errors say what
+	}
+	out := &Error{Template: path}
+	for _, cp := range ifs {
+		clauses := clausesText(cp)
+		out.Problems = append(out.Problems, Problem{Pos: position(c.root, cp.Pos()), Msg: fmt.Sprintf(
+			"%s: a top-level %s is decided when the template compiles, before any parent exists, so it cannot read the parent's fields; put it inside the field it adds to, as in children: {%s {...}}, or give the fields it reads a default (as in enabled: *false | bool)",
+			clauses, clauseWord(cp), clauses)})
+	}
+	return out
+}
+
+// clausesRead reports whether a comprehension's clauses refer to a
+// top-level name.
+func clausesRead(cp *ast.Comprehension, name string) bool {
+	found := false
+	for _, cl := range cp.Clauses {
+		ast.Walk(cl, func(n ast.Node) bool {
+			if id, ok := n.(*ast.Ident); ok && id.Name == name {
+				found = true
+			}
+			return !found
+		}, nil)
+	}
+	return found
+}
+
+// clausesText is a comprehension's clauses as the source writes them.
+func clausesText(cp *ast.Comprehension) string {
+	var parts []string
+	for _, cl := range cp.Clauses {
+		switch cl := cl.(type) {
+		case *ast.IfClause:
+			parts = append(parts, "if "+exprText(cl.Condition))
+		case *ast.ForClause:
+			vars := exprText(cl.Value)
+			if cl.Key != nil {
+				vars = exprText(cl.Key) + ", " + vars
+			}
+			parts = append(parts, "for "+vars+" in "+exprText(cl.Source))
+		case *ast.LetClause:
+			parts = append(parts, "let "+exprText(cl.Ident)+" = "+exprText(cl.Expr))
+		}
+	}
+	return strings.Join(parts, " ")
+}
+
+// clauseWord is "if" or "for", as the comprehension starts.
+func clauseWord(cp *ast.Comprehension) string {
+	if _, ok := cp.Clauses[0].(*ast.ForClause); ok {
+		return "for"
+	}
+	return "if"
 }
 
 // blockError positions an error decoding a top-level block (policy,

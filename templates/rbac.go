@@ -2,10 +2,17 @@ package templates
 
 import (
 	"cmp"
+	"fmt"
 	"maps"
+	"path/filepath"
 	"slices"
 	"strings"
 
+	"cuelang.org/go/cue"
+	"cuelang.org/go/cue/ast"
+	"cuelang.org/go/cue/format"
+	"cuelang.org/go/cue/parser"
+	"cuelang.org/go/cue/token"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -188,4 +195,197 @@ func resourceOf(gvk schema.GroupVersionKind) string {
 		return r
 	}
 	return plural(strings.ToLower(gvk.Kind))
+}
+
+// RBACWarning is a child whose kind or namespace the source does not say
+// literally, so that engine rbac cannot grant it, or the template's policy
+// may refuse it: a warning of engine vet and engine rbac, never an error.
+type RBACWarning struct {
+	// Pos is where the child's apiVersion, kind or namespace is written,
+	// file:line:col relative to the templates directory.
+	Pos string
+	// Child is the child's local name, as the source writes it.
+	Child string
+	Msg   string
+}
+
+func (w RBACWarning) String() string { return w.Pos + ": children." + w.Child + ": " + w.Msg }
+
+// RBACWarnings returns the children of the template whose apiVersion or
+// kind is computed (from the spec, or any expression other than a string),
+// unless the evaluated template shows a kind RBAC grants; and those whose
+// namespace is computed from the parent's spec while the template's policy
+// does not allow every namespace.
+func (t *Template) RBACWarnings() []RBACWarning {
+	var out []RBACWarning
+	for _, name := range slices.Sorted(maps.Keys(t.files)) {
+		if name != t.Path && filepath.Dir(name) != t.Path {
+			continue // a package it imports
+		}
+		f, err := parser.ParseFile(filepath.Join(t.root, name), t.files[name])
+		if err != nil {
+			continue // compile reported it
+		}
+		for _, c := range childDecls(f.Decls) {
+			out = append(out, t.rbacWarnings(c)...)
+		}
+	}
+	return out
+}
+
+// childDecl is a child as the source declares it: its label and the
+// fields of its object the source writes directly.
+type childDecl struct {
+	name   string
+	label  ast.Label
+	fields []*ast.Field
+}
+
+// childDecls finds the children of top-level children fields, also under
+// top-level and nested comprehensions (if, for).
+func childDecls(decls []ast.Decl) []childDecl {
+	var out []childDecl
+	for _, f := range directFields(decls) {
+		if name, _, err := ast.LabelName(f.Label); err != nil || name != "children" {
+			continue
+		}
+		for _, c := range fieldsOf(f.Value) {
+			name, _, err := ast.LabelName(c.Label)
+			if err != nil {
+				b, _ := format.Node(c.Label)
+				name = string(b)
+			}
+			out = append(out, childDecl{name: name, label: c.Label, fields: fieldsOf(c.Value)})
+		}
+	}
+	return out
+}
+
+// directFields are the fields of a list of declarations, with those of
+// comprehensions and embedded structs.
+func directFields(decls []ast.Decl) []*ast.Field {
+	var out []*ast.Field
+	for _, d := range decls {
+		switch d := d.(type) {
+		case *ast.Field:
+			out = append(out, d)
+		case *ast.Comprehension:
+			out = append(out, fieldsOf(d.Value)...)
+		case *ast.EmbedDecl:
+			out = append(out, fieldsOf(d.Expr)...)
+		}
+	}
+	return out
+}
+
+// fieldsOf are the fields an expression writes directly: a struct's, both
+// sides of a unification, a comprehension's.
+func fieldsOf(e ast.Node) []*ast.Field {
+	switch e := e.(type) {
+	case *ast.StructLit:
+		return directFields(e.Elts)
+	case *ast.BinaryExpr:
+		if e.Op == token.AND {
+			return append(fieldsOf(e.X), fieldsOf(e.Y)...)
+		}
+	case *ast.ParenExpr:
+		return fieldsOf(e.X)
+	case *ast.Comprehension:
+		return fieldsOf(e.Value)
+	}
+	return nil
+}
+
+// rbacWarnings are one child's warnings.
+func (t *Template) rbacWarnings(c childDecl) []RBACWarning {
+	var out []RBACWarning
+	var computed []*ast.Field // apiVersion or kind
+	for _, f := range c.fields {
+		name, _, err := ast.LabelName(f.Label)
+		switch {
+		case err != nil:
+		case name == "apiVersion" || name == "kind":
+			if !isStringLit(f.Value) {
+				computed = append(computed, f)
+			}
+		case name == "metadata":
+			for _, m := range fieldsOf(f.Value) {
+				if n, _, err := ast.LabelName(m.Label); err == nil && n == "namespace" && !t.Policy.CrossNamespace.All && readsSpec(m.Value) {
+					out = append(out, RBACWarning{Pos: position(t.root, m.Value.Pos()), Child: c.name, Msg: fmt.Sprintf(
+						"namespace is computed from the spec (%s): the policy allows the child only in the parent's namespace%s, and the engine refuses it (Synced=False, reason ChildRefused) when the spec names another; list the namespaces the spec may name in policy: crossNamespace",
+						exprText(m.Value), allowedText(t.Policy.CrossNamespace))})
+				}
+			}
+		}
+	}
+	if len(computed) == 0 || t.grantsChild(c) {
+		return out
+	}
+	f := computed[0]
+	var exprs []string
+	for _, f := range computed {
+		name, _, _ := ast.LabelName(f.Label)
+		exprs = append(exprs, name+": "+exprText(f.Value))
+	}
+	w := RBACWarning{Pos: position(t.root, f.Value.Pos()), Child: c.name, Msg: fmt.Sprintf(
+		"the kind is computed (%s), so engine rbac generates no rule for it and the apiserver refuses the engine's writes of it; write apiVersion and kind as strings, one child per kind the spec may choose (each under an if), so that engine rbac grants each",
+		strings.Join(exprs, ", "))}
+	return append([]RBACWarning{w}, out...)
+}
+
+// grantsChild reports whether the child, evaluated without a parent, has
+// a concrete kind that RBAC grants (a constant of the template).
+func (t *Template) grantsChild(c childDecl) bool {
+	if _, ok := c.label.(*ast.Ident); !ok {
+		if _, ok := c.label.(*ast.BasicLit); !ok {
+			return false // a name computed by a comprehension
+		}
+	}
+	child := t.evaluated.LookupPath(cue.MakePath(cue.Str("children"), cue.Str(c.name)))
+	apiVersion, err1 := child.LookupPath(cue.ParsePath("apiVersion")).String()
+	kind, err2 := child.LookupPath(cue.ParsePath("kind")).String()
+	if err1 != nil || err2 != nil {
+		return false
+	}
+	gv, err := schema.ParseGroupVersion(apiVersion)
+	return err == nil && slices.Contains(t.childKinds, gv.WithKind(kind))
+}
+
+// isStringLit reports whether an expression is a plain string literal.
+func isStringLit(e ast.Expr) bool {
+	lit, ok := e.(*ast.BasicLit)
+	return ok && lit.Kind == token.STRING
+}
+
+// readsSpec reports whether an expression refers to the parent's spec.
+func readsSpec(e ast.Expr) bool {
+	found := false
+	ast.Walk(e, func(n ast.Node) bool {
+		if s, ok := n.(*ast.SelectorExpr); ok {
+			if x, ok := s.X.(*ast.Ident); ok && x.Name == "parent" {
+				if name, _, err := ast.LabelName(s.Sel); err == nil && name == "spec" {
+					found = true
+				}
+			}
+		}
+		return !found
+	}, nil)
+	return found
+}
+
+// exprText is an expression as the source writes it, on one line.
+func exprText(e ast.Expr) string {
+	b, err := format.Node(e)
+	if err != nil {
+		return "an expression"
+	}
+	return strings.Join(strings.Fields(string(b)), " ")
+}
+
+// allowedText names what a policy allows besides the parent's namespace.
+func allowedText(n Namespaces) string {
+	if len(n.Names) == 0 {
+		return ""
+	}
+	return " or in " + strings.Join(n.Names, ", ")
 }

@@ -1,6 +1,7 @@
 package templates
 
 import (
+	"fmt"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -76,4 +77,66 @@ func TestRBACScopes(t *testing.T) {
 			assert.Len(t, r.Objects(), 2+2*len(tc.namespaces))
 		})
 	}
+}
+
+// computedKinds has children whose kind or namespace the spec chooses.
+const computedKinds = `package app
+
+parent: {
+	apiVersion: "example.com/v1"
+	kind:       "App"
+	spec: {
+		workload:  *"Deployment" | "StatefulSet"
+		namespace: string
+	}
+}
+_secret: "Secret"
+_configMap: "ConfigMap"
+children: {
+	workload: {
+		apiVersion: "apps/v1"
+		kind:       parent.spec.workload
+		metadata: {name: "w", namespace: parent.spec.namespace}
+	}
+	config: {apiVersion: "v1", kind: "ConfigMap", metadata: name: "c"}
+	constant: {apiVersion: "v1", kind: _configMap, metadata: name: "k"}
+	secret: {apiVersion: "v1", kind: _secret, metadata: name: "s"}
+}
+for n in ["a", "b"] {
+	children: "\(n)": {apiVersion: "v1", kind: "ConfigMap", metadata: {name: n, namespace: "\(parent.spec.namespace)-\(n)"}}
+}
+`
+
+// TestRBACWarnings: a child whose kind is computed is named with where and
+// what to write instead, unless the constant it computes is granted; a
+// namespace from the spec is named unless the policy allows them all.
+func TestRBACWarnings(t *testing.T) {
+	dir := t.TempDir()
+	writeFile(t, dir+"/app.cue", []byte(computedKinds))
+	set, err := Load(dir)
+	require.NoError(t, err)
+	var got []string
+	for _, w := range set.Templates()[0].RBACWarnings() {
+		got = append(got, w.String())
+	}
+	kind := "the kind is computed (%s), so engine rbac generates no rule for it and the apiserver refuses the engine's writes of it; write apiVersion and kind as strings, one child per kind the spec may choose (each under an if), so that engine rbac grants each"
+	namespace := "namespace is computed from the spec (%s): the policy allows the child only in the parent's namespace, and the engine refuses it (Synced=False, reason ChildRefused) when the spec names another; list the namespaces the spec may name in policy: crossNamespace"
+	assert.Equal(t, []string{
+		"app.cue:16:15: children.workload: " + fmt.Sprintf(kind, "kind: parent.spec.workload"),
+		"app.cue:17:36: children.workload: " + fmt.Sprintf(namespace, "parent.spec.namespace"),
+		"app.cue:21:35: children.secret: " + fmt.Sprintf(kind, "kind: _secret"),
+		`app.cue:24:89: children."\(n)": ` + fmt.Sprintf(namespace, `"\(parent.spec.namespace)-\(n)"`),
+	}, got)
+
+	writeFile(t, dir+"/app.cue", []byte(computedKinds+"policy: crossNamespace: true\n"))
+	set, err = Load(dir)
+	require.NoError(t, err)
+	got = nil
+	for _, w := range set.Templates()[0].RBACWarnings() {
+		got = append(got, w.String())
+	}
+	assert.Equal(t, []string{
+		"app.cue:16:15: children.workload: " + fmt.Sprintf(kind, "kind: parent.spec.workload"),
+		"app.cue:21:35: children.secret: " + fmt.Sprintf(kind, "kind: _secret"),
+	}, got, "every namespace allowed")
 }

@@ -97,6 +97,7 @@ func TestRenderInvalidCR(t *testing.T) {
 func TestVet(t *testing.T) {
 	out, errOut, code := run(t, "vet", "--templates", examples)
 	require.Equal(t, 0, code, errOut)
+	assert.Empty(t, errOut, "no warnings: every kind checked, none computed")
 	assert.Contains(t, out, "ok  mykind.cue")
 	assert.Contains(t, out, "ok  storefront")
 

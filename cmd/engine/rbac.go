@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"io"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -34,13 +35,18 @@ templates, bound to the engine's ServiceAccount:
   --install-crds the CRDs (updates only of the templates' own);
   a Role and its RoleBinding in --namespace: the leader election and shard
   Leases, and the templates' revisions (ControllerRevisions), which go to a
-  second Role in --revision-namespace if it differs.`,
+  second Role in --revision-namespace if it differs.
+
+A child whose apiVersion or kind a template computes gets no rule, and one
+whose namespace it computes from the spec may be refused by the template's
+policy: both are warnings on standard error, with the child's file:line.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			set, err := templates.Load(o.templates)
 			if err != nil {
 				return &exitError{code: 1, msg: err.Error()}
 			}
+			printRBACWarnings(cmd.ErrOrStderr(), set)
 			roles := templates.RBAC(set, templates.RBACOptions{
 				Name: o.name, ServiceAccount: o.serviceAccount, Namespace: o.namespace,
 				RevisionNamespace: o.revisionNamespace, InstallCRDs: o.installCRDs,
@@ -65,6 +71,16 @@ templates, bound to the engine's ServiceAccount:
 	cmd.Flags().StringVar(&o.revisionNamespace, "revision-namespace", "", "namespace of the templates' revisions (engine run --revision-namespace; default: --namespace)")
 	cmd.Flags().BoolVar(&o.installCRDs, "install-crds", false, "also allow managing CustomResourceDefinitions (engine run --install-crds)")
 	return cmd
+}
+
+// printRBACWarnings prints the children whose kind or namespace the
+// templates compute, which the roles cannot grant or the policy may refuse.
+func printRBACWarnings(w io.Writer, set *templates.Set) {
+	for _, t := range set.Templates() {
+		for _, rw := range t.RBACWarnings() {
+			fmt.Fprintf(w, "warning: %s\n", rw)
+		}
+	}
 }
 
 // dropCreationTimestamp removes the null creationTimestamp Go's types print.

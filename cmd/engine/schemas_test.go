@@ -55,3 +55,41 @@ func TestCRDsFlag(t *testing.T) {
 		assert.Contains(t, errOut, "--crds: read CRDs: lstat "+filepath.Join(dir, "nope")+": no such file or directory")
 	})
 }
+
+// A child of a CRD whose schema lists only spec passes vet --crds: the
+// apiserver adds apiVersion, kind and metadata itself.
+func TestCRDsFlagSpecOnly(t *testing.T) {
+	dir := t.TempDir()
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "shop.cue"), []byte(`parent: {apiVersion: "example.com/v1", kind: "Shop"}
+children: w: {
+	apiVersion: "tools.example.org/v1"
+	kind:       "Wheel"
+	metadata: {name: "w", labels: app: "shop"}
+	spec: size: 3
+}
+`), 0o644))
+	out, errOut, code := run(t, "vet", "--templates", dir, "--crds", "../../templates/testdata/childschema/nulls")
+	assert.Equal(t, 0, code, errOut)
+	assert.Empty(t, errOut)
+	assert.Contains(t, out, "ok  shop.cue")
+}
+
+// engine vet and engine rbac name a child whose kind is computed.
+func TestComputedKindWarnings(t *testing.T) {
+	dir := t.TempDir()
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "app.cue"), []byte(`parent: {apiVersion: "example.com/v1", kind: "App", spec: workload: *"Deployment" | "StatefulSet"}
+children: w: {
+	apiVersion: "apps/v1"
+	kind:       parent.spec.workload
+	metadata: name: "w"
+}
+`), 0o644))
+	const want = "warning: app.cue:4:14: children.w: the kind is computed (kind: parent.spec.workload), so engine rbac generates no rule for it and the apiserver refuses the engine's writes of it; write apiVersion and kind as strings, one child per kind the spec may choose (each under an if), so that engine rbac grants each\n"
+	for _, cmd := range []string{"vet", "rbac"} {
+		t.Run(cmd, func(t *testing.T) {
+			_, errOut, code := run(t, cmd, "--templates", dir)
+			assert.Equal(t, 0, code, errOut)
+			assert.Equal(t, want, errOut)
+		})
+	}
+}

@@ -22,6 +22,7 @@ func newVetCommand() *cobra.Command {
 			if err != nil {
 				return asExitError(err)
 			}
+			printRBACWarnings(cmd.ErrOrStderr(), set)
 			for _, t := range set.Templates() {
 				for _, w := range t.Graph().Warnings() {
 					fmt.Fprintf(cmd.ErrOrStderr(), "warning: %s\n", w)
