@@ -235,11 +235,16 @@ func opaqueStruct(sh *statusShape, scope cue.Value) bool {
 
 // evalAlone evaluates an expression of the template's status in the scope
 // of the template's top level, unless it uses a name bound around it.
-func evalAlone(be boundExpr, scope cue.Value) (cue.Value, bool) {
+func evalAlone(be boundExpr, scope cue.Value) (v cue.Value, ok bool) {
 	if uses(be.expr, be.bound) {
 		return cue.Value{}, false
 	}
-	v := scope.Context().BuildExpr(be.expr, cue.Scope(scope), cue.InferBuiltins(true))
+	defer func() {
+		if recover() != nil { // no input may crash the process: keep the field
+			v, ok = cue.Value{}, false
+		}
+	}()
+	v = scope.Context().BuildExpr(be.expr, cue.Scope(scope), cue.InferBuiltins(true))
 	if v.Err() != nil && v.IncompleteKind() == cue.BottomKind {
 		return cue.Value{}, false
 	}
