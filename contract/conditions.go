@@ -42,6 +42,9 @@ const (
 	// ReasonStatusTooLarge: the status the template renders is over the
 	// apiserver's size limit.
 	ReasonStatusTooLarge = "StatusTooLarge"
+	// ReasonStatusFieldsDropped: the apiserver dropped status fields the
+	// template renders, which the installed CRD does not declare.
+	ReasonStatusFieldsDropped = "StatusFieldsDropped"
 	// ReasonRevisionNotFound: the object is pinned to a template revision
 	// that is not stored.
 	ReasonRevisionNotFound = "RevisionNotFound"

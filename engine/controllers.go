@@ -85,6 +85,7 @@ func newKindController(e *Engine, t *templates.Template) *kindController {
 		Parents:        e.parents,
 		Live:           e.apiReader,
 		Writer:         e.writer,
+		StatusWriter:   e.statusWriter,
 		Scoper:         e.scoper,
 		Recorder:       e.recorder,
 		Providers:      e.opts.Providers,

@@ -71,14 +71,17 @@ type Options struct {
 // Engine runs one controller per templated parent kind. Templates are
 // swapped with SetTemplates while it runs.
 type Engine struct {
-	mgr       manager.Manager
-	opts      Options
-	children  cache.Cache  // children only: label-selected by managed-by=engine (and the shard)
-	objects   childObjects // how children are held in it: typed or unstructured, set by Start
-	parents   cache.Cache  // the manager's cache; under sharding, one selecting the shard's parents
-	writer    client.Client
-	apiReader client.Reader
-	scoper    render.Scoper
+	mgr      manager.Manager
+	opts     Options
+	children cache.Cache  // children only: label-selected by managed-by=engine (and the shard)
+	objects  childObjects // how children are held in it: typed or unstructured, set by Start
+	parents  cache.Cache  // the manager's cache; under sharding, one selecting the shard's parents
+	writer   client.Client
+	// statusWriter writes the parents' statuses, and hands the warnings
+	// of each write to the reconciler (reconciler.NewStatusClient).
+	statusWriter client.Client
+	apiReader    client.Reader
+	scoper       render.Scoper
 	// budget is the engine's one render.Budget: every kind's reconciles
 	// and hold checks share it.
 	budget   *render.Budget
@@ -161,18 +164,25 @@ func New(mgr manager.Manager, opts Options) (*Engine, error) {
 			}
 		}
 	}
+	statusWriter, err := reconciler.NewStatusClient(mgr.GetConfig(), client.Options{
+		Scheme: mgr.GetScheme(), Mapper: mgr.GetRESTMapper(), HTTPClient: mgr.GetHTTPClient(),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("creating the status client: %w", err)
+	}
 	e := &Engine{
-		mgr:       mgr,
-		opts:      opts,
-		children:  childCache,
-		parents:   parentCache,
-		writer:    mgr.GetClient(),
-		apiReader: mgr.GetAPIReader(),
-		scoper:    render.MapperScoper{Mapper: mgr.GetRESTMapper()},
-		budget:    render.NewBudget(opts.EvaluationBudget),
-		recorder:  mgr.GetEventRecorder("engine"),
-		kinds:     map[schema.GroupVersionKind]*kindController{},
-		indexed:   map[schema.GroupVersionKind]bool{},
+		mgr:          mgr,
+		statusWriter: statusWriter,
+		opts:         opts,
+		children:     childCache,
+		parents:      parentCache,
+		writer:       mgr.GetClient(),
+		apiReader:    mgr.GetAPIReader(),
+		scoper:       render.MapperScoper{Mapper: mgr.GetRESTMapper()},
+		budget:       render.NewBudget(opts.EvaluationBudget),
+		recorder:     mgr.GetEventRecorder("engine"),
+		kinds:        map[schema.GroupVersionKind]*kindController{},
+		indexed:      map[schema.GroupVersionKind]bool{},
 	}
 	if err := mgr.Add(e); err != nil {
 		return nil, err

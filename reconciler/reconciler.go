@@ -61,11 +61,16 @@ type Options struct {
 	Parents client.Reader
 	// Live is the apiserver itself, for objects outside the child cache.
 	Live client.Reader
-	// Writer writes children, parents and statuses.
-	Writer    client.Client
-	Scoper    render.Scoper
-	Recorder  events.EventRecorder
-	Providers *providers.Registry
+	// Writer writes children and parents, and statuses unless StatusWriter
+	// is set.
+	Writer client.Client
+	// StatusWriter writes statuses: a client from NewStatusClient, whose
+	// warnings on a status write (a field the CRD does not declare,
+	// dropped) reach the parent's status and events.
+	StatusWriter client.Client
+	Scoper       render.Scoper
+	Recorder     events.EventRecorder
+	Providers    *providers.Registry
 	// References reads the objects templates reference (references.go);
 	// nil serves none, and a template with references fails.
 	References References
@@ -102,7 +107,11 @@ func New(o Options) *Reconciler {
 	if r.budget == nil {
 		r.budget = render.NewBudget(render.BudgetLimits{})
 	}
-	r.status = newStatusWriter(o.GVK, o.Writer, o.Recorder, o.Requeue)
+	statusWriter := o.StatusWriter
+	if statusWriter == nil {
+		statusWriter = o.Writer
+	}
+	r.status = newStatusWriter(o.GVK, statusWriter, o.Recorder, o.Requeue)
 	return r
 }
 

@@ -3,6 +3,7 @@ package reconciler
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -45,6 +46,10 @@ import (
 //     parent reconciled again after ConflictDelay;
 //   - too large for the apiserver: written again without the template's
 //     fields (shrink);
+//   - stored with fields the apiserver dropped (its warnings say which:
+//     the CRD does not declare them): written again with the problem on
+//     Synced and a Warning event; later writes leave those fields out
+//     (leaveOutDropped), so the status settles;
 //   - any other error: logged and retried with backoff, unless a newer
 //     status for the parent replaced it meanwhile.
 type statusWriter struct {
@@ -62,6 +67,17 @@ type statusWriter struct {
 	queued  map[types.NamespacedName]*statusWrite // not started yet
 	writing map[types.NamespacedName]*statusWrite // in flight
 	written map[types.NamespacedName]writtenStatus
+	// dropped are the template's status fields the apiserver dropped from
+	// the last write to each parent.
+	dropped map[types.NamespacedName]droppedFields
+}
+
+// droppedFields are status fields the apiserver dropped, below status, for
+// the template revision that rendered them: a new revision may come with
+// a CRD that declares them.
+type droppedFields struct {
+	paths    []string
+	revision string
 }
 
 // statusWrite is one parent's status on its way to the apiserver.
@@ -93,7 +109,8 @@ type writtenStatus struct {
 
 func newStatusWriter(kind schema.GroupVersionKind, writer client.Client, recorder events.EventRecorder, requeue func(types.NamespacedName)) *statusWriter {
 	return &statusWriter{kind: kind, writer: writer, recorder: recorder, requeue: requeue, queued: map[types.NamespacedName]*statusWrite{},
-		writing: map[types.NamespacedName]*statusWrite{}, written: map[types.NamespacedName]writtenStatus{}}
+		writing: map[types.NamespacedName]*statusWrite{}, written: map[types.NamespacedName]writtenStatus{},
+		dropped: map[types.NamespacedName]droppedFields{}}
 }
 
 // start runs the writer with n goroutines until stop is called. stop waits
@@ -162,6 +179,7 @@ func (w *statusWriter) forget(key types.NamespacedName) {
 		delete(w.queued, key)
 	}
 	delete(w.written, key)
+	delete(w.dropped, key)
 }
 
 // put hands over the status a reconcile built. unchanged: j.next is the
@@ -259,6 +277,7 @@ func (w *statusWriter) take(key types.NamespacedName) *statusWrite {
 // nil when it is gone, and whether it wrote (the status may have turned out
 // to be stored already).
 func (w *statusWriter) write(ctx context.Context, j *statusWrite) (*unstructured.Unstructured, bool, error) {
+	w.leaveOutDropped(j)
 	if equality.Semantic.DeepEqual(j.next, j.stored) {
 		return j.base, false, nil
 	}
@@ -274,12 +293,19 @@ func (w *statusWriter) write(ctx context.Context, j *statusWrite) (*unstructured
 	reply.SetNamespace(j.base.GetNamespace())
 	reply.SetName(j.base.GetName())
 	reply.SetResourceVersion(j.base.GetResourceVersion())
-	err = w.writer.Status().Patch(ctx, reply, client.RawPatch(types.MergePatchType, patch))
+	wctx, warned := collectWarnings(ctx)
+	err = w.writer.Status().Patch(wctx, reply, client.RawPatch(types.MergePatchType, patch))
 	switch {
 	case err == nil:
 		updated := j.base.DeepCopy()
 		updated.Object["status"] = runtime.DeepCopyJSON(j.next)
 		updated.SetResourceVersion(reply.GetResourceVersion())
+		if dropped := warned.droppedStatusFields(); w.learnDropped(j, dropped) {
+			updated.Object["status"] = withoutPaths(j.next, dropped) // as the apiserver stored it
+			j.base, j.stored = updated, statusOf(updated)
+			again, _, err := w.write(ctx, j)
+			return again, true, err
+		}
 		return updated, true, nil
 	case apierrors.IsNotFound(err):
 		return nil, false, nil // deleted meanwhile
@@ -331,6 +357,65 @@ func (w *statusWriter) shrink(j *statusWrite, err error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	j.st, j.next = &st, next
+}
+
+// learnDropped records the template's status fields the apiserver dropped
+// from j's write, with a Warning event on the parent; false when it drops
+// nothing it had not dropped before.
+func (w *statusWriter) learnDropped(j *statusWrite, paths []string) bool {
+	if len(paths) == 0 {
+		return false
+	}
+	key := client.ObjectKeyFromObject(j.parent)
+	w.mu.Lock()
+	known := w.dropped[key]
+	if known.revision == revisionOf(j.st) && !slices.ContainsFunc(paths, func(p string) bool { return !slices.Contains(known.paths, p) }) {
+		w.mu.Unlock()
+		return false
+	}
+	d := droppedFields{paths: paths, revision: revisionOf(j.st)}
+	w.dropped[key] = d
+	w.mu.Unlock()
+	warn(w.recorder, j.parent, contract.ReasonStatusFieldsDropped, "WriteStatus", "%s", d.message(w.kind))
+	return true
+}
+
+// leaveOutDropped builds j's status again without the fields the apiserver
+// dropped from the parent's last status write by the same template
+// revision, with the problem on Synced: what the apiserver stores, so the
+// status settles instead of being written again on every reconcile.
+func (w *statusWriter) leaveOutDropped(j *statusWrite) {
+	w.mu.Lock()
+	d, ok := w.dropped[client.ObjectKeyFromObject(j.parent)]
+	w.mu.Unlock()
+	if !ok || !j.st.template.set || d.revision != revisionOf(j.st) {
+		return
+	}
+	st := *j.st
+	st.problems = slices.Clone(st.problems)
+	st.fail(contract.ReasonStatusFieldsDropped, terminalError(contract.ReasonStatusFieldsDropped, errors.New(d.message(w.kind))))
+	next := withoutPaths(nextStatus(j.parent, j.stored, &st), d.paths)
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	j.st, j.next = &st, next
+}
+
+// message says which fields were dropped and what to do about it.
+func (d droppedFields) message(kind schema.GroupVersionKind) string {
+	paths := make([]string, len(d.paths))
+	for i, p := range d.paths {
+		paths[i] = "status." + p
+	}
+	return fmt.Sprintf("the apiserver dropped status fields the template renders (%s): the CRD of %s does not declare them; install the CRD the template generates (engine crds)",
+		strings.Join(paths, ", "), contract.KindString(kind))
+}
+
+// revisionOf is the template revision a status was rendered with.
+func revisionOf(st *status) string {
+	if st.revision == nil {
+		return ""
+	}
+	return st.revision.Hash
 }
 
 // end records how j's write ended. It returns j's onWritten when the

@@ -348,11 +348,14 @@ func (c *compiler) compile(src source) (*Template, error) {
 	if t.graph, err = graphOf(c.root, src.path, src.files); err != nil { // graph.go
 		return nil, err
 	}
-	if t.crd, err = c.buildCRD(src.path, t); err != nil {
+	if t.crd, err = c.buildCRD(src.path, t, statusShapeOf(src.files)); err != nil {
 		return nil, err
 	}
 	if t.schema, err = structural(t.crd); err != nil {
 		return nil, &Error{Template: src.path, Problems: []Problem{{Path: "parent", Msg: "generated schema is not structural: " + err.Error()}}}
+	}
+	if err := c.checkDefaults(src.path, t); err != nil {
+		return nil, err
 	}
 	return t, nil
 }

@@ -1,11 +1,14 @@
 package templates
 
 import (
+	"context"
 	"strings"
 
 	"cuelang.org/go/cue"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	structuraldefaulting "k8s.io/apiextensions-apiserver/pkg/apiserver/schema/defaulting"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/cuengine/engine/contract"
 )
@@ -24,7 +27,7 @@ type crdOptions struct {
 // kind: the parent.spec schema, the status schema (parent.status, every field
 // the template's status can produce, and the engine's own fields), the status
 // subresource, and the crd block's names, scope and printer columns.
-func (c *compiler) buildCRD(path string, t *Template) (*apiextensionsv1.CustomResourceDefinition, error) {
+func (c *compiler) buildCRD(path string, t *Template, shape *statusShape) (*apiextensionsv1.CustomResourceDefinition, error) {
 	var opts crdOptions
 	if cv := t.value.LookupPath(pathCRD); cv.Exists() {
 		if err := cv.Decode(&opts); err != nil {
@@ -59,7 +62,7 @@ func (c *compiler) buildCRD(path string, t *Template) (*apiextensionsv1.CustomRe
 			"kind":       {Type: "string"},
 			"metadata":   {Type: "object"},
 			"spec":       spec,
-			"status":     c.statusSchema(t),
+			"status":     c.statusSchema(t, shape),
 		},
 	}
 	if isRequiredValue(t.value.LookupPath(pathSpec)) {
@@ -105,6 +108,46 @@ func (c *compiler) buildCRD(path string, t *Template) (*apiextensionsv1.CustomRe
 	}, nil
 }
 
+// checkDefaults checks the CRD's defaults with the apiserver's own code, as
+// it does when the CRD is created: each default must be valid against its
+// schema and hold no field the schema would drop. A default the apiserver
+// refuses is the template's error, at the field it defaults.
+func (c *compiler) checkDefaults(path string, t *Template) error {
+	errs, err := structuraldefaulting.ValidateDefaults(context.Background(), field.NewPath("openAPIV3Schema"), t.schema, true, true)
+	if err != nil {
+		return &Error{Template: path, Problems: []Problem{{Path: "parent", Msg: "checking the CRD's defaults: " + err.Error()}}}
+	}
+	if len(errs) == 0 {
+		return nil
+	}
+	e := &Error{Template: path}
+	for _, fe := range errs {
+		at := append([]string{"parent"}, defaultedField(fe.Field)...)
+		sels := make([]cue.Selector, len(at))
+		for i, name := range at {
+			sels[i] = cue.Str(name)
+		}
+		e.Problems = append(e.Problems, c.problemf(path, t.value.LookupPath(cue.MakePath(sels...)), strings.Join(at, "."),
+			"the apiserver refuses this default in the CRD: %s", fe.ErrorBody()).Problems...)
+	}
+	return e
+}
+
+// defaultedField turns the schema path of a default the apiserver refuses
+// ("openAPIV3Schema.properties[spec].properties[labels].default.app") into the path of the
+// field it defaults (spec.labels).
+func defaultedField(schemaPath string) []string {
+	var out []string
+	for _, part := range strings.Split(strings.TrimPrefix(schemaPath, "openAPIV3Schema."), ".") {
+		name, ok := strings.CutPrefix(part, "properties[")
+		if !ok {
+			break
+		}
+		out = append(out, strings.TrimSuffix(name, "]"))
+	}
+	return out
+}
+
 func isRequiredValue(v cue.Value) bool {
 	if !v.Exists() || v.IncompleteKind() != cue.StructKind {
 		return false
@@ -121,25 +164,30 @@ func isRequiredValue(v cue.Value) bool {
 	return false
 }
 
-// statusSchema merges the declared parent.status, what the template's status
-// produces, and the engine-owned fields. Nothing in status is required: the
-// engine writes it bit by bit.
-func (c *compiler) statusSchema(t *Template) apiextensionsv1.JSONSchemaProps {
+// statusSchema merges the declared parent.status, every field the
+// template's status can produce (shape: those under an `if`, in a
+// comprehension or optional, which the compiled value does not show) and
+// the engine-owned fields. Nothing in status is required: the engine writes
+// it bit by bit.
+func (c *compiler) statusSchema(t *Template, shape *statusShape) apiextensionsv1.JSONSchemaProps {
 	s := apiextensionsv1.JSONSchemaProps{Type: "object", Properties: map[string]apiextensionsv1.JSONSchemaProps{}}
-	for _, p := range []cue.Path{pathStatus, pathOutStatus} {
-		v := t.value.LookupPath(p)
-		if !v.Exists() {
-			continue
+	if v := t.value.LookupPath(pathStatus); v.Exists() {
+		declared := schemaOf(v)
+		for name, prop := range declared.Properties {
+			s.Properties[name] = prop
 		}
-		from := schemaOf(v)
-		for name, prop := range from.Properties {
-			if _, declared := s.Properties[name]; !declared {
-				s.Properties[name] = prop
-			}
-		}
-		if from.XPreserveUnknownFields != nil && len(from.Properties) == 0 {
+		if declared.XPreserveUnknownFields != nil && len(declared.Properties) == 0 {
 			s.XPreserveUnknownFields = ptr(true)
 		}
+	}
+	out := complete(schemaOf(t.value.LookupPath(pathOutStatus)), shape, t.value)
+	for name, prop := range out.Properties {
+		if _, declared := s.Properties[name]; !declared {
+			s.Properties[name] = prop
+		}
+	}
+	if out.XPreserveUnknownFields != nil && (len(out.Properties) == 0 || shape.open || opaqueStruct(shape, t.value)) {
+		s.XPreserveUnknownFields = ptr(true)
 	}
 	for name, prop := range engineStatusSchema() {
 		s.Properties[name] = prop

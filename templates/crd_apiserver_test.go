@@ -24,7 +24,7 @@ func TestGeneratedCRDsOnTheAPIServer(t *testing.T) {
 		t.Skip("needs a control plane (run without -short)")
 	}
 	var crds []*apiextensionsv1.CustomResourceDefinition
-	for _, dir := range []string{examples, "testdata/eval"} {
+	for _, dir := range []string{examples, "testdata/eval", shops} {
 		set, err := Load(dir)
 		require.NoError(t, err)
 		for _, tm := range set.Templates() {
@@ -77,4 +77,38 @@ func TestGeneratedCRDsOnTheAPIServer(t *testing.T) {
 			assert.Contains(t, err.Error(), tt.want)
 		})
 	}
+	t.Run("shop", func(t *testing.T) { shopOnTheAPIServer(t, dyn) })
+}
+
+// shopOnTheAPIServer: the apiserver keeps a user's key in a map that has a
+// default, applies the map, list and struct defaults when the fields are
+// absent, and stores the status fields the template sets under an `if`
+// and in comprehensions.
+func shopOnTheAPIServer(t *testing.T, dyn dynamic.Interface) {
+	ctx := context.Background()
+	res := dyn.Resource(schema.GroupVersionResource{Group: "example.com", Version: "v1", Resource: "shops"}).Namespace("default")
+	shop := func(name string, spec map[string]any) *unstructured.Unstructured {
+		return &unstructured.Unstructured{Object: map[string]any{"apiVersion": "example.com/v1", "kind": "Shop",
+			"metadata": map[string]any{"name": name}, "spec": spec}}
+	}
+	created, err := res.Create(ctx, shop("team", map[string]any{"labels": map[string]any{"team": "a"}, "ports": []any{int64(80)}}), metav1.CreateOptions{})
+	require.NoError(t, err)
+	assert.Equal(t, map[string]any{"team": "a"}, created.Object["spec"].(map[string]any)["labels"], "the user's label kept, not the default")
+
+	created, err = res.Create(ctx, shop("defaulted", map[string]any{"ports": []any{}}), metav1.CreateOptions{})
+	require.NoError(t, err)
+	assert.Equal(t, map[string]any{"labels": map[string]any{"app": "shop"}, "args": []any{"a", "b"}, "size": map[string]any{"cpu": "1"}, "ports": []any{}},
+		created.Object["spec"], "the defaults applied")
+
+	status := map[string]any{
+		"availableReplicas": int64(3), "labelCount": int64(1), "memory": "1Gi",
+		"config": map[string]any{"name": "team", "seen": true}, "ports": map[string]any{"port0": int64(80)},
+		"argList": []any{"a"}, "note": "n",
+	}
+	created.Object["status"] = status
+	_, err = res.UpdateStatus(ctx, created, metav1.UpdateOptions{FieldValidation: "Strict"})
+	require.NoError(t, err, "no field unknown to the CRD")
+	got, err := res.Get(ctx, "defaulted", metav1.GetOptions{})
+	require.NoError(t, err)
+	assert.Equal(t, status, got.Object["status"])
 }

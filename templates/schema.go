@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"slices"
 	"strconv"
 
 	"cuelang.org/go/cue"
@@ -34,6 +35,12 @@ func schemaOf(v cue.Value) apiextensionsv1.JSONSchemaProps {
 	nullable := kind&cue.NullKind != 0 && kind != cue.NullKind && kind != cue.TopKind
 	if nullable {
 		kind &^= cue.NullKind
+	}
+	if hasDef && kind == cue.ListKind && isEmptyList(def) {
+		hasDef = false // `[...T]` defaults to `[]` in CUE: not worth a CRD default
+	}
+	if hasDef && (kind == cue.StructKind || kind == cue.ListKind) {
+		return withDefault(v, def)
 	}
 	var s apiextensionsv1.JSONSchemaProps
 	switch kind {
@@ -68,6 +75,110 @@ func schemaOf(v cue.Value) apiextensionsv1.JSONSchemaProps {
 		s.Description = doc
 	}
 	return s
+}
+
+// withDefault is the schema of a struct or list with a default, such as
+// `*{app: "x"} | {[string]: string}` or `*["a"] | [...string]`: the schema
+// of what the field accepts (the alternatives that are not the default; the
+// map stays open, the list keeps its items) with the default as the CRD's
+// default. The schema of the default alone would drop every other value.
+func withDefault(v, def cue.Value) apiextensionsv1.JSONSchemaProps {
+	var s apiextensionsv1.JSONSchemaProps
+	op, alts := v.Expr()
+	if op == cue.OrOp {
+		// The default is one of the alternatives; what else the field
+		// accepts is the others.
+		alts = slices.DeleteFunc(slices.Clone(alts), func(a cue.Value) bool { return a.Equals(def) })
+	}
+	switch {
+	case len(alts) == 1 && (op == cue.NoOp || op == cue.OrOp):
+		s = schemaWithoutDefault(alts[0])
+	case op == cue.OrOp && len(alts) > 1:
+		s = unionSchema(alts)
+	default:
+		s = apiextensionsv1.JSONSchemaProps{XPreserveUnknownFields: ptr(true)}
+	}
+	if b, err := def.MarshalJSON(); err == nil && def.Validate(cue.Concrete(true)) == nil {
+		s.Default = &apiextensionsv1.JSON{Raw: b}
+	}
+	if doc := docOf(v); doc != "" {
+		s.Description = doc
+	}
+	return s
+}
+
+// schemaWithoutDefault is the schema of an alternative of a disjunction
+// with a default, itself without one.
+func schemaWithoutDefault(a cue.Value) apiextensionsv1.JSONSchemaProps {
+	if !hasDefault(a) {
+		return schemaOf(a)
+	}
+	switch a.IncompleteKind() &^ cue.BottomKind {
+	case cue.StructKind:
+		return structSchema(a)
+	case cue.ListKind:
+		return listSchema(a)
+	}
+	return apiextensionsv1.JSONSchemaProps{XPreserveUnknownFields: ptr(true)}
+}
+
+func isEmptyList(v cue.Value) bool {
+	n, err := v.Len().Int64()
+	return err == nil && n == 0
+}
+
+func hasDefault(v cue.Value) bool {
+	_, ok := v.Default()
+	return ok
+}
+
+// unionSchema is a schema that accepts each alternative of a disjunction
+// of structs (the union of their fields, none required) or of lists; any
+// other mix keeps whatever it is given.
+func unionSchema(alts []cue.Value) apiextensionsv1.JSONSchemaProps {
+	keep := apiextensionsv1.JSONSchemaProps{XPreserveUnknownFields: ptr(true)}
+	var out apiextensionsv1.JSONSchemaProps
+	for i, a := range alts {
+		s := schemaWithoutDefault(a)
+		switch {
+		case s.Type != "object" && s.Type != "array":
+			return keep
+		case i == 0:
+			out = s
+			out.Required = nil
+		case s.Type != out.Type:
+			return keep
+		case s.Type == "array":
+			if !equalSchema(s, out) {
+				return keep
+			}
+		default:
+			for name, p := range s.Properties {
+				if q, ok := out.Properties[name]; ok && !equalSchema(p, q) {
+					return keep
+				}
+				if out.Properties == nil {
+					out.Properties = map[string]apiextensionsv1.JSONSchemaProps{}
+				}
+				out.Properties[name] = p
+			}
+			if s.AdditionalProperties != nil || s.XPreserveUnknownFields != nil {
+				if out.AdditionalProperties == nil && s.AdditionalProperties != nil {
+					out.AdditionalProperties = s.AdditionalProperties
+				}
+				if s.XPreserveUnknownFields != nil {
+					out.XPreserveUnknownFields = ptr(true)
+				}
+			}
+		}
+	}
+	return out
+}
+
+func equalSchema(a, b apiextensionsv1.JSONSchemaProps) bool {
+	x, err1 := json.Marshal(a)
+	y, err2 := json.Marshal(b)
+	return err1 == nil && err2 == nil && string(x) == string(y)
 }
 
 func structSchema(v cue.Value) apiextensionsv1.JSONSchemaProps {

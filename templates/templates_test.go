@@ -168,7 +168,7 @@ func TestEvaluateGeneric(t *testing.T) {
 }
 
 func TestCRDGolden(t *testing.T) {
-	for _, dir := range []string{examples, "testdata/eval"} {
+	for _, dir := range []string{examples, "testdata/eval", shops} {
 		set, err := Load(dir)
 		require.NoError(t, err)
 		for _, tm := range set.Templates() {
