@@ -1,9 +1,11 @@
 package templates
 
 import (
+	"encoding/json"
 	"fmt"
 	"runtime/debug"
 	"sort"
+	"strconv"
 	"strings"
 
 	"cuelang.org/go/cue"
@@ -82,7 +84,15 @@ const (
 // it, yields an *Error with CUE paths and positions. The Result is the
 // caller's own, except its Pruned slice, which Results of the same inputs
 // share: callers must not modify it.
-func (t *Template) Evaluate(in Input) (res *Result, err error) {
+func (t *Template) Evaluate(in Input) (*Result, error) {
+	return t.evaluate(in, t.parentReads, t.observedReads, &t.memo)
+}
+
+// evaluate is Evaluate handing CUE what parentReads and observedReads keep
+// of the parent and of observed, remembering in mem (nil: nothing).
+// Evaluate passes the template's own; the differential test (trim_test.go)
+// passes everything, with no memory, to compare.
+func (t *Template) evaluate(in Input, parentReads, observedReads readSet, mem *memo) (res *Result, err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			res, err = nil, &Error{Template: t.Path, Problems: []Problem{{
@@ -90,11 +100,12 @@ func (t *Template) Evaluate(in Input) (res *Result, err error) {
 			}}}
 		}
 	}()
-	parent, pruned := t.parentInput(in.Parent)
-	observed, observedKey := t.observedReads.filter(in.Observed)
+	parent, pruned := t.parentInputKeeping(in.Parent, parentReads)
+	observed, observedKey := observedReads.filter(in.Observed)
 	key, remember := memoKey(parent, observedKey, pruned)
+	remember = remember && mem != nil
 	if remember {
-		if r := t.memo.get(key); r != nil {
+		if r := mem.get(key); r != nil {
 			// The JSON decoded once already: it decodes again. Were it
 			// not to, evaluating is the answer.
 			if res, err := t.decode(r); err == nil {
@@ -128,7 +139,7 @@ func (t *Template) Evaluate(in Input) (res *Result, err error) {
 	}
 	res.Size = out.size
 	if remember {
-		t.memo.put(key, out)
+		mem.put(key, out)
 	}
 	return res, nil
 }
@@ -186,6 +197,11 @@ func (t *Template) decode(r *rendered) (*Result, error) {
 // and status pruned to the schema, and of the metadata and the status only
 // what the template reads (reads.go).
 func (t *Template) parentInput(obj *unstructured.Unstructured) (map[string]any, []string) {
+	return t.parentInputKeeping(obj, t.parentReads)
+}
+
+// parentInputKeeping is parentInput keeping what reads keeps.
+func (t *Template) parentInputKeeping(obj *unstructured.Unstructured, reads readSet) (map[string]any, []string) {
 	// Copy only what the template may see: the rest of the metadata
 	// (managedFields above all) would be copied only to be dropped.
 	content := make(map[string]any, len(obj.Object))
@@ -212,7 +228,7 @@ func (t *Template) parentInput(obj *unstructured.Unstructured) (map[string]any, 
 			delete(st, k)
 		}
 	}
-	return t.parentReads.parent(content), pruned
+	return reads.parent(content), pruned
 }
 
 func (t *Template) children(v cue.Value, out *rendered) ([]Child, error) {
@@ -389,12 +405,47 @@ func (t *Template) ValidateParent(obj *unstructured.Unstructured) (err error) {
 
 // fill unifies the template with the parent (pruned to the schema) and the
 // observed state, in one unification: much cheaper than a FillPath each.
+// The input is compiled from its JSON, not encoded from the Go maps: CUE
+// (v0.17.1) loses what a comprehension embeds from an encoded value, so
+// `[for s in observed.x.items {s.data}]` gave `[{}]` and a live object
+// handed to a definition (`#I & {in: c}`) had no fields there (issue 34).
 func (t *Template) fill(parent, observed map[string]any) cue.Value {
 	if observed == nil {
 		observed = map[string]any{}
 	}
-	in := t.ctx.Encode(map[string]any{"parent": parent, "observed": observed})
-	return t.evaluated.Unify(in)
+	b, err := json.Marshal(floatsAsFloats(map[string]any{"parent": parent, "observed": observed}))
+	if err != nil {
+		return t.ctx.Encode(err) // an error value: the evaluation reports it
+	}
+	return t.evaluated.Unify(t.ctx.CompileBytes(b))
+}
+
+// floatsAsFloats copies a JSON value with each float64 as a json.Number
+// that CUE reads as a float: 2.0 stays a float ("2.0"), where JSON would
+// write 2, an int in CUE, which a `float` field refuses. NaN and the
+// infinities stay invalid numbers, which json.Marshal refuses.
+func floatsAsFloats(v any) any {
+	switch x := v.(type) {
+	case map[string]any:
+		m := make(map[string]any, len(x))
+		for k, e := range x {
+			m[k] = floatsAsFloats(e)
+		}
+		return m
+	case []any:
+		l := make([]any, len(x))
+		for i, e := range x {
+			l[i] = floatsAsFloats(e)
+		}
+		return l
+	case float64:
+		s := strconv.FormatFloat(x, 'g', -1, 64)
+		if !strings.ContainsAny(s, ".eEIN") { // I, N: Inf, NaN
+			s += ".0"
+		}
+		return json.Number(s)
+	}
+	return v
 }
 
 // checkParent reports a parent that violates the schema: a conflict, or a
