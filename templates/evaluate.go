@@ -1,14 +1,16 @@
 package templates
 
 import (
-	"encoding/json"
 	"fmt"
+	"math"
 	"runtime/debug"
 	"sort"
 	"strconv"
 	"strings"
 
 	"cuelang.org/go/cue"
+	"cuelang.org/go/cue/ast"
+	"cuelang.org/go/cue/token"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	utiljson "k8s.io/apimachinery/pkg/util/json"
@@ -405,47 +407,81 @@ func (t *Template) ValidateParent(obj *unstructured.Unstructured) (err error) {
 
 // fill unifies the template with the parent (pruned to the schema) and the
 // observed state, in one unification: much cheaper than a FillPath each.
-// The input is compiled from its JSON, not encoded from the Go maps: CUE
-// (v0.17.1) loses what a comprehension embeds from an encoded value, so
-// `[for s in observed.x.items {s.data}]` gave `[{}]` and a live object
-// handed to a definition (`#I & {in: c}`) had no fields there (issue 34).
+// The input is built as CUE syntax, not encoded from the Go maps: CUE
+// (v0.17.1) loses what a comprehension embeds from a value Context.Encode
+// made, so `[for s in observed.x.items {s.data}]` gave `[{}]` and a live
+// object handed to a definition (`#I & {in: c}`) had no fields there
+// (issue 34).
 func (t *Template) fill(parent, observed map[string]any) cue.Value {
 	if observed == nil {
 		observed = map[string]any{}
 	}
-	b, err := json.Marshal(floatsAsFloats(map[string]any{"parent": parent, "observed": observed}))
+	in, err := syntaxOf(map[string]any{"parent": parent, "observed": observed})
 	if err != nil {
 		return t.ctx.Encode(err) // an error value: the evaluation reports it
 	}
-	return t.evaluated.Unify(t.ctx.CompileBytes(b))
+	return t.evaluated.Unify(t.ctx.BuildExpr(in))
 }
 
-// floatsAsFloats copies a JSON value with each float64 as a json.Number
-// that CUE reads as a float: 2.0 stays a float ("2.0"), where JSON would
-// write 2, an int in CUE, which a `float` field refuses. NaN and the
-// infinities stay invalid numbers, which json.Marshal refuses.
-func floatsAsFloats(v any) any {
+// syntaxOf is a JSON value (as unstructured holds it) as a CUE expression,
+// the fields of a struct sorted. A float stays a float (2.0, not the int
+// 2, which a `float` field refuses).
+func syntaxOf(v any) (ast.Expr, error) {
 	switch x := v.(type) {
-	case map[string]any:
-		m := make(map[string]any, len(x))
-		for k, e := range x {
-			m[k] = floatsAsFloats(e)
-		}
-		return m
-	case []any:
-		l := make([]any, len(x))
-		for i, e := range x {
-			l[i] = floatsAsFloats(e)
-		}
-		return l
+	case nil:
+		return ast.NewNull(), nil
+	case bool:
+		return ast.NewBool(x), nil
+	case string:
+		return ast.NewString(x), nil
+	case int64:
+		return numberLit(token.INT, strconv.FormatInt(x, 10)), nil
+	case int:
+		return numberLit(token.INT, strconv.Itoa(x)), nil
 	case float64:
+		if math.IsNaN(x) || math.IsInf(x, 0) {
+			return nil, fmt.Errorf("%v is not a JSON number", x)
+		}
 		s := strconv.FormatFloat(x, 'g', -1, 64)
-		if !strings.ContainsAny(s, ".eEIN") { // I, N: Inf, NaN
+		if !strings.ContainsAny(s, ".e") {
 			s += ".0"
 		}
-		return json.Number(s)
+		return numberLit(token.FLOAT, s), nil
+	case []any:
+		elts := make([]ast.Expr, len(x))
+		for i, e := range x {
+			var err error
+			if elts[i], err = syntaxOf(e); err != nil {
+				return nil, err
+			}
+		}
+		return ast.NewList(elts...), nil
+	case map[string]any:
+		keys := make([]string, 0, len(x))
+		for k := range x {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		s := &ast.StructLit{Elts: make([]ast.Decl, len(keys))}
+		for i, k := range keys {
+			val, err := syntaxOf(x[k])
+			if err != nil {
+				return nil, err
+			}
+			s.Elts[i] = &ast.Field{Label: ast.NewString(k), Value: val}
+		}
+		return s, nil
 	}
-	return v
+	return nil, fmt.Errorf("unsupported value of type %T", v)
+}
+
+// numberLit is a numeric literal; a negative one is the negation of its
+// absolute value, as CUE's syntax has it.
+func numberLit(kind token.Token, s string) ast.Expr {
+	if abs, neg := strings.CutPrefix(s, "-"); neg {
+		return &ast.UnaryExpr{Op: token.SUB, X: &ast.BasicLit{Kind: kind, Value: abs}}
+	}
+	return &ast.BasicLit{Kind: kind, Value: s}
 }
 
 // checkParent reports a parent that violates the schema: a conflict, or a
