@@ -2,11 +2,15 @@ package templates
 
 import (
 	"fmt"
+	"math"
 	"runtime/debug"
 	"sort"
+	"strconv"
 	"strings"
 
 	"cuelang.org/go/cue"
+	"cuelang.org/go/cue/ast"
+	"cuelang.org/go/cue/token"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	utiljson "k8s.io/apimachinery/pkg/util/json"
@@ -88,7 +92,15 @@ const (
 // it, yields an *Error with CUE paths and positions. The Result is the
 // caller's own, except its Pruned slice, which Results of the same inputs
 // share: callers must not modify it.
-func (t *Template) Evaluate(in Input) (res *Result, err error) {
+func (t *Template) Evaluate(in Input) (*Result, error) {
+	return t.evaluate(in, t.parentReads, t.observedReads, &t.memo)
+}
+
+// evaluate is Evaluate handing CUE what parentReads and observedReads keep
+// of the parent and of observed, remembering in mem (nil: nothing).
+// Evaluate passes the template's own; the differential test (trim_test.go)
+// passes everything, with no memory, to compare.
+func (t *Template) evaluate(in Input, parentReads, observedReads readSet, mem *memo) (res *Result, err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			res, err = nil, &Error{Template: t.Path, Problems: []Problem{{
@@ -96,11 +108,12 @@ func (t *Template) Evaluate(in Input) (res *Result, err error) {
 			}}}
 		}
 	}()
-	parent, pruned := t.parentInput(in.Parent)
-	observed, observedKey := t.observedReads.filter(in.Observed)
+	parent, pruned := t.parentInputKeeping(in.Parent, parentReads)
+	observed, observedKey := observedReads.filter(in.Observed)
 	key, remember := memoKey(parent, observedKey, pruned)
+	remember = remember && mem != nil
 	if remember {
-		if r := t.memo.get(key); r != nil {
+		if r := mem.get(key); r != nil {
 			// The JSON decoded once already: it decodes again. Were it
 			// not to, evaluating is the answer.
 			if res, err := t.decode(r); err == nil {
@@ -135,7 +148,7 @@ func (t *Template) Evaluate(in Input) (res *Result, err error) {
 	}
 	res.Size = out.size
 	if remember {
-		t.memo.put(key, out)
+		mem.put(key, out)
 	}
 	return res, nil
 }
@@ -196,6 +209,11 @@ func (t *Template) decode(r *rendered) (*Result, error) {
 // and status pruned to the schema, and of the metadata and the status only
 // what the template reads (reads.go).
 func (t *Template) parentInput(obj *unstructured.Unstructured) (map[string]any, []string) {
+	return t.parentInputKeeping(obj, t.parentReads)
+}
+
+// parentInputKeeping is parentInput keeping what reads keeps.
+func (t *Template) parentInputKeeping(obj *unstructured.Unstructured, reads readSet) (map[string]any, []string) {
 	// Copy only what the template may see: the rest of the metadata
 	// (managedFields above all) would be copied only to be dropped.
 	content := make(map[string]any, len(obj.Object))
@@ -222,7 +240,7 @@ func (t *Template) parentInput(obj *unstructured.Unstructured) (map[string]any, 
 			delete(st, k)
 		}
 	}
-	return t.parentReads.parent(content), pruned
+	return reads.parent(content), pruned
 }
 
 func (t *Template) children(v cue.Value, out *rendered) ([]Child, error) {
@@ -399,12 +417,81 @@ func (t *Template) ValidateParent(obj *unstructured.Unstructured) (err error) {
 
 // fill unifies the template with the parent (pruned to the schema) and the
 // observed state, in one unification: much cheaper than a FillPath each.
+// The input is built as CUE syntax, not encoded from the Go maps: CUE
+// (v0.17.1) loses what a comprehension embeds from a value Context.Encode
+// made, so `[for s in observed.x.items {s.data}]` gave `[{}]` and a live
+// object handed to a definition (`#I & {in: c}`) had no fields there
+// (issue 34).
 func (t *Template) fill(parent, observed map[string]any) cue.Value {
 	if observed == nil {
 		observed = map[string]any{}
 	}
-	in := t.ctx.Encode(map[string]any{"parent": parent, "observed": observed})
-	return t.evaluated.Unify(in)
+	in, err := syntaxOf(map[string]any{"parent": parent, "observed": observed})
+	if err != nil {
+		return t.ctx.Encode(err) // an error value: the evaluation reports it
+	}
+	return t.evaluated.Unify(t.ctx.BuildExpr(in))
+}
+
+// syntaxOf is a JSON value (as unstructured holds it) as a CUE expression,
+// the fields of a struct sorted. A float stays a float (2.0, not the int
+// 2, which a `float` field refuses).
+func syntaxOf(v any) (ast.Expr, error) {
+	switch x := v.(type) {
+	case nil:
+		return ast.NewNull(), nil
+	case bool:
+		return ast.NewBool(x), nil
+	case string:
+		return ast.NewString(x), nil
+	case int64:
+		return numberLit(token.INT, strconv.FormatInt(x, 10)), nil
+	case int:
+		return numberLit(token.INT, strconv.Itoa(x)), nil
+	case float64:
+		if math.IsNaN(x) || math.IsInf(x, 0) {
+			return nil, fmt.Errorf("%v is not a JSON number", x)
+		}
+		s := strconv.FormatFloat(x, 'g', -1, 64)
+		if !strings.ContainsAny(s, ".e") {
+			s += ".0"
+		}
+		return numberLit(token.FLOAT, s), nil
+	case []any:
+		elts := make([]ast.Expr, len(x))
+		for i, e := range x {
+			var err error
+			if elts[i], err = syntaxOf(e); err != nil {
+				return nil, err
+			}
+		}
+		return ast.NewList(elts...), nil
+	case map[string]any:
+		keys := make([]string, 0, len(x))
+		for k := range x {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		s := &ast.StructLit{Elts: make([]ast.Decl, len(keys))}
+		for i, k := range keys {
+			val, err := syntaxOf(x[k])
+			if err != nil {
+				return nil, err
+			}
+			s.Elts[i] = &ast.Field{Label: ast.NewString(k), Value: val}
+		}
+		return s, nil
+	}
+	return nil, fmt.Errorf("unsupported value of type %T", v)
+}
+
+// numberLit is a numeric literal; a negative one is the negation of its
+// absolute value, as CUE's syntax has it.
+func numberLit(kind token.Token, s string) ast.Expr {
+	if abs, neg := strings.CutPrefix(s, "-"); neg {
+		return &ast.UnaryExpr{Op: token.SUB, X: &ast.BasicLit{Kind: kind, Value: abs}}
+	}
+	return &ast.BasicLit{Kind: kind, Value: s}
 }
 
 // checkParent reports a parent that violates the schema: a conflict, or a

@@ -12,8 +12,13 @@ import (
 // passes only those parts to CUE: every field handed to CUE is a node it
 // converts and unifies on each evaluation (a live Deployment is hundreds of
 // fields), and fields nobody reads would also make every evaluation look
-// new to the template's memory. Any use the scan cannot follow (an alias,
-// a bare `observed`) makes it pass everything.
+// new to the template's memory. It is conservative by construction: a
+// selector chain from the root keeps everything below the field it ends
+// at, whatever its value then flows into (a definition, a comprehension,
+// a function, an interpolation, a let, an embedding), so the scan never
+// has to follow a value to prove a field below it unread. Any use the scan
+// cannot follow (an alias, a bare `observed`, an index) makes it pass
+// everything. trim_test.go checks that trimming changes no result.
 type readSet struct {
 	all   bool
 	paths map[string][][]string // first field -> paths below it; an empty path: the whole field

@@ -211,3 +211,78 @@ status: copy: parent.status
 	}
 	assert.Len(t, declared, len(contract.EngineStatusFields()), "and nothing else of the engine's")
 }
+
+// TestObservedFlowsKeepWhatTheyReach: a live value that flows anywhere but
+// a plain field read (a definition, a comprehension, a let, a function, an
+// interpolation, an embedding) is kept whole below the path the template
+// names, and the template sees it whole (issue 34).
+func TestObservedFlowsKeepWhatTheyReach(t *testing.T) {
+	cm := func(name string, data map[string]any) map[string]any {
+		return map[string]any{
+			"apiVersion": "v1", "kind": "ConfigMap",
+			"metadata": map[string]any{"name": name, "namespace": "default", "managedFields": []any{map[string]any{"manager": "kubectl"}}},
+			"data":     data,
+		}
+	}
+	live := map[string]any{
+		"claims": map[string]any{"items": []any{cm("a", map[string]any{"k": "1"}), cm("b", map[string]any{"k": "2", "f": 1.0})}},
+		"app":    cm("app", map[string]any{"greeting": "hello"}),
+	}
+	tests := []struct {
+		name, src string
+		paths     map[string][][]string
+		status    map[string]any
+	}{
+		{"into a definition", `#Identity: {in: _, out: {api: in.apiVersion, name: in.metadata.name}}
+status: claims: [for c in observed.claims.items {(#Identity & {in: c}).out}]`,
+			map[string][][]string{"claims": {{"items"}}},
+			map[string]any{"claims": []any{map[string]any{"api": "v1", "name": "a"}, map[string]any{"api": "v1", "name": "b"}}}},
+		{"a comprehension's variable", `status: data: [for s in observed.claims.items {s.data}]`,
+			map[string][][]string{"claims": {{"items"}}},
+			map[string]any{"data": []any{map[string]any{"k": "1"}, map[string]any{"k": "2", "f": 1.0}}}},
+		{"a let", "let a = observed.app\nstatus: g: a.data.greeting",
+			map[string][][]string{"app": {{}}}, map[string]any{"g": "hello"}},
+		{"a function", "import \"strings\"\nstatus: k: strings.Join([for k, _ in observed.app.data {k}], \",\")",
+			map[string][][]string{"app": {{"data"}}}, map[string]any{"k": "greeting"}},
+		{"an interpolation", `status: n: "\(observed.app.metadata.name)-x"`,
+			map[string][][]string{"app": {{"metadata", "name"}}}, map[string]any{"n": "app-x"}},
+		{"an embedding", "_m: {observed.app.metadata, extra: 1}\nstatus: ns: _m.namespace",
+			map[string][][]string{"app": {{"metadata"}}}, map[string]any{"ns": "default"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			writeTemplate(t, dir, "t.cue", "package t\n\n"+tc.src+"\nparent: {apiVersion: \"example.com/v1\", kind: \"Shop\", spec: size: *1 | int}\n")
+			tm := loadOne(t, dir)
+			assert.False(t, tm.observedReads.all)
+			assert.Equal(t, tc.paths, tm.observedReads.paths)
+			res, err := tm.Evaluate(Input{Parent: shop(), Observed: live})
+			require.NoError(t, err)
+			assert.Equal(t, tc.status, res.Status)
+			whole, err := tm.evaluate(Input{Parent: shop(), Observed: live}, everything, everything, nil)
+			require.NoError(t, err)
+			assert.Equal(t, whole, res)
+		})
+	}
+}
+
+// TestParentFlowsKeepWhatTheyReach: the parent's metadata handed to a
+// definition is seen whole, as it is.
+func TestParentFlowsKeepWhatTheyReach(t *testing.T) {
+	dir := t.TempDir()
+	writeTemplate(t, dir, "t.cue", `package t
+
+parent: {apiVersion: "example.com/v1", kind: "Shop", spec: size: *1 | int}
+#Owner: {in: _, team: *in.labels.team | "none", n: len(in.annotations)}
+status: (#Owner & {in: parent.metadata}) & {in: _}
+`)
+	tm := loadOne(t, dir)
+	assert.Equal(t, [][]string{{}}, tm.parentReads.paths["metadata"])
+	u := shop()
+	u.Object["metadata"].(map[string]any)["labels"] = map[string]any{"team": "blue"}
+	u.Object["metadata"].(map[string]any)["annotations"] = map[string]any{"a": "1", "b": "2"}
+	res, err := tm.Evaluate(Input{Parent: u})
+	require.NoError(t, err)
+	assert.Equal(t, "blue", res.Status["team"])
+	assert.Equal(t, int64(2), res.Status["n"])
+}
