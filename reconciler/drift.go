@@ -209,7 +209,9 @@ func leaf(children map[string]any) bool {
 // errPathElement is a field path element sameFields cannot read.
 type errPathElement string
 
-func (e errPathElement) Error() string { return "unknown field path element " + strconv.Quote(string(e)) }
+func (e errPathElement) Error() string {
+	return "unknown field path element " + strconv.Quote(string(e))
+}
 
 // member returns the value at one field path element of container, and
 // whether it is there.
