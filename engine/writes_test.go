@@ -34,8 +34,20 @@ func writes(t *testing.T) map[string]int {
 }
 
 // requests returns the apiserver's count of requests with one of verbs, per
-// resource[/subresource].
+// resource[/subresource]; dry runs, which write nothing, are not counted.
 func requests(t *testing.T, verbs map[string]bool) map[string]int {
+	t.Helper()
+	return countRequests(t, verbs, false)
+}
+
+// dryRuns returns the apiserver's count of dry-run requests with one of
+// verbs, per resource[/subresource].
+func dryRuns(t *testing.T, verbs map[string]bool) map[string]int {
+	t.Helper()
+	return countRequests(t, verbs, true)
+}
+
+func countRequests(t *testing.T, verbs map[string]bool, dryRun bool) map[string]int {
 	t.Helper()
 	cs, err := kubernetes.NewForConfig(cfg)
 	require.NoError(t, err)
@@ -50,7 +62,7 @@ func requests(t *testing.T, verbs map[string]bool) map[string]int {
 			continue
 		}
 		labels := parseLabels(line[len("apiserver_request_total{"):strings.LastIndex(line, "}")])
-		if !verbs[labels["verb"]] {
+		if !verbs[labels["verb"]] || (labels["dry_run"] != "") != dryRun {
 			continue
 		}
 		v, err := strconv.ParseFloat(strings.TrimSpace(line[strings.LastIndex(line, "}")+1:]), 64)

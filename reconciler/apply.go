@@ -6,6 +6,7 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
@@ -14,15 +15,18 @@ import (
 )
 
 // applyChildren server-side applies every desired child that is missing or
-// differs from what was last applied, and returns the number of writes. A
-// child whose name is held by an object this parent does not control is
-// left untouched (ChildConflict); a child the apiserver refuses is a
-// terminal problem of its own (ApplyFailed); the others go on.
+// has drifted from it as the apiserver stores it (drift.go), and returns
+// the number of writes: applies the apiserver found nothing to change in
+// are none. A child whose name is held by an object this parent does not
+// control is left untouched (ChildConflict); a child the apiserver refuses
+// is a terminal problem of its own (ApplyFailed); the others go on.
 //
 // A child the cache does not hold costs no read: it is applied create-only
 // (createChild), and only a name already taken costs the ownership check.
 func (r *Reconciler) applyChildren(ctx context.Context, parent *unstructured.Unstructured, desired []*unstructured.Unstructured, live *render.LiveChildren, st *status) (int, error) {
+	key := types.NamespacedName{Namespace: parent.GetNamespace(), Name: parent.GetName()}
 	writes := 0
+	seen := make([]types.UID, 0, len(desired))
 	for _, d := range desired {
 		if err := r.children.Watch(ctx, d.GroupVersionKind()); err != nil {
 			return writes, err
@@ -37,7 +41,9 @@ func (r *Reconciler) applyChildren(ctx context.Context, parent *unstructured.Uns
 				}
 				return writes, err
 			}
-			if created {
+			if created != nil {
+				r.applied.remember(key, created, hash)
+				seen = append(seen, created.GetUID())
 				writes++
 				r.normal(parent, "Created", "Create", "Created %s %s", d.GetKind(), d.GetName())
 				log.FromContext(ctx).V(1).Info("created child", "child", d.GetLabels()[contract.LabelChild], "object", d.GetNamespace()+"/"+d.GetName())
@@ -59,20 +65,46 @@ func (r *Reconciler) applyChildren(ctx context.Context, parent *unstructured.Uns
 			}
 			cur = owned
 		}
-		if cur.GetAnnotations()[contract.AnnotationAppliedHash] == hash && contains(cur.Object, d.Object) {
-			continue // already as desired: no write
+		seen = append(seen, cur.GetUID())
+		var obj *unstructured.Unstructured // what is applied, made once
+		if cur.GetAnnotations()[contract.AnnotationAppliedHash] == hash {
+			if r.applied.holds(key, cur, hash) || contains(cur.Object, d.Object) {
+				continue // already as desired: no write
+			}
+			// Not literally as desired: as the apiserver stores it?
+			obj = render.WithAppliedHash(d, hash)
+			same, err := r.storedAsDesired(ctx, obj, cur)
+			if err != nil {
+				err = fmt.Errorf("applying %s %s (dry run): %w", d.GetKind(), d.GetName(), err)
+				if r.applyRefused(err, st) {
+					continue
+				}
+				return writes, err
+			}
+			if same {
+				r.applied.remember(key, cur, hash)
+				continue
+			}
 		}
-		if err := r.writer.Apply(ctx, client.ApplyConfigurationFromUnstructured(render.WithAppliedHash(d, hash)), client.FieldOwner(contract.FieldManager), client.ForceOwnership); err != nil {
+		if obj == nil {
+			obj = render.WithAppliedHash(d, hash)
+		}
+		if err := r.writer.Apply(ctx, client.ApplyConfigurationFromUnstructured(obj), client.FieldOwner(contract.FieldManager), client.ForceOwnership); err != nil {
 			err = fmt.Errorf("applying %s %s: %w", d.GetKind(), d.GetName(), err)
 			if r.applyRefused(err, st) {
 				continue
 			}
 			return writes, err
 		}
+		r.applied.remember(key, obj, hash) // the reply: the child as applied
+		if obj.GetResourceVersion() != "" && obj.GetResourceVersion() == cur.GetResourceVersion() {
+			continue // the apiserver found nothing to change: no write
+		}
 		writes++
 		r.normal(parent, "Updated", "Update", "Updated %s %s", d.GetKind(), d.GetName())
 		log.FromContext(ctx).V(1).Info("applied child", "child", d.GetLabels()[contract.LabelChild], "object", d.GetNamespace()+"/"+d.GetName())
 	}
+	r.applied.keep(key, seen)
 	return writes, nil
 }
 
@@ -87,19 +119,20 @@ func (r *Reconciler) applyChildren(ctx context.Context, parent *unstructured.Uns
 const createOnlyVersion = "18446744073709551615" // max uint64
 
 // createChild applies the desired child obj, with its applied hash, only
-// if no object has its name. It returns created when it did, and otherwise
-// the conflict that says the name is taken; any other error is the apply's.
-func (r *Reconciler) createChild(ctx context.Context, obj *unstructured.Unstructured, hash string) (created bool, taken, err error) {
+// if no object has its name. It returns the object created (the apply's
+// reply) when it did, and otherwise the conflict that says the name is
+// taken; any other error is the apply's.
+func (r *Reconciler) createChild(ctx context.Context, obj *unstructured.Unstructured, hash string) (created *unstructured.Unstructured, taken, err error) {
 	create := render.WithAppliedHash(obj, hash)
 	create.SetResourceVersion(createOnlyVersion)
 	err = r.writer.Apply(ctx, client.ApplyConfigurationFromUnstructured(create), client.FieldOwner(contract.FieldManager), client.ForceOwnership)
 	switch {
 	case err == nil:
-		return true, nil, nil
+		return create, nil, nil
 	case apierrors.IsConflict(err):
-		return false, err, nil
+		return nil, err, nil
 	default:
-		return false, nil, fmt.Errorf("applying %s %s: %w", obj.GetKind(), obj.GetName(), err)
+		return nil, nil, fmt.Errorf("applying %s %s: %w", obj.GetKind(), obj.GetName(), err)
 	}
 }
 

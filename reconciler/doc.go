@@ -55,8 +55,10 @@
 //  7. evaluate.go (reevaluate): when a resource appeared or changed, the
 //     template sees it now, so a child that depends on it is applied in the
 //     same reconcile.
-//  8. apply.go: server-side apply of each child that is missing or drifted;
-//     an object this parent does not control is never touched.
+//  8. apply.go: server-side apply of each child that is missing or drifted,
+//     drift judged as the apiserver stores values (drift.go: a dry-run
+//     apply, its verdict remembered per child version); an object this
+//     parent does not control is never touched.
 //  9. prune.go: children the template no longer produces are deleted,
 //     dependents first (order.go), as resources the template dropped are
 //     in step 5.

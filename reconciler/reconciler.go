@@ -43,6 +43,9 @@ type Reconciler struct {
 	// settled holds, per parent, the fingerprint of the inputs of the
 	// last reconcile that found nothing to change (settled.go).
 	settled sync.Map
+	// applied holds, per parent, the versions of its children known to be
+	// as applied, which need no dry run to judge their drift (drift.go).
+	applied appliedVersions
 	// status writes the statuses the reconciles build (statuswriter.go).
 	status *statusWriter
 	// budget remembers the parents whose inputs went over a limit, with
@@ -242,6 +245,7 @@ func (r *Reconciler) getParent(ctx context.Context, key types.NamespacedName) (*
 	if err := r.parents.Get(ctx, key, parent); err != nil {
 		if apierrors.IsNotFound(err) {
 			r.settled.Delete(key) // gone: forget it
+			r.applied.forget(key)
 			r.status.forget(key)
 			r.budget.Forget(contract.KindString(r.gvk), key)
 			r.forgetReferences(key)
