@@ -3,6 +3,7 @@ package e2e
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -14,6 +15,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -38,10 +40,11 @@ var corpusDirs = []string{"testdata/corpus/templates", "testdata/corpus/manifest
 // TestCorpus runs every corpus template in one engine, with one parent
 // each, all at once: the parent of the template's test case "live", or
 // else of its case "instance". Each parent must become Synced at its
-// generation, and every child the template wants for it, evaluated against
-// the live children, must exist: the whole chain of a template whose
-// children wait for others (a Service for a ready Deployment, an Ingress
-// for the Service) is there in the end.
+// generation, every child the template wants for it, evaluated against
+// the live children, must exist (the whole chain of a template whose
+// children wait for others: a Service for a ready Deployment, an Ingress
+// for the Service), and the status the template computes must be the one
+// stored.
 func TestCorpus(t *testing.T) {
 	dir := t.TempDir()
 	var cases []string // the directories of the cases applied
@@ -125,8 +128,9 @@ func TestCorpus(t *testing.T) {
 }
 
 // corpusConverged says why a parent has not converged yet, "" when it has:
-// it is Synced at its generation, and every child its template wants,
-// evaluated against the live children and references, exists.
+// it is Synced at its generation, every child its template wants,
+// evaluated against the live children and references, exists, and its
+// stored status is what the template computes.
 func corpusConverged(ctx context.Context, mapper meta.RESTMapper, tm *templates.Template, gvr schema.GroupVersionResource, ns, name string) string {
 	p, err := dyn.Resource(gvr).Namespace(ns).Get(ctx, name, metav1.GetOptions{})
 	if err != nil {
@@ -206,7 +210,31 @@ func corpusConverged(ctx context.Context, mapper meta.RESTMapper, tm *templates.
 			missing = append(missing, fmt.Sprintf("child %s (%s %s/%s): %v", c.Name, c.Object.GetKind(), where, c.Object.GetName(), err))
 		}
 	}
-	return strings.Join(missing, "; ")
+	if len(missing) > 0 {
+		return strings.Join(missing, "; ")
+	}
+	// The status the template computes is the status stored, every field
+	// of it (the apiserver drops what the CRD does not declare).
+	live, _, _ := unstructured.NestedMap(p.Object, "status")
+	for k, want := range res.Status {
+		if got, ok := live[k]; !ok || !equality.Semantic.DeepEqual(normalizeJSON(want), normalizeJSON(got)) {
+			return fmt.Sprintf("status.%s: the template computes %v, the stored status has %v", k, want, got)
+		}
+	}
+	return ""
+}
+
+// normalizeJSON makes two JSON-like values comparable: numbers as float64.
+func normalizeJSON(v any) any {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return v
+	}
+	var out any
+	if err := json.Unmarshal(b, &out); err != nil {
+		return v
+	}
+	return out
 }
 
 // readObject reads the one object of a YAML file.
