@@ -69,6 +69,8 @@ func TestCorpus(t *testing.T) {
 			cases = append(cases, c)
 		}
 	}
+	vet, err := execCommand(filepath.Join(bin, "engine"), "vet", "--templates", dir).CombinedOutput()
+	require.NoError(t, err, "engine vet refuses the corpus:\n%s", vet)
 	set, err := templates.Load(dir)
 	require.NoError(t, err)
 	installCRDs(t, dir)
