@@ -45,9 +45,18 @@ generate: build ## Regenerate config/crds.yaml, config/rbac.yaml, config/templat
 verify: build ## Check that config/ and the chart are what `make generate` writes, that the code is gofmt-ed and follows the import rules of hack/imports.sh (seconds, no cluster).
 	@ENGINE=$(BIN)/engine hack/verify.sh
 
+# The corpus of templates written by others, and of Kubernetes' example
+# manifests as children (testdata/corpus/SOURCES.md); e2e's TestCorpus runs
+# them live.
+CORPUS := testdata/corpus/templates testdata/corpus/manifests
+
 .PHONY: test-templates
-test-templates: build ## Run the example templates' test cases (engine test, offline, a second).
+test-templates: build ## Run the test cases of the example templates and of the corpus of templates written by others (testdata/corpus: engine vet and engine test, offline, seconds).
 	$(BIN)/engine test --templates examples/templates
+	@status=0; for d in $(CORPUS); do \
+		echo "$(BIN)/engine vet --templates $$d"; $(BIN)/engine vet --templates $$d || status=1; \
+		echo "$(BIN)/engine test --templates $$d"; $(BIN)/engine test --templates $$d || status=1; \
+	done; exit $$status
 
 # The chart's value sets that `make test-chart` lints and renders: the
 # defaults (as config/), and every option on.
