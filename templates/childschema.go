@@ -234,7 +234,7 @@ func (cs *childSchemas) checkValue(t *Template, v cue.Value, c *childCheck) erro
 			return err
 		}
 		if err := def.Unify(child).Validate(); err != nil {
-			for _, p := range childProblems(cs.c.root, name, def, child, err) {
+			for _, p := range childProblems(cs.c.root, name, ks.crd, def, child, err) {
 				if !c.problems[p.String()] {
 					c.problems[p.String()] = true
 					c.out.Problems = append(c.out.Problems, p)

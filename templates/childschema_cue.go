@@ -212,6 +212,11 @@ func (w *cueWriter) object(b *strings.Builder, s *openAPISchema, root bool) {
 			// ObjectMeta, whatever the CRD says of it.
 			b.WriteString(w.ref(objectMetaRef))
 		case p != nil:
+			if w.crd && (p.Nullable || p.Default != nil) {
+				// A CRD takes a null field only where the schema says
+				// nullable, or has a default, which replaces it.
+				b.WriteString("null | ")
+			}
 			w.schema(b, p)
 		case name == "metadata":
 			b.WriteString("{...}")
@@ -225,6 +230,9 @@ func (w *cueWriter) object(b *strings.Builder, s *openAPISchema, root bool) {
 	}
 	if ap := s.AdditionalProperties; ap != nil && ap.Schema != nil {
 		b.WriteString("[string]: ")
+		if w.crd && ap.Schema.Nullable {
+			b.WriteString("null | ")
+		}
 		w.schema(b, ap.Schema)
 		b.WriteString(", ")
 	}

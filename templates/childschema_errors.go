@@ -25,7 +25,11 @@ var mismatchedTypes = regexp.MustCompile(` \(mismatched types [^)]*\)`)
 // an expression (parent.spec.tier), which one and where it is declared:
 //
 //	mykind.cue:23:13: children.deployment.spec.replicas: conflicting values int32 and string (parent.spec.tier, mykind.cue:12:3)
-func childProblems(root, name string, def, child cue.Value, err error) []Problem {
+//
+// crd says the kind is a CRD's, whose schema's CUE says itself where null
+// is taken (childschema_cue.go); a built-in kind takes a null field or map
+// value as the zero value (nullAccepted).
+func childProblems(root, name string, crd bool, def, child cue.Value, err error) []Problem {
 	prefix := "children." + cue.MakePath(cue.Str(name)).String()
 	errs := cueerrors.Errors(err)
 	var out []Problem
@@ -36,7 +40,7 @@ func childProblems(root, name string, def, child cue.Value, err error) []Problem
 		if len(segs) > 0 && strings.HasPrefix(segs[0], "#") {
 			segs = segs[1:] // the schema's #kind
 		}
-		if nullAccepted(child, segs) {
+		if !crd && nullAccepted(child, segs) {
 			for i+1 < len(errs) && strings.Join(errs[i+1].Path(), ".") == strings.Join(e.Path(), ".") {
 				i++ // the branches of a disjunction the null fits none of
 			}
@@ -102,14 +106,13 @@ func childProblems(root, name string, def, child cue.Value, err error) []Problem
 }
 
 // nullAccepted reports whether the apiserver accepts the child's null at
-// segs although the schema does not say null: a field of an object or a
-// value of a map may be null. A built-in kind decodes it as the field's
-// zero value, as if absent; a CRD's object has it pruned unless the schema
-// says nullable (apiextensions-apiserver's
-// PruneNonNullableNullsWithoutDefaults), or defaulted when the schema has
-// a default. An item of a list stays null, which the apiserver refuses
-// unless the items are nullable: the schema's CUE says that one
-// (childschema_cue.go).
+// segs although the schema of a built-in kind does not say null: a field
+// of an object or a value of a map may be null, which the apiserver
+// decodes as the field's zero value, as if absent. An item of a list stays
+// null and is refused. (A CRD's object is another matter: the apiserver
+// refuses a null unless the schema says nullable or has a default, which
+// its CUE says itself, childschema_cue.go; TestChildSchemasAgreeWithTheAPIServer
+// asks a real one.)
 func nullAccepted(child cue.Value, segs []string) bool {
 	if len(segs) == 0 {
 		return false

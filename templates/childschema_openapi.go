@@ -24,6 +24,7 @@ type openAPISchema struct {
 	OneOf                []*openAPISchema          `json:"oneOf,omitempty"`
 	AnyOf                []*openAPISchema          `json:"anyOf,omitempty"`
 	Nullable             bool                      `json:"nullable,omitempty"`
+	Default              json.RawMessage           `json:"default,omitempty"`
 	PreserveUnknown      bool                      `json:"x-kubernetes-preserve-unknown-fields,omitempty"`
 	EmbeddedResource     bool                      `json:"x-kubernetes-embedded-resource,omitempty"`
 	IntOrString          bool                      `json:"x-kubernetes-int-or-string,omitempty"`

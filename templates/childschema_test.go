@@ -253,9 +253,9 @@ spec: colr: "red"
 
 // nullCases are children with nulls, and whether the apiserver takes them
 // (TestChildSchemasNull; TestNullsOnTheAPIServer asks a real one): a null
-// field or map value is the zero value of a built-in kind's field, and a
-// CRD prunes it (or keeps it, nullable: true, or defaults it); a null item
-// of a list is refused unless the CRD's items are nullable. The first is
+// field or map value is the zero value of a built-in kind's field; a CRD
+// refuses a null field, map value or list item unless the schema says
+// nullable or (for a field) has a default, which replaces it. The first is
 // Kubernetes' documentation example network-policy-default-deny-ingress.yaml
 // (kubernetes/website, content/en/examples/service/networking/, CC BY 4.0)
 // with podSelector's matchLabels null.
@@ -293,10 +293,18 @@ spec: {
 	podSelector: matchLabels: null
 	policyTyps: ["Ingress"]
 }`, "t.cue:18:15: children.c.spec.policyTyps.0: field not allowed"},
-	{"CRD, null fields not nullable", `apiVersion: "tools.example.org/v1"
+	{"CRD, a null field not nullable", `apiVersion: "tools.example.org/v1"
 kind: "Knob"
 metadata: name: "k"
-spec: {selector: null, size: null, tags: null, nullableTags: null}`, ""},
+spec: selector: null`, "t.cue:16:17: children.c.spec.selector: conflicting values {[string]:string} and null"},
+	{"CRD, a null list not nullable", `apiVersion: "tools.example.org/v1"
+kind: "Knob"
+metadata: name: "k"
+spec: nullableTags: null`, "t.cue:16:21: children.c.spec.nullableTags: conflicting values [...(null|string)] and null"},
+	{"CRD, a null field with a default", `apiVersion: "tools.example.org/v1"
+kind: "Knob"
+metadata: name: "k"
+spec: size: null`, ""},
 	{"CRD, null field nullable", `apiVersion: "tools.example.org/v1"
 kind: "Knob"
 metadata: name: "k"
@@ -304,7 +312,7 @@ spec: nullableSelector: null`, ""},
 	{"CRD, a null value of a map", `apiVersion: "tools.example.org/v1"
 kind: "Knob"
 metadata: name: "k"
-spec: selector: {a: "b", c: null}`, ""},
+spec: selector: {a: "b", c: null}`, "t.cue:16:29: children.c.spec.selector.c: conflicting values string and null"},
 	{"CRD, a null item, nullable", `apiVersion: "tools.example.org/v1"
 kind: "Knob"
 metadata: name: "k"
