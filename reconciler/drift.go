@@ -155,7 +155,7 @@ func sameAsApplied(applied, live *unstructured.Unstructured) bool {
 			continue
 		}
 		var set map[string]any
-		if err := json.Unmarshal(e.FieldsV1.Raw, &set); err != nil {
+		if err := json.Unmarshal(e.FieldsV1.GetRawBytes(), &set); err != nil {
 			return false
 		}
 		return sameFields(set, live.Object, applied.Object)

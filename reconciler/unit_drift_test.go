@@ -105,7 +105,7 @@ const engineFields = `{
 func withFields(u *unstructured.Unstructured, manager string, op metav1.ManagedFieldsOperationType, fields string) *unstructured.Unstructured {
 	u.SetManagedFields(append(u.GetManagedFields(), metav1.ManagedFieldsEntry{
 		Manager: manager, Operation: op, APIVersion: "apps/v1", FieldsType: "FieldsV1",
-		FieldsV1: &metav1.FieldsV1{Raw: []byte(fields)},
+		FieldsV1: metav1.NewFieldsV1(fields),
 	}))
 	return u
 }

@@ -180,13 +180,14 @@ func (c *compiler) statusSchema(t *Template, shape *statusShape) apiextensionsv1
 			s.XPreserveUnknownFields = ptr(true)
 		}
 	}
-	out := complete(schemaOf(t.value.LookupPath(pathOutStatus)), shape, t.value)
+	scope := statusScope{ctx: c.ctx, top: t.value}
+	out := complete(schemaOf(t.value.LookupPath(pathOutStatus)), shape, scope)
 	for name, prop := range out.Properties {
 		if _, declared := s.Properties[name]; !declared {
 			s.Properties[name] = prop
 		}
 	}
-	if out.XPreserveUnknownFields != nil && (len(out.Properties) == 0 || shape.open || opaqueStruct(shape, t.value)) {
+	if out.XPreserveUnknownFields != nil && (len(out.Properties) == 0 || shape.open || opaqueStruct(shape, scope)) {
 		s.XPreserveUnknownFields = ptr(true)
 	}
 	for name, prop := range engineStatusSchema() {

@@ -170,7 +170,7 @@ func uses(e ast.Expr, names map[string]bool) bool {
 // does not show is typed from its expression, evaluated in the template's
 // scope, when that expression stands alone (it uses no name a
 // comprehension binds); otherwise it keeps whatever it holds.
-func complete(s apiextensionsv1.JSONSchemaProps, sh *statusShape, scope cue.Value) apiextensionsv1.JSONSchemaProps {
+func complete(s apiextensionsv1.JSONSchemaProps, sh *statusShape, scope statusScope) apiextensionsv1.JSONSchemaProps {
 	if s.Type == "" && !s.XIntOrString && len(s.Properties) == 0 {
 		s = shapeSchema(sh, scope)
 	}
@@ -190,7 +190,7 @@ func complete(s apiextensionsv1.JSONSchemaProps, sh *statusShape, scope cue.Valu
 
 // shapeSchema types a field the compiled value does not show from the
 // expressions it is given.
-func shapeSchema(sh *statusShape, scope cue.Value) apiextensionsv1.JSONSchemaProps {
+func shapeSchema(sh *statusShape, scope statusScope) apiextensionsv1.JSONSchemaProps {
 	keep := apiextensionsv1.JSONSchemaProps{XPreserveUnknownFields: ptr(true)}
 	if len(sh.exprs) == 0 {
 		if len(sh.fields) > 0 || sh.open {
@@ -223,7 +223,7 @@ func shapeSchema(sh *statusShape, scope cue.Value) apiextensionsv1.JSONSchemaPro
 
 // opaqueStruct reports whether the struct is given a value the syntax
 // cannot look into (a reference, a call) that may add fields.
-func opaqueStruct(sh *statusShape, scope cue.Value) bool {
+func opaqueStruct(sh *statusShape, scope statusScope) bool {
 	for _, be := range sh.exprs {
 		v, ok := evalAlone(be, scope)
 		if !ok || v.IncompleteKind()&cue.StructKind != 0 {
@@ -233,9 +233,17 @@ func opaqueStruct(sh *statusShape, scope cue.Value) bool {
 	return false
 }
 
+// statusScope is where an expression of the template's status is
+// evaluated on its own: the template's top level, in the compiler's
+// context.
+type statusScope struct {
+	ctx *cue.Context
+	top cue.Value
+}
+
 // evalAlone evaluates an expression of the template's status in the scope
 // of the template's top level, unless it uses a name bound around it.
-func evalAlone(be boundExpr, scope cue.Value) (v cue.Value, ok bool) {
+func evalAlone(be boundExpr, scope statusScope) (v cue.Value, ok bool) {
 	if uses(be.expr, be.bound) {
 		return cue.Value{}, false
 	}
@@ -244,7 +252,7 @@ func evalAlone(be boundExpr, scope cue.Value) (v cue.Value, ok bool) {
 			v, ok = cue.Value{}, false
 		}
 	}()
-	v = scope.Context().BuildExpr(be.expr, cue.Scope(scope), cue.InferBuiltins(true))
+	v = scope.ctx.BuildExpr(be.expr, cue.Scope(scope.top), cue.InferBuiltins(true))
 	if v.Err() != nil && v.IncompleteKind() == cue.BottomKind {
 		return cue.Value{}, false
 	}
