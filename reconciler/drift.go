@@ -3,6 +3,7 @@ package reconciler
 import (
 	"context"
 	"encoding/json"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -89,7 +90,7 @@ func (a *appliedVersions) keep(parent types.NamespacedName, live []types.UID) {
 	defer a.mu.Unlock()
 	m := a.byParent[parent]
 	for uid := range m {
-		if !containsUID(live, uid) {
+		if !slices.Contains(live, uid) {
 			delete(m, uid)
 		}
 	}
@@ -114,15 +115,6 @@ func (a *appliedVersions) len() int {
 		n += len(m)
 	}
 	return n
-}
-
-func containsUID(uids []types.UID, uid types.UID) bool {
-	for _, u := range uids {
-		if u == uid {
-			return true
-		}
-	}
-	return false
 }
 
 // storedAsDesired dry-runs the apply of the desired child obj (with its
