@@ -19,7 +19,7 @@ help: ## Show this help.
 
 .PHONY: build
 build: ## Build the engine and its provider plugins into bin/ (engine, engine-provider-gcs, engine-provider-postgresql; engine-gcs-emulator for engine dev).
-	$(GO) build -trimpath -ldflags "$(LDFLAGS)" -o $(BIN)/ ./cmd/engine ./cmd/engine-provider-gcs ./cmd/engine-provider-postgresql ./cmd/engine-gcs-emulator
+	@GO=$(GO) bash hack/build.sh $(BIN) "$(LDFLAGS)"
 
 .PHONY: assets
 assets: ## Build the local control plane and helm into bin/ (kube-apiserver, etcd, controller-manager, scheduler, kubectl, kwok, helm).

@@ -64,10 +64,15 @@ func TestEngineDev(t *testing.T) {
 	}
 	out, err := run("apply", "-f", filepath.Join(repo, "examples/crs/"))
 	require.NoError(t, err, out)
-	eventually(t, "the examples Ready", 90*time.Second, func(ctx context.Context) (bool, error) {
-		out, err := run("get", "mykinds,gcs,storefronts,webapps", "-o", `jsonpath={range .items[*]}{.kind}={.status.conditions[?(@.type=="Ready")].status} {end}`)
-		return strings.Count(out, "=True") == 4, err
+	// Every example together, as README and `engine dev` say: five
+	// parents, each Ready, none claiming another's child.
+	eventually(t, "every example Ready", 90*time.Second, func(ctx context.Context) (bool, error) {
+		out, err := run("get", "mykinds,gcs,storefronts,webapps,teamapps", "-o", `jsonpath={range .items[*]}{.kind}={.status.conditions[?(@.type=="Ready")].status} {end}`)
+		return strings.Count(out, "=True") == 5, err
 	})
+	out, err = run("get", "deployment", "checkout", "-o", `jsonpath={.spec.template.spec.containers[0].env[?(@.name=="TEAM")].value}`)
+	require.NoError(t, err, out)
+	assert.Equal(t, "checkout", out, "the TeamApp read examples/crs/team-settings.yaml")
 	out, err = run("get", "gcs", "example", "-o", "jsonpath={.status.bucketFullName}")
 	require.NoError(t, err)
 	assert.Regexp(t, `^example-[0-9a-f]{8}$`, out, "a bucket in the local emulator")

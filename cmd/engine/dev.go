@@ -101,7 +101,7 @@ The cluster is ready. In another shell:
     export KUBECONFIG=%s
     export PATH=%s:$PATH    # kubectl v1.37, matching the cluster
     kubectl apply -f examples/crs/
-    kubectl get mykinds,gcs,storefronts,deployments
+    kubectl get mykinds,gcs,storefronts,webapps,teamapps,deployments
 
 Templates in %s are watched: edit them and the cluster follows.
 %s

@@ -62,5 +62,5 @@ data: {team: checkout}
 
 	_, errOut, code = run(t, "render", "--templates", examples, "-f", "../../examples/crs/teamapp.yaml")
 	assert.Equal(t, 1, code)
-	assert.Contains(t, errOut, "TeamApp shop: waiting for referenced ConfigMap default/team-settings (references.settings): nothing is created until it exists")
+	assert.Contains(t, errOut, "TeamApp checkout: waiting for referenced ConfigMap default/team-settings (references.settings): nothing is created until it exists")
 }
