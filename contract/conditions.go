@@ -13,6 +13,13 @@ const (
 	ConditionReady = "Ready"
 	// ConditionSynced: the last render and apply succeeded.
 	ConditionSynced = "Synced"
+	// ConditionStalled: the parent cannot make progress until a human
+	// changes it, its template or what they name (a terminal problem: see
+	// kstatus, sigs.k8s.io/cli-utils/pkg/kstatus, which reports Failed).
+	ConditionStalled = "Stalled"
+	// ConditionReconciling: the engine is still converging the parent
+	// (kstatus reports InProgress); False once it is Ready or Stalled.
+	ConditionReconciling = "Reconciling"
 )
 
 // Condition reasons. Providers add their own (providers.Reason*), which
@@ -54,6 +61,10 @@ const (
 	// ReasonReferenceRefused: the template references an object its policy
 	// does not let it read (another namespace, a cluster-scoped kind).
 	ReasonReferenceRefused = "ReferenceRefused"
+	// ReasonProgressing: Stalled False while the parent converges.
+	ReasonProgressing = "Progressing"
+	// ReasonStalled: Reconciling False while the parent is Stalled.
+	ReasonStalled = "Stalled"
 )
 
 // Reasons of the limits (render.Limits), on the Synced condition.

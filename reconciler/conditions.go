@@ -33,12 +33,14 @@ func (c condition) as(condType string, generation int64) metav1.Condition {
 	return metav1.Condition{Type: condType, Status: c.status, Reason: c.reason, Message: c.message, ObservedGeneration: generation}
 }
 
-// setConditions returns the stored conditions with Synced and Ready set
-// (their transition times move only when their status does), sorted by
-// type, as JSON values.
-func setConditions(stored []metav1.Condition, generation int64, synced, ready condition) []any {
+// setConditions returns the stored conditions with Synced, Ready, Stalled
+// and Reconciling set (their transition times move only when their status
+// does), sorted by type, as JSON values.
+func setConditions(stored []metav1.Condition, generation int64, synced, ready, stalled, reconciling condition) []any {
 	meta.SetStatusCondition(&stored, synced.as(contract.ConditionSynced, generation))
 	meta.SetStatusCondition(&stored, ready.as(contract.ConditionReady, generation))
+	meta.SetStatusCondition(&stored, stalled.as(contract.ConditionStalled, generation))
+	meta.SetStatusCondition(&stored, reconciling.as(contract.ConditionReconciling, generation))
 	slices.SortStableFunc(stored, func(a, b metav1.Condition) int { return strings.Compare(a.Type, b.Type) })
 	out := make([]any, 0, len(stored))
 	for _, c := range stored {

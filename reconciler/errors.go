@@ -108,6 +108,21 @@ func classify(err error, resourceResync time.Duration) (errorClass, string, time
 	return transient, contract.ReasonNotSynced, 0
 }
 
+// needsHuman reports whether a problem holds the parent until a person
+// changes something (the parent, the template, the policy, what they name):
+// a terminal problem, or a provider's refusal it does not expect to go
+// away by itself (a name taken elsewhere, bad credentials, an immutable
+// field), which only a slow resync looks at again. Such a problem makes
+// the parent Stalled; everything else is still converging.
+func needsHuman(err error) bool {
+	class, _, _ := classify(err, 0)
+	if class == terminal {
+		return true
+	}
+	var pe *providers.Error
+	return errors.As(err, &pe) && !pe.Retryable
+}
+
 // outcome turns the way a reconcile ended into what controller-runtime
 // acts on: a terminal error is wrapped in reconcile.TerminalError (counted
 // in controller_runtime_terminal_reconcile_errors_total, never requeued), a

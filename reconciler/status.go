@@ -65,6 +65,8 @@ type problem struct {
 	reason, message string
 	class           errorClass
 	after           time.Duration
+	// stalls: only a person can clear it (needsHuman).
+	stalls bool
 }
 
 func newStatus() *status {
@@ -88,7 +90,7 @@ func (s *status) fail(reason string, err error) {
 			return // found again by a second evaluation in the same reconcile
 		}
 	}
-	s.problems = append(s.problems, problem{reason: reason, message: msg, class: class, after: after})
+	s.problems = append(s.problems, problem{reason: reason, message: msg, class: class, after: after, stalls: needsHuman(err)})
 	msgs := make([]string, len(s.problems))
 	for i, p := range s.problems {
 		msgs[i] = p.message
@@ -114,6 +116,30 @@ func (s *status) err(resourceResync time.Duration) error {
 		}
 	}
 	return &stepError{class: worst.class, reason: worst.reason, after: worst.after, err: errors.New(s.synced.message)}
+}
+
+// progress returns Stalled and Reconciling, the conditions that tell a
+// parent that waits for a person from one still converging (kstatus:
+// Failed on Stalled, InProgress on Reconciling, Current once Ready):
+// Stalled while a problem needs a human (the first such one's reason and
+// message), otherwise Reconciling until Synced and Ready are both True.
+func (s *status) progress() (stalled, reconciling condition) {
+	for _, p := range s.problems {
+		if p.stalls {
+			return condition{status: metav1.ConditionTrue, reason: p.reason, message: SafeMessage(p.message)},
+				condition{status: metav1.ConditionFalse, reason: contract.ReasonStalled, message: "stalled: waits for a change of the object, its template or what they name"}
+		}
+	}
+	if s.synced.ok() && s.ready.ok() {
+		return condition{status: metav1.ConditionFalse, reason: contract.ReasonReady, message: "nothing needs a human"},
+			condition{status: metav1.ConditionFalse, reason: contract.ReasonReady, message: "synced and ready"}
+	}
+	why := s.ready
+	if !s.synced.ok() {
+		why = s.synced
+	}
+	return condition{status: metav1.ConditionFalse, reason: contract.ReasonProgressing, message: "nothing needs a human"},
+		condition{status: metav1.ConditionTrue, reason: why.reason, message: why.message}
 }
 
 // setResource records a resource's entry for status.resources.<name>.
@@ -264,7 +290,8 @@ func nextStatus(parent *unstructured.Unstructured, stored map[string]any, st *st
 		next[contract.StatusTemplateRevision] = stored[contract.StatusTemplateRevision]
 	}
 	gen := parent.GetGeneration()
-	next[contract.StatusConditions] = setConditions(contract.ConditionsOf(stored), gen, st.synced, st.ready)
+	stalled, reconciling := st.progress()
+	next[contract.StatusConditions] = setConditions(contract.ConditionsOf(stored), gen, st.synced, st.ready, stalled, reconciling)
 	next[contract.StatusObservedGeneration] = gen
 	if st.pruneHeld {
 		// Not done with this generation until the pruning is: a later

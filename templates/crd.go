@@ -71,7 +71,9 @@ func (c *compiler) buildCRD(path string, t *Template, shape *statusShape) (*apie
 
 	columns := append(opts.PrinterColumns,
 		apiextensionsv1.CustomResourceColumnDefinition{Name: "Ready", Type: "string", JSONPath: `.status.conditions[?(@.type=="Ready")].status`},
+		apiextensionsv1.CustomResourceColumnDefinition{Name: "Stalled", Type: "string", JSONPath: `.status.conditions[?(@.type=="Stalled")].status`, Description: "True when only a person can unblock the object"},
 		apiextensionsv1.CustomResourceColumnDefinition{Name: "Synced", Type: "string", JSONPath: `.status.conditions[?(@.type=="Synced")].status`, Priority: 1},
+		apiextensionsv1.CustomResourceColumnDefinition{Name: "Reason", Type: "string", JSONPath: `.status.conditions[?(@.type=="Stalled")].reason`, Priority: 1},
 		apiextensionsv1.CustomResourceColumnDefinition{Name: "Revision", Type: "integer", JSONPath: `.status.templateRevision.number`, Description: "The template revision the object runs"},
 		apiextensionsv1.CustomResourceColumnDefinition{Name: "Age", Type: "date", JSONPath: ".metadata.creationTimestamp"},
 	)

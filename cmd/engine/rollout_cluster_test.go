@@ -168,10 +168,10 @@ func TestRolloutOnCluster(t *testing.T) {
 		out, errOut, code := rolloutCLI("status", "mk")
 		require.Equal(t, 0, code, errOut)
 		assert.Equal(t, `MyKind.webapp.my.domain/v1: 5 objects, revisions in namespace engine-system
-REVISION  HASH          PHASE        WAVE  OBJECTS  READY  PINNED
-1         <v1>  Complete     3/3   1        1      1
-2         <v2>  Complete     3/3   2        1      0
-3*        <v3>  Progressing  2/3   2        1      0
+REVISION  HASH          PHASE        WAVE  OBJECTS  READY  STALLED  PINNED
+1         <v1>  Complete     3/3   1        1      0        1
+2         <v2>  Complete     3/3   2        1      0        0
+3*        <v3>  Progressing  2/3   2        1      0        0
 revision 3 (*) is Progressing: wave 2 of 3
 `, hashes.Replace(out))
 

@@ -81,6 +81,8 @@ func parentStatus(number int64, hash string, ready, stale bool) map[string]any {
 func unsynced(u unstructured.Unstructured) unstructured.Unstructured {
 	synced := u.Object["status"].(map[string]any)["conditions"].([]any)[0].(map[string]any)
 	synced["status"], synced["reason"], synced["message"] = "False", "ApplyFailed", "admission webhook denied the request"
+	status := u.Object["status"].(map[string]any)
+	status["conditions"] = append(status["conditions"].([]any), map[string]any{"type": "Stalled", "status": "True", "reason": "ApplyFailed", "message": "admission webhook denied the request"})
 	return u
 }
 
@@ -224,11 +226,11 @@ func TestUnitRolloutStatusTable(t *testing.T) {
 	}{{
 		name: "paused", phase: revisions.PhaseProgressing, requests: []string{contract.AnnotationRolloutPaused},
 		want: `MyKind.webapp.my.domain/v1: 10 objects, revisions in namespace engine-system
-REVISION  HASH          PHASE         WAVE  OBJECTS  READY  PINNED
-1         aaaaaaaaaaaa  Complete      1/1   1        1      1
-2         bbbbbbbbbbbb  Complete      1/1   5        1      0
-3*        cccccccccccc  Paused        2/3   2        1      0
-7         0123456789ab  (not stored)  -     1        1      0
+REVISION  HASH          PHASE         WAVE  OBJECTS  READY  STALLED  PINNED
+1         aaaaaaaaaaaa  Complete      1/1   1        1      0        1
+2         bbbbbbbbbbbb  Complete      1/1   5        1      1        0
+3*        cccccccccccc  Paused        2/3   2        1      0        0
+7         0123456789ab  (not stored)  -     1        1      0        0
 1 object reports no revision yet (not reconciled since the engine records revisions)
 1 object is pinned to revision 9, which is not stored: the engine does not reconcile them (RevisionNotFound)
 1 object has an engine.cuengine.dev/template-revision annotation that is not a revision number
@@ -236,10 +238,10 @@ revision 3 (*) is paused at wave 2/3: ` + "`engine rollout resume mk`" + ` conti
 `,
 	}, {
 		name: "progressing", phase: revisions.PhaseProgressing,
-		want: "3*        cccccccccccc  Progressing   2/3   2        1      0\n",
+		want: "3*        cccccccccccc  Progressing   2/3   2        1      0        0\n",
 	}, {
 		name: "held", phase: revisions.PhaseHeld,
-		want: "3*        cccccccccccc  Held          -     2        1      0\n",
+		want: "3*        cccccccccccc  Held          -     2        1      0        0\n",
 	}} {
 		t.Run(tc.name, func(t *testing.T) {
 			kr := fleetFixture(t, tc.phase, tc.requests...)

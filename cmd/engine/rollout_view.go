@@ -12,6 +12,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/util/duration"
 
@@ -39,9 +40,11 @@ type fleetRevision struct {
 	// Objects run the revision; Ready of them are healthy on it by the
 	// rule the rollout's health gates use (revisions.ReadyOn: reconciled
 	// at their current generation, Synced and Ready); Pinned are pinned to
-	// it (they may run another one until the engine reconciles them).
+	// it (they may run another one until the engine reconciles them);
+	// Stalled of them wait for a person (their Stalled condition).
 	Objects int    `json:"objects"`
 	Ready   int    `json:"ready"`
+	Stalled int    `json:"stalled"`
 	Pinned  int    `json:"pinned"`
 	Target  bool   `json:"target,omitempty"`
 	Message string `json:"message,omitempty"`
@@ -124,6 +127,9 @@ func fleetOf(kr *kindRevisions, parents []unstructured.Unstructured, waves func(
 		if revisions.ReadyOn(p, hash) {
 			r.Ready++
 		}
+		if contract.ConditionIs(p, contract.ConditionStalled, metav1.ConditionTrue) {
+			r.Stalled++
+		}
 	}
 	for _, r := range rows {
 		st.Revisions = append(st.Revisions, *r)
@@ -168,13 +174,13 @@ func waveOf(rev revisions.Revision, waves func(revisions.Revision) int) (wave, o
 func printStatus(w io.Writer, st fleetStatus, cmdKind string) {
 	fmt.Fprintf(w, "%s: %d objects, revisions in namespace %s\n", st.Kind, st.Objects, st.RevisionNamespace)
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "REVISION\tHASH\tPHASE\tWAVE\tOBJECTS\tREADY\tPINNED")
+	fmt.Fprintln(tw, "REVISION\tHASH\tPHASE\tWAVE\tOBJECTS\tREADY\tSTALLED\tPINNED")
 	for _, r := range st.Revisions {
 		number := strconv.FormatInt(r.Number, 10)
 		if r.Target {
 			number += "*"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%d\t%d\n", number, r.Hash, cmp.Or(r.Phase, "(not stored)"), waveString(r), r.Objects, r.Ready, r.Pinned)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%d\t%d\t%d\n", number, r.Hash, cmp.Or(r.Phase, "(not stored)"), waveString(r), r.Objects, r.Ready, r.Stalled, r.Pinned)
 	}
 	tw.Flush()
 	if st.Unrevisioned > 0 {
