@@ -20,6 +20,9 @@ const (
 	// ConditionReconciling: the engine is still converging the parent
 	// (kstatus reports InProgress); False once it is Ready or Stalled.
 	ConditionReconciling = "Reconciling"
+	// ConditionPaused: True while the parent carries AnnotationPaused;
+	// absent otherwise.
+	ConditionPaused = "Paused"
 )
 
 // Condition reasons. Providers add their own (providers.Reason*), which
@@ -65,6 +68,11 @@ const (
 	ReasonProgressing = "Progressing"
 	// ReasonStalled: Reconciling False while the parent is Stalled.
 	ReasonStalled = "Stalled"
+	// ReasonPaused: Paused True, and Stalled True, while the parent carries
+	// AnnotationPaused; also the reason of the events.
+	ReasonPaused = "Paused"
+	// ReasonResumed: the event when the annotation goes.
+	ReasonResumed = "Resumed"
 )
 
 // Reasons of the limits (render.Limits), on the Synced condition.

@@ -32,6 +32,8 @@ func TestWireValues(t *testing.T) {
 		{contract.AnnotationDeletionPolicy, "engine.cuengine.dev/deletion-policy"},
 		{contract.AnnotationTemplateRevision, "engine.cuengine.dev/template-revision"},
 		{contract.AnnotationRolloutTo, "engine.cuengine.dev/rollout-to"},
+		{contract.AnnotationPaused, "engine.cuengine.dev/paused"},
+		{contract.AnnotationReconcileRequestedAt, "engine.cuengine.dev/reconcile-requested-at"},
 		{contract.LabelCanary, "engine.cuengine.dev/canary"},
 		{contract.LabelShard, "engine.cuengine.dev/shard"},
 		{contract.LabelDrain, "engine.cuengine.dev/drain"},
@@ -54,7 +56,7 @@ func TestWireValues(t *testing.T) {
 		assert.Equal(t, kv[1], kv[0])
 	}
 	assert.Equal(t, "engine", contract.FieldManager)
-	assert.Equal(t, []string{"conditions", "observedGeneration", "resources", "templateRevision"}, contract.EngineStatusFields())
+	assert.Equal(t, []string{"conditions", "observedGeneration", "resources", "templateRevision", "lastHandledReconcileAt"}, contract.EngineStatusFields())
 }
 
 func TestKindString(t *testing.T) {

@@ -53,6 +53,17 @@ const (
 	// reconciling the parent are different replicas: the annotation is how the
 	// shard learns, and its update event is what brings the reconcile.
 	AnnotationRolloutTo = "engine.cuengine.dev/rollout-to"
+	// AnnotationPaused, "true" on a parent, pauses it: the engine writes
+	// nothing for it (children, external resources, its status) but the
+	// Paused condition, and a deletion waits at the finalizer. Removing it
+	// reconciles the parent once.
+	AnnotationPaused = "engine.cuengine.dev/paused"
+	// AnnotationReconcileRequestedAt, any string on a parent: a new value
+	// makes the engine reconcile it at once, its external resources
+	// observed again, and record the value it handled in
+	// status.lastHandledReconcileAt (Flux's convention), so a client can
+	// wait for it.
+	AnnotationReconcileRequestedAt = "engine.cuengine.dev/reconcile-requested-at"
 	// LabelCanary, "true" on a parent, puts it in a rollout's first wave,
 	// only where the template's rollout policy lets it count
 	// (rollout: canary: objectLabel: true); by default it does not.

@@ -18,11 +18,19 @@ const (
 	// StatusTemplateRevision is the template revision the parent was last
 	// reconciled with: {number, hash} (TemplateRevisionStatus).
 	StatusTemplateRevision = "templateRevision"
+	// StatusLastHandledReconcileAt is the last value of
+	// AnnotationReconcileRequestedAt the engine reconciled the parent for.
+	StatusLastHandledReconcileAt = "lastHandledReconcileAt"
 )
 
 // EngineStatusFields returns the status fields the engine owns.
 func EngineStatusFields() []string {
-	return []string{StatusConditions, StatusObservedGeneration, StatusResources, StatusTemplateRevision}
+	return []string{StatusConditions, StatusObservedGeneration, StatusResources, StatusTemplateRevision, StatusLastHandledReconcileAt}
+}
+
+// Paused reports whether a parent carries AnnotationPaused "true".
+func Paused(obj *unstructured.Unstructured) bool {
+	return obj.GetAnnotations()[AnnotationPaused] == "true"
 }
 
 // TemplateRevisionStatus is the value of StatusTemplateRevision for a

@@ -1,14 +1,12 @@
 package reconciler
 
 import (
-	"slices"
 	"strings"
 	"unicode"
 	"unicode/utf8"
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 
 	"github.com/cuengine/engine/contract"
 )
@@ -35,19 +33,14 @@ func (c condition) as(condType string, generation int64) metav1.Condition {
 
 // setConditions returns the stored conditions with Synced, Ready, Stalled
 // and Reconciling set (their transition times move only when their status
-// does), sorted by type, as JSON values.
+// does) and Paused gone, sorted by type, as JSON values.
 func setConditions(stored []metav1.Condition, generation int64, synced, ready, stalled, reconciling condition) []any {
 	meta.SetStatusCondition(&stored, synced.as(contract.ConditionSynced, generation))
 	meta.SetStatusCondition(&stored, ready.as(contract.ConditionReady, generation))
 	meta.SetStatusCondition(&stored, stalled.as(contract.ConditionStalled, generation))
 	meta.SetStatusCondition(&stored, reconciling.as(contract.ConditionReconciling, generation))
-	slices.SortStableFunc(stored, func(a, b metav1.Condition) int { return strings.Compare(a.Type, b.Type) })
-	out := make([]any, 0, len(stored))
-	for _, c := range stored {
-		m, _ := runtime.DefaultUnstructuredConverter.ToUnstructured(&c)
-		out = append(out, m)
-	}
-	return out
+	meta.RemoveStatusCondition(&stored, contract.ConditionPaused)
+	return conditionValues(stored)
 }
 
 // SafeMessage makes a message safe to show: printable (control characters and

@@ -166,6 +166,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 	st := newStatus()
 	defer func() { result, err = r.finish(ctx, parent, st, result, err) }()
 
+	if contract.Paused(parent) {
+		return r.paused(parent, st) // paused.go
+	}
 	if parent.GetDeletionTimestamp() != nil {
 		r.forgetReferences(req.NamespacedName)       // deletion never waits for them
 		return r.reconcileDelete(ctx, t, parent, st) // deletion.go

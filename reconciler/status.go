@@ -58,6 +58,9 @@ type status struct {
 	pruneHeld bool
 	// kept says which children prune kept (prune.go), for Ready.
 	kept []string
+	// paused is the Paused condition's message while the parent carries
+	// contract.AnnotationPaused (paused.go); "" otherwise.
+	paused string
 }
 
 // problem is one thing that keeps the parent from being synced.
@@ -209,6 +212,7 @@ func (r *Reconciler) writeStatus(ctx context.Context, parent *unstructured.Unstr
 	j.st, j.onWritten = st, st.onWritten
 	j.next = nextStatus(parent, j.stored, st)
 	warnProblems(r.recorder, parent, j.stored, st)
+	r.pauseEvents(parent, j.stored, st)
 	r.status.put(client.ObjectKeyFromObject(parent), j, equality.Semantic.DeepEqual(j.stored, j.next))
 	return nil
 }
@@ -264,6 +268,9 @@ func tooLarge(err error) bool {
 // stored ones when the template failed), the engine's conditions and
 // observed generation, and status.resources as it stands.
 func nextStatus(parent *unstructured.Unstructured, stored map[string]any, st *status) map[string]any {
+	if st.paused != "" {
+		return pausedStatus(parent, stored, st.paused)
+	}
 	next := map[string]any{}
 	st.template.merge(next, stored)
 	resources, _ := stored[contract.StatusResources].(map[string]any)
@@ -288,6 +295,11 @@ func nextStatus(parent *unstructured.Unstructured, stored map[string]any, st *st
 		next[contract.StatusTemplateRevision] = contract.TemplateRevisionStatus(st.revision.Number, st.revision.Hash)
 	} else if stored[contract.StatusTemplateRevision] != nil {
 		next[contract.StatusTemplateRevision] = stored[contract.StatusTemplateRevision]
+	}
+	if token := parent.GetAnnotations()[contract.AnnotationReconcileRequestedAt]; token != "" {
+		next[contract.StatusLastHandledReconcileAt] = token
+	} else if stored[contract.StatusLastHandledReconcileAt] != nil {
+		next[contract.StatusLastHandledReconcileAt] = stored[contract.StatusLastHandledReconcileAt]
 	}
 	gen := parent.GetGeneration()
 	stalled, reconciling := st.progress()

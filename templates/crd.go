@@ -204,7 +204,7 @@ func engineStatusSchema() map[string]apiextensionsv1.JSONSchemaProps {
 		contract.StatusObservedGeneration: {Type: "integer", Format: "int64", Description: "The parent generation the engine last reconciled."},
 		contract.StatusConditions: {
 			Type:         "array",
-			Description:  "Ready and Synced, set by the engine.",
+			Description:  "Ready, Synced, Stalled, Reconciling and Paused, set by the engine.",
 			XListType:    ptr("map"),
 			XListMapKeys: []string{"type"},
 			Items: &apiextensionsv1.JSONSchemaPropsOrArray{Schema: &apiextensionsv1.JSONSchemaProps{
@@ -220,6 +220,7 @@ func engineStatusSchema() map[string]apiextensionsv1.JSONSchemaProps {
 				},
 			}},
 		},
+		contract.StatusLastHandledReconcileAt: {Type: "string", Description: "The last engine.cuengine.dev/reconcile-requested-at value the engine reconciled the object for."},
 		contract.StatusTemplateRevision: {
 			Type:        "object",
 			Description: "The template revision the engine last reconciled the object with (engine rollout history lists them).",
