@@ -54,6 +54,10 @@ const (
 	// ReasonReferenceRefused: the template references an object its policy
 	// does not let it read (another namespace, a cluster-scoped kind).
 	ReasonReferenceRefused = "ReferenceRefused"
+	// ReasonConnectionSecretDrifted: Synced while a connection Secret was
+	// found changed by someone else (a key changed or removed, another
+	// type) and is being put right.
+	ReasonConnectionSecretDrifted = "ConnectionSecretDrifted"
 )
 
 // Reasons of the limits (render.Limits), on the Synced condition.
