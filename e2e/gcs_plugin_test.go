@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -161,6 +162,14 @@ spec: {projectID: my-project, bucketName: %s}
 	for _, name := range []string{"before", "during-0", "during-1", "during-2"} {
 		uid, physical := gcsReady(t, ns, name)
 		assert.Equal(t, []string{physical}, bucketsOf(t, emu, uid), "one bucket for %s", name)
+	}
+	// The parents that waited for it were told, by a Warning event.
+	events := kubectl(t, "-n", ns, "get", "events", "--field-selector", "reason=ProviderUnavailable,type=Warning",
+		"-o", `jsonpath={range .items[*]}{.involvedObject.name}: {.message}{"\n"}{end}`)
+	for i := range 3 {
+		assert.True(t, slices.ContainsFunc(strings.Split(events, "\n"), func(line string) bool {
+			return strings.HasPrefix(line, fmt.Sprintf("during-%d: ", i)) && strings.Contains(line, "provider gcs: plugin unavailable: ")
+		}), "a ProviderUnavailable event on during-%d; events:\n%s", i, events)
 	}
 	log := eng.log.String()
 	assert.Contains(t, log, `"msg":"provider plugin does not answer"`)
