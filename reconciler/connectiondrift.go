@@ -112,6 +112,30 @@ func connectionSecretDrift(parent, secret *unstructured.Unstructured) secretDrif
 	return d
 }
 
+// confirmDrift compares the live connection Secret with the sums the
+// engine recorded on it. Drift seen in the cache is confirmed on the
+// apiserver, which returns the Secret to use: a cache that has not shown
+// the engine's last write yet must not make it reset the credentials a
+// second time.
+func (r *Reconciler) confirmDrift(ctx context.Context, parent, secret *unstructured.Unstructured) (*unstructured.Unstructured, secretDrift, error) {
+	drift := connectionSecretDrift(parent, secret)
+	if drift.none() {
+		return secret, drift, nil
+	}
+	cur := &unstructured.Unstructured{}
+	cur.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("Secret"))
+	err := r.live.Get(ctx, client.ObjectKeyFromObject(secret), cur)
+	switch {
+	case apierrors.IsNotFound(err):
+		return secret, drift, nil // gone meanwhile: the next reconcile finds it lost
+	case err != nil:
+		return nil, drift, fmt.Errorf("reading connection Secret %s: %w", secret.GetName(), err)
+	case cur.GetUID() != secret.GetUID():
+		return secret, drift, nil
+	}
+	return cur, connectionSecretDrift(parent, cur), nil
+}
+
 // dropConnectionSecret deletes the parent's connection Secret whose type
 // someone else changed: a Secret's type cannot be changed back, so it is
 // written anew, with new credentials.

@@ -75,7 +75,10 @@ func (r *Reconciler) reconcileResources(ctx context.Context, parent *unstructure
 			if secret, lost, err = r.liveConnectionSecret(ctx, parent, res, live); err != nil {
 				return nil, err
 			}
-			if drift = connectionSecretDrift(parent, secret); drift.typ != "" {
+			if secret, drift, err = r.confirmDrift(ctx, parent, secret); err != nil {
+				return nil, err
+			}
+			if drift.typ != "" {
 				if err := r.dropConnectionSecret(ctx, secret); err != nil {
 					return nil, err
 				}
