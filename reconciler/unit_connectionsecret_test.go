@@ -194,6 +194,18 @@ func TestUnitConnectionSecretDrift(t *testing.T) {
 	assert.Equal(t, "tok-4", secretData(t, e.get(secretGVK, unitNamespace, "vault-conn"))["token"])
 	clean()
 
+	// Another type (the Secret recreated by someone else): it cannot be
+	// changed back, so the engine writes it anew, with new credentials.
+	sec = e.get(secretGVK, unitNamespace, "vault-conn")
+	sec.Object["type"] = "kubernetes.io/basic-auth"
+	e.update(sec)
+	drifted("type (kubernetes.io/basic-auth, not Opaque)", "new credentials were set")
+	assert.Equal(t, []string{"apply db-0 reset"}, e.provider.takeCalls())
+	sec = e.get(secretGVK, unitNamespace, "vault-conn")
+	assert.Equal(t, "Opaque", sec.Object["type"])
+	assert.Equal(t, map[string]string{"endpoint": "fake://db-0", "token": "tok-5"}, secretData(t, sec))
+	clean()
+
 	cur := e.reread(vault)
 	b, _ := json.Marshal(cur.Object)
 	assert.NotContains(t, string(b), "tok-")
