@@ -73,6 +73,10 @@ const (
 	ReasonPaused = "Paused"
 	// ReasonResumed: the event when the annotation goes.
 	ReasonResumed = "Resumed"
+	// ReasonConnectionSecretDrifted: Synced while a connection Secret was
+	// found changed by someone else (a key changed or removed, another
+	// type) and is being put right.
+	ReasonConnectionSecretDrifted = "ConnectionSecretDrifted"
 )
 
 // Reasons of the limits (render.Limits), on the Synced condition.

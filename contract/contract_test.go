@@ -26,6 +26,7 @@ func TestWireValues(t *testing.T) {
 		{contract.AnnotationAppliedHash, "engine.cuengine.dev/applied-hash"},
 		{contract.AnnotationDependsOn, "engine.cuengine.dev/depends-on"},
 		{contract.AnnotationConnectionSecretOf, "engine.cuengine.dev/connection-secret-of"},
+		{contract.AnnotationConnectionSecretSums, "engine.cuengine.dev/connection-secret-sums"},
 		{contract.Finalizer, "engine.cuengine.dev/finalizer"},
 		{contract.AnnotationResourcePrefix, "resources.engine.cuengine.dev/"},
 		{contract.AnnotationInventory, "engine.cuengine.dev/inventory"},

@@ -21,6 +21,12 @@ const (
 	// local name. Such a Secret is never part of what the template sees as
 	// observed: it holds the resource's sensitive outputs.
 	AnnotationConnectionSecretOf = "engine.cuengine.dev/connection-secret-of"
+	// AnnotationConnectionSecretSums holds, on a connection Secret, a
+	// keyed hash of each value the engine wrote (JSON, key to hex
+	// HMAC-SHA256 keyed by the parent's UID), never a value: a key changed
+	// or removed by someone else is found, and a credential the engine
+	// cannot restore (it keeps none) is reset with the provider.
+	AnnotationConnectionSecretSums = "engine.cuengine.dev/connection-secret-sums"
 )
 
 // FieldManager is the server-side apply field manager of every write.

@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -116,6 +117,69 @@ spec: {projectID: my-project, bucketName: %s}
 	assert.Equal(t, 1, strings.Count(log, `"msg":"provider plugin needed; starting it"`), "started on demand, once")
 	assert.Contains(t, log, `"msg":"provider plugin down; restarting"`)
 	assert.Contains(t, log, `"provider":"gcs"`)
+}
+
+// TestGcsPluginHang stops the gcs plugin (SIGSTOP: a hang, the process
+// still there) under a running engine while parents are created: the
+// plugin is down on /readyz within seconds, killed and restarted, and
+// every parent then has exactly one bucket.
+func TestGcsPluginHang(t *testing.T) {
+	emu := startEmulator(t)
+	dir := templatesDir(t, "examples/templates/gcs.cue")
+	installCRDs(t, dir)
+	t.Setenv("STORAGE_EMULATOR_HOST", emu.Host())
+	eng := startEngine(t, dir, "--provider-dir", filepath.Join(bin), "--resource-resync", "2s",
+		"--provider-ping-interval", "1s", "--provider-ping-timeout", "1s")
+	ns := namespace(t)
+	apply := func(name string) {
+		kubectlApply(t, ns, fmt.Sprintf(`
+apiVersion: storage.matsumo.dev/v1
+kind: Gcs
+metadata: {name: %s}
+spec: {projectID: my-project, bucketName: %s}
+`, name, name))
+	}
+	apply("before")
+	gcsReady(t, ns, "before")
+	hung := childOf(t, eng.cmd.Process.Pid, "engine-provider")
+	require.NoError(t, syscall.Kill(hung, syscall.SIGSTOP))
+	t.Cleanup(func() { _ = syscall.Kill(hung, syscall.SIGKILL) })
+	for i := range 3 {
+		apply(fmt.Sprintf("during-%d", i))
+	}
+
+	eventually(t, "/readyz says the gcs plugin does not answer", 15*time.Second, func(context.Context) (bool, error) {
+		code, body := readyz(eng.probe)
+		return code == 500 && strings.Contains(body, "provider gcs: plugin "+filepath.Join(bin, "engine-provider-gcs")+" down (restarts: 0): no answer to a ping within 1s ("), nil
+	})
+	eventually(t, "the gcs plugin restarted", 30*time.Second, func(context.Context) (bool, error) {
+		code, body := readyz(eng.probe)
+		return code == 200 && strings.Contains(body, "provider gcs: up (pid ") && strings.Contains(body, ", restarts: 1)"), nil
+	})
+	assert.Error(t, syscall.Kill(hung, 0), "the hung plugin is killed")
+	assert.NotEqual(t, hung, childNow(eng.cmd.Process.Pid, "engine-provider"))
+
+	for _, name := range []string{"before", "during-0", "during-1", "during-2"} {
+		uid, physical := gcsReady(t, ns, name)
+		assert.Equal(t, []string{physical}, bucketsOf(t, emu, uid), "one bucket for %s", name)
+	}
+	// The parents that waited for it were told, by a Warning event.
+	events := kubectl(t, "-n", ns, "get", "events", "--field-selector", "reason=ProviderUnavailable,type=Warning",
+		"-o", `jsonpath={range .items[*]}{.involvedObject.name}: {.message}{"\n"}{end}`)
+	for i := range 3 {
+		assert.True(t, slices.ContainsFunc(strings.Split(events, "\n"), func(line string) bool {
+			return strings.HasPrefix(line, fmt.Sprintf("during-%d: ", i)) && strings.Contains(line, "provider gcs: plugin unavailable: ")
+		}), "a ProviderUnavailable event on during-%d; events:\n%s", i, events)
+	}
+	log := eng.log.String()
+	assert.Contains(t, log, `"msg":"provider plugin does not answer"`)
+	assert.Contains(t, log, `"error":"killed: no answer to a ping within 1s (3 in a row)"`)
+	for _, name := range []string{"before", "during-0", "during-1", "during-2"} {
+		kubectl(t, "-n", ns, "delete", "gcs", name, "--wait=true", "--timeout=60s")
+	}
+	all, err := emu.Buckets(context.Background())
+	require.NoError(t, err)
+	assert.Empty(t, all, "no bucket left")
 }
 
 // childOf is the pid of the child process of parent whose command starts

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -19,9 +20,11 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/dynamic"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
@@ -295,4 +298,113 @@ func TestPostgresDatabase(t *testing.T) {
 	assert.Equal(t, 1, countRows(t, conn, "SELECT count(*) FROM pg_roles WHERE rolname = $1", string(keptData["username"])), "and the role")
 	_, _, err = loginAs(ctx, keptData)
 	assert.NoError(t, err, "an orphaned database still serves its credentials")
+}
+
+// watchConditions records, from now on, every value the parent's
+// condition condType takes, as "Status Reason", in the order the
+// apiserver stored them.
+func watchConditions(t *testing.T, obj *unstructured.Unstructured, condType string) func() []string {
+	t.Helper()
+	dyn, err := dynamic.NewForConfig(cfg)
+	require.NoError(t, err)
+	gvr := schema.GroupVersionResource{Group: obj.GroupVersionKind().Group, Version: obj.GroupVersionKind().Version, Resource: strings.ToLower(obj.GetKind()) + "s"}
+	w, err := dyn.Resource(gvr).Namespace(obj.GetNamespace()).Watch(t.Context(), metav1.ListOptions{FieldSelector: "metadata.name=" + obj.GetName()})
+	require.NoError(t, err)
+	var mu sync.Mutex
+	var seen []string
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for ev := range w.ResultChan() {
+			u, ok := ev.Object.(*unstructured.Unstructured)
+			if !ok {
+				continue
+			}
+			st, _, _ := unstructured.NestedMap(u.Object, "status")
+			if c := meta.FindStatusCondition(contract.ConditionsOf(st), condType); c != nil {
+				mu.Lock()
+				if v := string(c.Status) + " " + c.Reason; len(seen) == 0 || seen[len(seen)-1] != v {
+					seen = append(seen, v)
+				}
+				mu.Unlock()
+			}
+		}
+	}()
+	t.Cleanup(func() { w.Stop(); <-done })
+	return func() []string {
+		mu.Lock()
+		defer mu.Unlock()
+		return slices.Clone(seen)
+	}
+}
+
+// editSecret changes the connection Secret as kubectl edit would.
+func editSecret(t *testing.T, ns, name string, edit func(data map[string][]byte)) {
+	t.Helper()
+	sec := &corev1.Secret{}
+	require.NoError(t, k8s.Get(t.Context(), client.ObjectKey{Namespace: ns, Name: name}, sec))
+	edit(sec.Data)
+	require.NoError(t, k8s.Update(t.Context(), sec))
+}
+
+// TestPostgresConnectionSecretDrift: a connection Secret whose password is
+// edited by hand, then removed, is put right with new credentials that log
+// in on the real server; meanwhile the parent is not Ready (Synced and
+// Ready False, ConnectionSecretDrifted); a key someone added stays; no
+// password shows in status, events or logs.
+func TestPostgresConnectionSecretDrift(t *testing.T) {
+	logs, _ := startPostgresEngine(t)
+	ctx := t.Context()
+	ns := namespace(t)
+	app := parent(rawDBGVK, ns, "drift", map[string]any{"database": "drift"})
+	require.NoError(t, k8s.Create(ctx, app))
+	first := connectionSecret(t, ns, "drift-db", "")
+	eventually(t, "drift Ready", func(ctx context.Context) (bool, error) {
+		c, err := condition(ctx, app, contract.ConditionReady)
+		return c != nil && c.Status == metav1.ConditionTrue, err
+	})
+	passwords := []string{string(first["password"])}
+
+	for _, step := range []struct {
+		what string
+		edit func(map[string][]byte)
+	}{
+		{"the password edited", func(d map[string][]byte) { d["password"] = []byte("edited-by-hand"); d["note"] = []byte("mine") }},
+		{"the password removed", func(d map[string][]byte) { delete(d, "password") }},
+	} {
+		t.Run(step.what, func(t *testing.T) {
+			synced := watchConditions(t, app, contract.ConditionSynced)
+			ready := watchConditions(t, app, contract.ConditionReady)
+			before := passwords[len(passwords)-1]
+			editSecret(t, ns, "drift-db", step.edit)
+			repaired := connectionSecret(t, ns, "drift-db", "edited-by-hand")
+			require.NotEqual(t, before, string(repaired["password"]))
+			passwords = append(passwords, string(repaired["password"]))
+			user, owner, err := loginAs(ctx, repaired)
+			require.NoError(t, err, "the repaired Secret logs in")
+			assert.Equal(t, string(repaired["username"]), user)
+			assert.Equal(t, user, owner)
+			assert.Equal(t, "mine", string(repaired["note"]), "a key someone else added stays")
+			_, _, err = loginAs(ctx, first)
+			require.Error(t, err, "the old password no longer logs in")
+			eventually(t, "Synced=False ConnectionSecretDrifted, then Ready again", func(context.Context) (bool, error) {
+				s, r := synced(), ready()
+				return slices.Contains(s, "False ConnectionSecretDrifted") && slices.Contains(r, "False NotSynced") && len(r) > 0 && r[len(r)-1] == "True Ready", nil
+			})
+			c, err := condition(ctx, app, contract.ConditionSynced)
+			require.NoError(t, err)
+			assert.Equal(t, metav1.ConditionTrue, c.Status)
+		})
+	}
+	var evs eventsv1.EventList
+	require.NoError(t, k8s.List(ctx, &evs, client.InNamespace(ns)))
+	var drifted []string
+	for _, ev := range evs.Items {
+		if ev.Reason == contract.ReasonConnectionSecretDrifted && ev.Regarding.Name == "drift" {
+			drifted = append(drifted, ev.Note)
+		}
+	}
+	assert.Contains(t, drifted, "resource db: connection Secret drift-db: key password changed by someone else; new credentials were set")
+	noPasswordAnywhere(t, ns, logs, []*unstructured.Unstructured{app}, append(passwords, "edited-by-hand")...)
+	require.NoError(t, k8s.Delete(ctx, app))
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/base64"
 	"fmt"
-	"maps"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -51,22 +50,43 @@ func (r *Reconciler) liveConnectionSecret(ctx context.Context, parent *unstructu
 }
 
 // planConnectionSecret adds the resource's connection Secret to the plan:
-// the data of the live one (base) with the provider's sensitive outputs
-// over it, so a value the provider gives only once (a password, when it is
-// set) is kept. Nothing is planned when there is neither; a Secret the
-// plan leaves out is pruned.
+// the engine's keys of the live one (base) with the provider's sensitive
+// outputs over them, so a value the provider gives only once (a password,
+// when it is set) is kept. Keys someone else added are not the engine's
+// and are left alone. The Secret carries a keyed hash of each value the
+// engine wrote (secretSums); a value kept from base keeps its recorded
+// hash, so a drift not put right is found again. Nothing is planned when
+// there is neither; a Secret the plan leaves out is pruned.
 func (r *Reconciler) planConnectionSecret(parent *unstructured.Unstructured, res templates.Resource, base *unstructured.Unstructured, sensitive map[string][]byte, plan *resourcePlan, st *status) {
 	if base == nil && len(sensitive) == 0 {
 		return
 	}
-	data := map[string]any{}
+	data, sums := map[string]any{}, secretSums{}
 	if base != nil {
-		if m, ok := base.Object["data"].(map[string]any); ok {
-			maps.Copy(data, m)
+		recorded, ok := recordedSums(base)
+		m, _ := base.Object["data"].(map[string]any)
+		for k, v := range m {
+			switch sum, ours := recorded[k]; {
+			case !ok: // written before the engine kept sums: every key is taken as its own
+				b, _ := v.(string)
+				dec, _ := base64.StdEncoding.DecodeString(b)
+				sums[k] = valueSum(parent.GetUID(), k, dec)
+			case ours:
+				sums[k] = sum
+			default:
+				continue // someone else's
+			}
+			data[k] = v
+		}
+		for k, sum := range recorded {
+			if _, ok := sums[k]; !ok {
+				sums[k] = sum // removed by someone else: still the engine's to put back
+			}
 		}
 	}
 	for k, v := range sensitive {
 		data[k] = base64.StdEncoding.EncodeToString(v)
+		sums[k] = valueSum(parent.GetUID(), k, v)
 	}
 	if parent.GetNamespace() == "" {
 		st.fail(contract.ReasonChildRefused, terminalError(contract.ReasonChildRefused,
@@ -74,6 +94,9 @@ func (r *Reconciler) planConnectionSecret(parent *unstructured.Unstructured, res
 		return
 	}
 	obj := connectionSecretObject(res, data)
+	ann := obj.GetAnnotations()
+	ann[contract.AnnotationConnectionSecretSums] = sums.String()
+	obj.SetAnnotations(ann)
 	d, err := render.Desired(parent, templates.Policy{}, r.scoper, templates.Child{Name: connectionSecretLocal(res.Name), Object: obj})
 	if err != nil {
 		st.fail(contract.ReasonChildRefused, terminalError(contract.ReasonChildRefused, fmt.Errorf("resource %s: connection Secret: %w", res.Name, err)))

@@ -70,9 +70,19 @@ func (r *Reconciler) reconcileResources(ctx context.Context, parent *unstructure
 	for _, res := range eval.result.Resources {
 		var secret *unstructured.Unstructured // the live connection Secret, kept whatever happens below
 		lost := false
+		var drift secretDrift // what someone else changed in it (connectiondrift.go)
 		if res.ConnectionSecret != "" {
 			if secret, lost, err = r.liveConnectionSecret(ctx, parent, res, live); err != nil {
 				return nil, err
+			}
+			if secret, drift, err = r.confirmDrift(ctx, parent, secret); err != nil {
+				return nil, err
+			}
+			if drift.typ != "" {
+				if err := r.dropConnectionSecret(ctx, secret); err != nil {
+					return nil, err
+				}
+				secret, lost = nil, true
 			}
 		}
 		p, ok := r.provider(res.Provider)
@@ -99,11 +109,18 @@ func (r *Reconciler) reconcileResources(ctx context.Context, parent *unstructure
 		if err == nil {
 			st.setResource(res.Name, newResourceStatus(rec, &obs))
 			if res.ConnectionSecret != "" {
-				r.planConnectionSecret(parent, res, secret, obs.Sensitive, plan, st)
+				sensitive := obs.Sensitive
+				if !drift.none() {
+					sensitive = r.putRight(ctx, p, req, res, drift, sensitive, st)
+				}
+				r.planConnectionSecret(parent, res, secret, sensitive, plan, st)
 			}
 			continue
 		}
 		r.planConnectionSecret(parent, res, secret, nil, plan, st)
+		if !drift.none() {
+			st.fail(contract.ReasonConnectionSecretDrifted, fmt.Errorf("resource %s: connection Secret %s: %s changed by someone else; not put right while the provider fails", res.Name, res.ConnectionSecret, drift))
+		}
 		if renamed, ok := r.rename(parent, p, req, rec, stored[res.Name], err); ok {
 			plan.set(renamed)
 			continue

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"time"
 
 	"github.com/go-logr/logr"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
@@ -20,7 +21,7 @@ func init() { metrics.Registry.MustRegister(plugin.Collectors()...) }
 // starts when a call first needs it (a template that names no bucket
 // costs no gcs plugin), and is supervised from then on. A provider a
 // template names that is not there is UnknownProvider on its parents.
-func newProviders(logger logr.Logger, dir string) (*providers.Registry, []*plugin.Plugin, error) {
+func newProviders(logger logr.Logger, dir string, ping pluginPing) (*providers.Registry, []*plugin.Plugin, error) {
 	if dir == "" {
 		var err error
 		if dir, err = engineDir(); err != nil {
@@ -34,13 +35,20 @@ func newProviders(logger logr.Logger, dir string) (*providers.Registry, []*plugi
 	reg := providers.NewRegistry()
 	plugins := make([]*plugin.Plugin, 0, len(found))
 	for _, f := range found {
-		p := plugin.New(plugin.Options{Name: f.Name, Path: f.Path, Logger: logger.WithName("provider"), OnDemand: true})
+		p := plugin.New(plugin.Options{
+			Name: f.Name, Path: f.Path, Logger: logger.WithName("provider"), OnDemand: true,
+			PingInterval: ping.interval, PingTimeout: ping.timeout,
+		})
 		reg.Register(f.Name, p)
 		plugins = append(plugins, p)
 	}
 	logger.Info("provider plugins", "dir", dir, "providers", reg.Names())
 	return reg, plugins, nil
 }
+
+// pluginPing is how the plugins are pinged (plugin.Options); zero takes
+// the package's defaults.
+type pluginPing struct{ interval, timeout time.Duration }
 
 // engineDir is the directory of the running engine binary, links
 // resolved: where make build, the image and the chart put the plugins.

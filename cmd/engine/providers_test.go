@@ -29,7 +29,7 @@ func TestNewProviders(t *testing.T) {
 	for _, name := range []string{"engine-provider-gcs", "engine-provider-sql", "engine"} {
 		require.NoError(t, os.WriteFile(filepath.Join(dir, name), []byte("#!/bin/sh\n"), 0o755))
 	}
-	reg, plugins, err := newProviders(logr.Discard(), dir)
+	reg, plugins, err := newProviders(logr.Discard(), dir, pluginPing{})
 	require.NoError(t, err)
 	assert.Equal(t, []string{"gcs", "sql"}, reg.Names())
 	require.Len(t, plugins, 2)
@@ -95,6 +95,6 @@ func TestNewProviders(t *testing.T) {
 	assert.True(t, strings.HasSuffix(body, "\nprovider sql: idle (not needed yet)\n"), body)
 	assert.True(t, plugins[1].Status().Idle)
 
-	_, _, err = newProviders(logr.Discard(), filepath.Join(dir, "missing"))
+	_, _, err = newProviders(logr.Discard(), filepath.Join(dir, "missing"), pluginPing{})
 	assert.EqualError(t, err, "--provider-dir: provider directory: open "+filepath.Join(dir, "missing")+": no such file or directory")
 }

@@ -60,6 +60,7 @@ type runOptions struct {
 	sharding                bool
 	shardID                 string
 	providerDir             string
+	providerPing            pluginPing
 }
 
 func (o *runOptions) addFlags(cmd *cobra.Command) {
@@ -89,6 +90,8 @@ func (o *runOptions) addFlags(cmd *cobra.Command) {
 	f.BoolVar(&o.sharding, "sharding", false, "share the parents among the replicas: each reconciles and caches only the parents labelled with its shard; the elected leader assigns them (implies --leader-elect; docs/operations.md, Sharding)")
 	f.StringVar(&o.shardID, "shard-id", "", "this replica's shard under --sharding (default: $POD_NAME, else the hostname with a random suffix)")
 	f.StringVar(&o.providerDir, "provider-dir", "", "directory of the provider plugins, the executables engine-provider-<name> started and supervised by the engine (default: the engine binary's directory)")
+	f.DurationVar(&o.providerPing.interval, "provider-ping-interval", 5*time.Second, "how often each running provider plugin is pinged; one that misses a ping is down on /readyz until it answers, one that misses three in a row is killed and restarted")
+	f.DurationVar(&o.providerPing.timeout, "provider-ping-timeout", 2*time.Second, "how long a provider plugin has to answer a ping")
 	f.StringVar(&o.logFormat, "log-format", "", `log format: "console" (one line per event, key=value, coloured on a terminal) or "json" (default: console under engine dev or when stderr is a terminal, json otherwise)`)
 	zfs := goflag.NewFlagSet("zap", goflag.ContinueOnError)
 	o.zap.Development = false
@@ -194,7 +197,7 @@ func (o *runOptions) run(cmd *cobra.Command, cfg *rest.Config) error {
 	if err != nil {
 		return fmt.Errorf("creating manager: %w", err)
 	}
-	registry, plugins, err := newProviders(logger, o.providerDir)
+	registry, plugins, err := newProviders(logger, o.providerDir, o.providerPing)
 	if err != nil {
 		return err
 	}

@@ -36,6 +36,13 @@ type Options struct {
 	// ExternalNameTimeout bounds ExternalName, whose contract has no
 	// context (default 30s).
 	ExternalNameTimeout time.Duration
+	// PingInterval is how often a running plugin is asked a Handshake,
+	// and PingTimeout how long it has to answer (defaults 5s, 2s). A
+	// plugin that misses a ping is down until it answers one; one that
+	// misses PingMisses in a row (default 3) is hung: it is killed
+	// (SIGKILL to its process group) and restarted.
+	PingInterval, PingTimeout time.Duration
+	PingMisses                int
 	// OnDemand makes Run wait, before the first start, until a call wants
 	// the plugin: until then it is idle (no process, not down). From its
 	// first start on it is supervised as any other.
@@ -54,6 +61,11 @@ func (o *Options) defaults() {
 	def(&o.StableAfter, time.Minute)
 	def(&o.StopTimeout, 15*time.Second)
 	def(&o.ExternalNameTimeout, 30*time.Second)
+	def(&o.PingInterval, 5*time.Second)
+	def(&o.PingTimeout, 2*time.Second)
+	if o.PingMisses <= 0 {
+		o.PingMisses = 3
+	}
 }
 
 // Plugin is one provider plugin: Run starts and supervises its process,
@@ -71,6 +83,9 @@ type Plugin struct {
 	inflight sync.WaitGroup // calls on conn; added to under mu while conn is set
 	pid      int
 	down     error
+	// silent says why the published plugin is down while it does not
+	// answer its pings (ping.go); nil while it answers.
+	silent   error
 	restarts int
 	// started closes once the first start has succeeded or failed: calls
 	// made before wait for it, so an engine that just started does not
@@ -106,9 +121,11 @@ type Status struct {
 	// Idle is true while an OnDemand plugin has not been needed yet: no
 	// process runs, and it is not down.
 	Idle bool
-	// Up is true between a successful handshake and the process's exit.
+	// Up is true between a successful handshake and the process's exit,
+	// as long as the plugin answers its pings.
 	Up bool
-	// Pid is the running process's, 0 when down.
+	// Pid is the running process's (one that does not answer included),
+	// 0 when none runs.
 	Pid int
 	// Restarts counts the starts after the first.
 	Restarts int
@@ -132,7 +149,10 @@ func (s Status) String() string {
 func (p *Plugin) Status() Status {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	st := Status{Idle: p.idle, Up: p.conn != nil, Pid: p.pid, Restarts: p.restarts, Err: p.down}
+	st := Status{Idle: p.idle, Up: p.conn != nil && p.silent == nil, Pid: p.pid, Restarts: p.restarts, Err: p.down}
+	if p.silent != nil {
+		st.Err = p.silent
+	}
 	if st.Idle {
 		st.Err = nil
 	}
@@ -149,7 +169,8 @@ func (p *Plugin) Health() error {
 	return fmt.Errorf("provider %s: plugin %s down (restarts: %d): %w", p.opts.Name, p.opts.Path, st.Restarts, st.Err)
 }
 
-// Run starts the plugin and restarts it whenever it exits, with backoff,
+// Run starts the plugin and restarts it whenever it exits or hangs (it
+// misses PingMisses pings in a row), with backoff,
 // until ctx ends; then it stops it (SIGTERM, then SIGKILL after
 // StopTimeout) and returns nil. With OnDemand it first waits for the
 // first call that wants the plugin (or for ctx to end).
@@ -202,7 +223,7 @@ func (p *Plugin) Run(ctx context.Context) error {
 // publish makes conn the one calls use.
 func (p *Plugin) publish(conn *grpc.ClientConn, pid int) {
 	p.mu.Lock()
-	p.conn, p.pid, p.down = conn, pid, nil
+	p.conn, p.pid, p.down, p.silent = conn, pid, nil, nil
 	p.mu.Unlock()
 	metricUp.WithLabelValues(p.opts.Name).Set(1)
 	p.startedOnce.Do(func() { close(p.started) })
@@ -210,7 +231,7 @@ func (p *Plugin) publish(conn *grpc.ClientConn, pid int) {
 
 func (p *Plugin) setDown(err error) {
 	p.mu.Lock()
-	p.conn, p.pid, p.down = nil, 0, err
+	p.conn, p.pid, p.down, p.silent = nil, 0, err, nil
 	p.mu.Unlock()
 	metricUp.WithLabelValues(p.opts.Name).Set(0)
 	p.startedOnce.Do(func() { close(p.started) })
@@ -228,6 +249,9 @@ func (p *Plugin) connection(ctx context.Context) (conn *grpc.ClientConn, done fu
 	}
 	p.mu.Lock()
 	conn, down := p.conn, p.down
+	if p.silent != nil {
+		conn, down = nil, p.silent
+	}
 	if conn != nil {
 		p.inflight.Add(1)
 	}

@@ -5,7 +5,7 @@ import "github.com/prometheus/client_golang/prometheus"
 var (
 	metricUp = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "engine_provider_up",
-		Help: "Whether a provider plugin is running and answered the handshake (1) or not (0), by provider.",
+		Help: "Whether a provider plugin is running and answers (its handshake, then its pings) (1) or not (0), by provider.",
 	}, []string{"provider"})
 	metricStarted = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "engine_provider_started",

@@ -63,21 +63,45 @@ func (p *Plugin) runOnce(ctx context.Context) error {
 	p.publish(conn, cmd.Process.Pid)
 	p.log.Info("provider plugin up", "path", p.opts.Path, "pid", cmd.Process.Pid)
 
+	// The watch is owned here: it ends with this run, before it returns.
+	wctx, stopWatch := context.WithCancel(ctx)
+	watched := make(chan struct{})
+	var hung error
+	go func() { defer close(watched); hung = p.watch(wctx, conn) }()
+	defer func() { stopWatch(); <-watched }()
+
 	select {
 	case <-proc.exited:
 		err := exitError(proc.err)
 		p.setDown(err)
 		return err
-	case <-ctx.Done():
-		// No new calls, the ones in flight finished, the connection
-		// closed: the plugin then stops at once on SIGTERM.
-		p.setDown(errors.New("stopped"))
-		p.drain(p.opts.StopTimeout)
+	case <-watched:
+		if hung == nil { // ctx ended
+			return p.stopped(conn, proc)
+		}
+		// Hung: no new calls; the ones in flight fail as the connection
+		// closes. SIGKILL, since a stopped process does not act on SIGTERM,
+		// to the whole group, so nothing it started lives on.
+		err := fmt.Errorf("killed: %w", hung)
+		p.setDown(err)
 		conn.Close()
-		proc.stop(p.opts.StopTimeout)
-		p.log.Info("provider plugin stopped", "path", p.opts.Path)
-		return nil
+		proc.killGroup()
+		return err
+	case <-ctx.Done():
+		return p.stopped(conn, proc)
 	}
+}
+
+// stopped stops the plugin as the engine stops: no new calls, the ones in
+// flight finished, the connection closed; the plugin then stops at once on
+// SIGTERM.
+func (p *Plugin) stopped(conn *grpc.ClientConn, proc *process) error {
+	p.setDown(errors.New("stopped"))
+	p.drain(p.opts.StopTimeout)
+	conn.Close()
+	proc.stop(p.opts.StopTimeout)
+	p.log.Info("provider plugin stopped", "path", p.opts.Path)
+	return nil
 }
 
 // connect dials the socket and shakes hands, until StartTimeout, ctx's end
@@ -152,6 +176,14 @@ func (p *process) stop(timeout time.Duration) {
 		_ = p.cmd.Process.Kill()
 		<-p.exited
 	}
+}
+
+// killGroup kills the process and its process group (sysProcAttr made
+// it the group's leader) and waits for it.
+func (p *process) killGroup() {
+	_ = killGroup(p.cmd.Process.Pid)
+	_ = p.cmd.Process.Kill()
+	<-p.exited
 }
 
 func exitError(err error) error {

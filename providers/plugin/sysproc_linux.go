@@ -8,3 +8,6 @@ import "syscall"
 func sysProcAttr() *syscall.SysProcAttr {
 	return &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 }
+
+// killGroup sends SIGKILL to the process group pid leads.
+func killGroup(pid int) error { return syscall.Kill(-pid, syscall.SIGKILL) }

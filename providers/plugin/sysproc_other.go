@@ -10,3 +10,6 @@ import "syscall"
 func sysProcAttr() *syscall.SysProcAttr {
 	return &syscall.SysProcAttr{Setpgid: true}
 }
+
+// killGroup sends SIGKILL to the process group pid leads.
+func killGroup(pid int) error { return syscall.Kill(-pid, syscall.SIGKILL) }

@@ -140,6 +140,9 @@ func (p *Provider) createRole(ctx context.Context, role, uid string) (string, er
 // drifted.
 func (p *Provider) ensureDatabase(ctx context.Context, n names, uid string, db *dbInfo) error {
 	if db == nil {
+		if err := p.joinRole(ctx, n.role); err != nil {
+			return err
+		}
 		err := p.exec(ctx, "creating database", "CREATE DATABASE "+ident(n.database)+" OWNER "+ident(n.role))
 		switch {
 		case pgCode(err) == codeDuplicateDatabase:
@@ -160,9 +163,33 @@ func (p *Provider) ensureDatabase(ctx context.Context, n names, uid string, db *
 		}
 	}
 	if db.owner != n.role {
+		if err := p.joinRole(ctx, n.role); err != nil {
+			return err
+		}
 		if err := p.exec(ctx, "altering database", "ALTER DATABASE "+ident(n.database)+" OWNER TO "+ident(n.role)); err != nil {
 			return p.classify(fmt.Sprintf("giving database %q back to role %q", n.database, n.role), err)
 		}
+	}
+	return nil
+}
+
+// joinRole makes the admin role a member of role, unless it is one
+// already (a superuser always is): PostgreSQL (15) lets a role create a
+// database owned by another, or give one to another, only when it is a
+// member of that role. CREATEROLE is the right to grant it.
+func (p *Provider) joinRole(ctx context.Context, role string) error {
+	var member bool
+	err := p.withTimeout(ctx, func(ctx context.Context) error {
+		return p.pool.QueryRow(ctx, `SELECT pg_has_role(current_user, $1, 'MEMBER')`, role).Scan(&member)
+	})
+	if err != nil {
+		return p.classify(fmt.Sprintf("reading the admin's membership of role %q", role), err)
+	}
+	if member {
+		return nil
+	}
+	if err := p.exec(ctx, "granting role", "GRANT "+ident(role)+" TO CURRENT_USER"); err != nil {
+		return p.classify(fmt.Sprintf("granting role %q to the admin role", role), err)
 	}
 	return nil
 }

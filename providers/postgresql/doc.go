@@ -48,6 +48,9 @@
 //
 // The admin connection comes from libpq's environment (PGHOST, PGPORT,
 // PGUSER, PGPASSWORD, PGSSLMODE, ...) or a connection string
-// (Options.ConnString). The admin role needs CREATEDB and CREATEROLE (or
-// superuser). Its password never appears in an error.
+// (Options.ConnString). The admin role needs LOGIN, CREATEDB and
+// CREATEROLE, no more (a superuser works): before it creates a database
+// owned by a role, or gives one back to it, the provider grants that role
+// to the admin (joinRole), as PostgreSQL requires of whoever makes
+// another role a database's owner. Its password never appears in an error.
 package postgresql

@@ -298,3 +298,45 @@ func TestInsufficientPrivilegesAreCredentialsErrors(t *testing.T) {
 	assert.Equal(t, `CredentialsError: creating role "`+req.Settings["role"]+`": ERROR: permission denied to create role (SQLSTATE 42501); set PGHOST, PGPORT, PGUSER, PGPASSWORD and PGSSLMODE, or ENGINE_POSTGRESQL_DSN_FILE; the admin role needs CREATEDB and CREATEROLE`, err.Error())
 	assert.NotContains(t, err.Error(), "weakpw")
 }
+
+// TestMinimalAdminRole: an admin role with exactly the documented rights
+// (LOGIN CREATEDB CREATEROLE, no superuser) creates a database with its
+// role, resets its password, and drops both. On PostgreSQL 15 a database
+// created with another owner needs the creator to be a member of that
+// owner: without it the role was left without its database.
+func TestMinimalAdminRole(t *testing.T) {
+	s := pg.Get(t)
+	_, admin := newServerProvider(t)
+	_, err := admin.Exec(t.Context(), "CREATE ROLE minimal LOGIN PASSWORD 'minimalpw' CREATEDB CREATEROLE")
+	require.NoError(t, err)
+	t.Cleanup(func() { _, _ = admin.Exec(context.Background(), "DROP ROLE minimal") })
+	var super bool
+	require.NoError(t, admin.QueryRow(t.Context(), "SELECT rolsuper FROM pg_roles WHERE rolname = 'minimal'").Scan(&super))
+	require.False(t, super)
+	p, err := New(t.Context(), Options{ConnString: "host=" + s.Host + " port=" + strconv.Itoa(s.Port) + " user=minimal password=minimalpw dbname=postgres sslmode=disable"})
+	require.NoError(t, err)
+	defer p.Close()
+	req := request(t, p, "1e0c1b3a-0000-4000-8000-000000000008", "db", map[string]any{"database": "minimal"})
+	role := req.Settings["role"]
+
+	obs, err := p.Apply(t.Context(), req)
+	require.NoError(t, err)
+	assert.True(t, databaseExists(t, admin, req.ExternalName))
+	user, owner := login(t, obs.Sensitive)
+	assert.Equal(t, role, user)
+	assert.Equal(t, role, owner)
+
+	again, err := p.Apply(t.Context(), req)
+	require.NoError(t, err)
+	assert.Empty(t, again.Sensitive[KeyPassword], "no new password unasked")
+	req.ResetCredentials = true
+	reset, err := p.Apply(t.Context(), req)
+	require.NoError(t, err)
+	require.NotEmpty(t, reset.Sensitive[KeyPassword])
+	user, _ = login(t, reset.Sensitive)
+	assert.Equal(t, role, user)
+
+	require.NoError(t, p.Delete(t.Context(), req))
+	assert.False(t, databaseExists(t, admin, req.ExternalName))
+	assert.False(t, roleExists(t, admin, role))
+}
