@@ -17,7 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
-	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"k8s.io/client-go/util/workqueue"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/event"
@@ -63,15 +63,16 @@ type kindController struct {
 	// the kind serves its newest stored one instead (storedfallback.go).
 	stored   string
 	watching map[schema.GroupVersionKind]bool
-	// refCache holds the referenced objects, refWatching their watched
-	// kinds (references.go); refs maps them to their parents.
-	refCache    cache.Cache
-	refWatching map[schema.GroupVersionKind]bool
-	refs        *refIndex
+	// refQueue is the controller's queue, for the reference cache's
+	// events (references.go).
+	refQueue workqueue.TypedRateLimitingInterface[reconcile.Request]
+	// refsClosed: the kind's parents hold no reference (its template was
+	// removed); set and read by the engine's reference cache.
+	refsClosed atomic.Bool
 }
 
 func newKindController(e *Engine, t *templates.Template) *kindController {
-	kc := &kindController{e: e, gvk: t.GVK, watching: map[schema.GroupVersionKind]bool{}, refs: newRefIndex(),
+	kc := &kindController{e: e, gvk: t.GVK, watching: map[schema.GroupVersionKind]bool{},
 		requeue: make(chan event.TypedGenericEvent[*unstructured.Unstructured])}
 	kc.tpl.Store(t)
 	kc.busy = newWorkers(e.opts.MaxConcurrentReconciles, e.opts.StallAfter)
@@ -249,6 +250,9 @@ func (kc *kindController) run(ctx context.Context) error {
 	if err := ctrl.Watch(source.Channel(kc.requeue, &handler.TypedEnqueueRequestForObject[*unstructured.Unstructured]{})); err != nil {
 		return err
 	}
+	if err := ctrl.Watch(kc.referenceSource()); err != nil { // references.go
+		return err
+	}
 	kc.mu.Lock()
 	kc.ctrl = ctrl
 	kc.watching = map[schema.GroupVersionKind]bool{}
@@ -259,12 +263,6 @@ func (kc *kindController) run(ctx context.Context) error {
 		}
 	}
 	if err := kc.serveStored(ctx); err != nil {
-		return err
-	}
-	// The reference cache lives as long as this run (a retry builds another).
-	refCtx, stopRefs := context.WithCancel(ctx)
-	defer stopRefs()
-	if err := kc.startReferences(refCtx); err != nil { // references.go
 		return err
 	}
 	// The revisions are loaded before any parent is reconciled, so that
@@ -407,6 +405,7 @@ func (kc *kindController) update(t *templates.Template) {
 	kc.mu.Lock()
 	kc.stored = "" // a set with t was loaded: t can be stored
 	kc.mu.Unlock()
+	kc.refsClosed.Store(false) // a retired kind served again (references.go)
 	old := kc.tpl.Swap(t)
 	if old.Hash == t.Hash {
 		return
@@ -417,7 +416,6 @@ func (kc *kindController) update(t *templates.Template) {
 			log.FromContext(ctx).Error(err, "cannot watch child kind", "kind", contract.KindString(kc.gvk), "childKind", contract.KindString(gvk))
 		}
 	}
-	kc.watchReferenceKinds(ctx, t) // references.go
 	kc.ro.Poke()
 }
 
@@ -443,6 +441,7 @@ func (kc *kindController) RequeueAll(ctx context.Context) {
 }
 
 func (kc *kindController) stop() {
+	kc.e.refs.releaseKind(kc) // references.go
 	kc.mu.Lock()
 	defer kc.mu.Unlock()
 	if kc.cancel != nil {

@@ -26,6 +26,10 @@
 //     with) and reconciler.Children (the parent's children, from the child
 //     cache's parent-uid index), and rollout.Kind for the kind's rollout
 //     coordinator, which it starts and stops with the controller.
+//   - references.go, refindex.go: the engine's one cache of referenced
+//     objects, holding only what the parents read (a watch per distinct
+//     reference, shared, stopped when no parent reads it), and the index
+//     from each reference to the parents its events requeue.
 //   - childobjects.go: how the child cache holds each child kind (built-in
 //     kinds typed, read in protobuf; others unstructured).
 //   - crds.go: installing the templates' CRDs, refusing a change that could

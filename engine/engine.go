@@ -12,6 +12,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/tools/events"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -81,7 +82,9 @@ type Engine struct {
 	// of each write to the reconciler (reconciler.NewStatusClient).
 	statusWriter client.Client
 	apiReader    client.Reader
-	scoper       render.Scoper
+	// refs holds the objects the parents reference (references.go).
+	refs   *referenceCache
+	scoper render.Scoper
 	// budget is the engine's one render.Budget: every kind's reconciles
 	// and hold checks share it.
 	budget   *render.Budget
@@ -170,8 +173,13 @@ func New(mgr manager.Manager, opts Options) (*Engine, error) {
 	if err != nil {
 		return nil, fmt.Errorf("creating the status client: %w", err)
 	}
+	dc, err := dynamic.NewForConfigAndClient(mgr.GetConfig(), mgr.GetHTTPClient())
+	if err != nil {
+		return nil, fmt.Errorf("creating the reference client: %w", err)
+	}
 	e := &Engine{
 		mgr:          mgr,
+		refs:         newReferenceCache(dc, mgr.GetRESTMapper(), mgr.GetAPIReader(), opts.Namespace),
 		statusWriter: statusWriter,
 		opts:         opts,
 		children:     childCache,
@@ -240,6 +248,7 @@ func (e *Engine) Start(ctx context.Context) error {
 	e.ctx = ctx
 	set := e.set
 	e.mu.Unlock()
+	e.refs.start(ctx)
 	if set != nil && e.opts.InstallCRDs {
 		if err := InstallCRDs(ctx, e.writer, set, e.opts.ForceCRDChanges); err != nil {
 			// The kinds whose CRD is missing report it in Status and retry.

@@ -22,8 +22,8 @@ func (e *Engine) ChildObject(gvk schema.GroupVersionKind) client.Object {
 // engine_test.
 func (e *Engine) ChildCache() cache.Cache { return e.children }
 
-// ReferenceKinds are the referenced kinds the kind's controller watches
-// (references.go), sorted; none when it does not run.
+// ReferenceKinds are the referenced kinds the kind's parents hold
+// informers of (references.go), sorted; none when it does not run.
 func (e *Engine) ReferenceKinds(gvk schema.GroupVersionKind) []schema.GroupVersionKind {
 	e.mu.Lock()
 	kc := e.kinds[gvk]
@@ -31,12 +31,21 @@ func (e *Engine) ReferenceKinds(gvk schema.GroupVersionKind) []schema.GroupVersi
 	if kc == nil {
 		return nil
 	}
-	kc.mu.Lock()
-	defer kc.mu.Unlock()
 	var out []schema.GroupVersionKind
-	for k := range kc.refWatching {
+	for k := range e.refs.kinds(kc) {
 		out = append(out, k)
 	}
 	slices.SortFunc(out, func(a, b schema.GroupVersionKind) int { return strings.Compare(a.String(), b.String()) })
 	return out
+}
+
+// ReferenceObjects counts the objects the engine's reference cache holds,
+// over every kind.
+func (e *Engine) ReferenceObjects() int { return e.refs.objects() }
+
+// ReferenceWatches counts the reference cache's informers.
+func (e *Engine) ReferenceWatches() int {
+	e.refs.mu.Lock()
+	defer e.refs.mu.Unlock()
+	return len(e.refs.informers)
 }

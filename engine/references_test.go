@@ -218,9 +218,10 @@ children: seen: {
 var lookoutGVK = schema.GroupVersionKind{Group: "lookout.cuengine.dev", Version: "v1", Kind: "Lookout"}
 
 // TestReferenceInformersFollowTheTemplates: the informers of referenced
-// kinds start with the template that references them, move with a reload
-// (the child follows the new reference) and stop when the template is
-// removed (its kind then only finishes deletions, which read none).
+// objects start with the first parent that reads them (none for a template
+// without parents), move with a reload (the child follows the new
+// reference) and stop when the template is removed (its kind then only
+// finishes deletions, which read none).
 func TestReferenceInformersFollowTheTemplates(t *testing.T) {
 	controlPlane(t)
 	dir := t.TempDir()
@@ -255,7 +256,7 @@ func TestReferenceInformersFollowTheTemplates(t *testing.T) {
 			return slices.Equal(eng.ReferenceKinds(lookoutGVK), want), nil
 		})
 	}
-	watching(secretKind)
+	watching() // no parent reads anything yet
 
 	require.NoError(t, k8s.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "s"}}, testOwner))
 	require.NoError(t, k8s.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "c"}}, testOwner))
@@ -268,6 +269,8 @@ func TestReferenceInformersFollowTheTemplates(t *testing.T) {
 		})
 	}
 	seen("s")
+	watching(secretKind)
+	assert.Equal(t, 1, eng.ReferenceObjects(), "the one Secret named")
 
 	eng.SetTemplates(load(`references: watched: {apiVersion: "v1", kind: "ConfigMap", metadata: name: "c"}`))
 	watching(configMapKind)

@@ -1,104 +1,118 @@
 package engine
 
 import (
-	"sync"
-
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/cuengine/engine/templates"
 )
 
-// refIndex maps referenced objects to the parents that reference them: by
-// name, and by label selector within a namespace. Reconciles write it
-// (Track), watch events of referenced kinds read it (parents); it holds
-// its lock only over its own maps.
-type refIndex struct {
-	mu       sync.Mutex
-	byParent map[types.NamespacedName][]templates.Reference
-	byObject map[refObject]map[types.NamespacedName]bool
-	// bySelector holds, per kind and namespace, each parent's selectors.
-	bySelector map[refScope]map[types.NamespacedName][]labels.Selector
-}
-
-type refScope struct {
+// refKey is what one placed reference reaches, and what one informer of
+// the reference cache watches (references.go): the objects of a kind in a
+// namespace ("" for a cluster-scoped kind) with a name, or matching a
+// label selector. References that reach the same objects share the key.
+type refKey struct {
 	gvk       schema.GroupVersionKind
 	namespace string
+	// name is the object's, "" for a selector.
+	name string
+	// selector is the canonical label selector, "" for a name.
+	selector string
 }
 
-type refObject struct {
-	refScope
-	name string
+// keyOf is the key of a placed reference.
+func keyOf(ref templates.Reference) refKey {
+	k := refKey{gvk: ref.GVK, namespace: ref.Namespace}
+	if ref.ByName() {
+		k.name = ref.ObjectName
+	} else {
+		k.selector = labels.SelectorFromSet(ref.Selector).String()
+	}
+	return k
+}
+
+// String names the key for messages: "Secret team-a/db", "ConfigMap
+// team-a with labels pick=yes".
+func (k refKey) String() string {
+	where := k.namespace
+	if k.name != "" {
+		if where != "" {
+			where += "/"
+		}
+		return k.gvk.Kind + " " + where + k.name
+	}
+	if where != "" {
+		where += " "
+	}
+	return k.gvk.Kind + " " + where + "with labels " + k.selector
+}
+
+// refHolder is a parent holding references, with the controller of its
+// kind, which requeues it.
+type refHolder struct {
+	kc     *kindController
+	parent types.NamespacedName
+}
+
+// refIndex maps each key to the parents that hold it, and back. Every
+// object an informer of a key holds is one those parents read: an event
+// on it requeues them all. It has no lock: the reference cache's guards
+// it.
+type refIndex struct {
+	byHolder map[refHolder][]refKey
+	byKey    map[refKey]map[refHolder]bool
 }
 
 func newRefIndex() *refIndex {
-	return &refIndex{
-		byParent:   map[types.NamespacedName][]templates.Reference{},
-		byObject:   map[refObject]map[types.NamespacedName]bool{},
-		bySelector: map[refScope]map[types.NamespacedName][]labels.Selector{},
-	}
+	return &refIndex{byHolder: map[refHolder][]refKey{}, byKey: map[refKey]map[refHolder]bool{}}
 }
 
-// track replaces what the parent references; nil forgets the parent.
-func (x *refIndex) track(parent types.NamespacedName, refs []templates.Reference) {
-	x.mu.Lock()
-	defer x.mu.Unlock()
-	for _, ref := range x.byParent[parent] {
-		scope := refScope{ref.GVK, ref.Namespace}
-		if ref.ByName() {
-			o := refObject{scope, ref.ObjectName}
-			delete(x.byObject[o], parent)
-			if len(x.byObject[o]) == 0 {
-				delete(x.byObject, o)
-			}
-			continue
+// track replaces what h holds (nil: nothing) and returns the keys no
+// parent holds any more.
+func (x *refIndex) track(h refHolder, keys []refKey) (released []refKey) {
+	old := x.byHolder[h]
+	for _, k := range old {
+		delete(x.byKey[k], h)
+	}
+	delete(x.byHolder, h)
+	for _, k := range keys {
+		if x.byKey[k] == nil {
+			x.byKey[k] = map[refHolder]bool{}
 		}
-		delete(x.bySelector[scope], parent)
-		if len(x.bySelector[scope]) == 0 {
-			delete(x.bySelector, scope)
+		x.byKey[k][h] = true
+	}
+	if len(keys) > 0 {
+		x.byHolder[h] = keys
+	}
+	for _, k := range old {
+		if hs, ok := x.byKey[k]; ok && len(hs) == 0 {
+			delete(x.byKey, k)
+			released = append(released, k)
 		}
 	}
-	if len(refs) == 0 {
-		delete(x.byParent, parent)
-		return
-	}
-	x.byParent[parent] = refs
-	for _, ref := range refs {
-		scope := refScope{ref.GVK, ref.Namespace}
-		if ref.ByName() {
-			o := refObject{scope, ref.ObjectName}
-			if x.byObject[o] == nil {
-				x.byObject[o] = map[types.NamespacedName]bool{}
-			}
-			x.byObject[o][parent] = true
-			continue
-		}
-		if x.bySelector[scope] == nil {
-			x.bySelector[scope] = map[types.NamespacedName][]labels.Selector{}
-		}
-		x.bySelector[scope][parent] = append(x.bySelector[scope][parent], labels.SelectorFromSet(ref.Selector))
-	}
+	return released
 }
 
-// parents returns the parents that reference obj, of kind gvk.
-func (x *refIndex) parents(gvk schema.GroupVersionKind, obj client.Object) []types.NamespacedName {
-	scope := refScope{gvk, obj.GetNamespace()}
-	x.mu.Lock()
-	defer x.mu.Unlock()
-	var out []types.NamespacedName
-	for p := range x.byObject[refObject{scope, obj.GetName()}] {
-		out = append(out, p)
-	}
-	set := labels.Set(obj.GetLabels())
-	for p, sels := range x.bySelector[scope] {
-		for _, s := range sels {
-			if s.Matches(set) {
-				out = append(out, p)
-				break
-			}
+// releaseKind forgets every parent of the kind's controller and returns
+// the keys no parent holds any more.
+func (x *refIndex) releaseKind(kc *kindController) (released []refKey) {
+	for h := range x.byHolder {
+		if h.kc == kc {
+			released = append(released, x.track(h, nil)...)
 		}
+	}
+	return released
+}
+
+// holders returns the parents that hold k.
+func (x *refIndex) holders(k refKey) []refHolder {
+	out := make([]refHolder, 0, len(x.byKey[k]))
+	for h := range x.byKey[k] {
+		out = append(out, h)
 	}
 	return out
 }
+
+// held reports whether a parent holds k.
+func (x *refIndex) held(k refKey) bool { return len(x.byKey[k]) > 0 }

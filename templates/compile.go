@@ -65,6 +65,9 @@ type Template struct {
 	childKinds []schema.GroupVersionKind
 	// referenceKinds are the kinds of its references (references.go).
 	referenceKinds []schema.GroupVersionKind
+	// referenceDecls are its references as known without a parent: the
+	// kind, and the namespace when it is literal (rbac.go).
+	referenceDecls []Reference
 	// parentReads and observedReads are what the template reads of its
 	// inputs (reads.go).
 	parentReads, observedReads readSet
@@ -332,7 +335,7 @@ func (c *compiler) compile(src source) (*Template, error) {
 			return nil, err
 		}
 	}
-	if t.referenceKinds, err = c.checkReferences(src.path, v); err != nil { // references.go
+	if t.referenceKinds, t.referenceDecls, err = c.checkReferences(src.path, v); err != nil { // references.go
 		return nil, err
 	}
 	if err := c.checkReady(src.path, v); err != nil { // ready.go

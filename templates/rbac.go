@@ -14,6 +14,7 @@ import (
 	"cuelang.org/go/cue/parser"
 	"cuelang.org/go/cue/token"
 	rbacv1 "k8s.io/api/rbac/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 )
@@ -42,9 +43,13 @@ type Roles struct {
 	ClusterRole        *rbacv1.ClusterRole
 	ClusterRoleBinding *rbacv1.ClusterRoleBinding
 	// Roles and RoleBindings, one each per namespace: Namespace first, then
-	// RevisionNamespace if it differs.
+	// RevisionNamespace if it differs, then the namespaces of referenced
+	// Secrets and ConfigMaps granted there only, sorted.
 	Roles        []*rbacv1.Role
 	RoleBindings []*rbacv1.RoleBinding
+	// Notes say which referenced Secrets are granted cluster-wide, and
+	// why (engine rbac prints them on standard error).
+	Notes []string
 }
 
 // Objects are the roles and bindings in the order to apply them.
@@ -67,7 +72,8 @@ var (
 // for the finalizer and the resource records), their status, the child
 // kinds the templates can produce (as far as ChildKinds sees), the kinds
 // they reference (read only: get, list and watch; as far as ReferenceKinds
-// sees), events, the
+// sees; Secrets and ConfigMaps in the namespaces the references reach when
+// each is known, see referenceNamespaces), events, the
 // TokenReviews and SubjectAccessReviews that guard the metrics endpoint,
 // and, with InstallCRDs, CustomResourceDefinitions: read, create, and
 // update only of the templates' own. The Roles hold the leases (in
@@ -86,6 +92,27 @@ func RBAC(set *Set, opts RBACOptions) *Roles {
 		}
 		for _, gvk := range t.ReferenceKinds() {
 			referenced[gvk.Group] = append(referenced[gvk.Group], resourceOf(gvk))
+		}
+	}
+	// A referenced Secret or ConfigMap that no template produces is read
+	// only in the namespaces the references reach, when each is known.
+	inNamespaces := map[string][]rbacv1.PolicyRule{}
+	var notes []string
+	for _, gvk := range namespacedReferenceKinds {
+		res := resourceOf(gvk)
+		if !slices.Contains(referenced[gvk.Group], res) || slices.Contains(children[gvk.Group], res) {
+			continue
+		}
+		namespaces, why := referenceNamespaces(set, gvk)
+		if len(why) > 0 {
+			if gvk.Kind == "Secret" {
+				notes = append(notes, fmt.Sprintf("Secrets are granted get, list and watch in every namespace: %s; give such a reference a literal metadata.namespace (or, for a cluster-scoped parent, list its namespaces in policy: crossNamespace) to grant only those namespaces", strings.Join(why, "; ")))
+			}
+			continue
+		}
+		referenced[gvk.Group] = slices.DeleteFunc(referenced[gvk.Group], func(r string) bool { return r == res })
+		for _, ns := range namespaces {
+			inNamespaces[ns] = append(inNamespaces[ns], rbacv1.PolicyRule{APIGroups: []string{gvk.Group}, Resources: []string{res}, Verbs: []string{"get", "list", "watch"}})
 		}
 	}
 	var rules []rbacv1.PolicyRule
@@ -159,16 +186,19 @@ func RBAC(set *Set, opts RBACOptions) *Roles {
 	leases := rbacv1.PolicyRule{APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"}, Verbs: readWrite}
 	// The templates' revisions and their rollouts (package revisions).
 	revisions := rbacv1.PolicyRule{APIGroups: []string{"apps"}, Resources: []string{"controllerrevisions"}, Verbs: allVerbs}
-	byNamespace := []struct {
-		ns    string
-		rules []rbacv1.PolicyRule
-	}{{opts.Namespace, []rbacv1.PolicyRule{leases, revisions}}}
+	byNamespace := []namespaceRules{{opts.Namespace, []rbacv1.PolicyRule{leases, revisions}}}
 	if rns := cmp.Or(opts.RevisionNamespace, opts.Namespace); rns != opts.Namespace {
-		byNamespace = []struct {
-			ns    string
-			rules []rbacv1.PolicyRule
-		}{{opts.Namespace, []rbacv1.PolicyRule{leases}}, {rns, []rbacv1.PolicyRule{revisions}}}
+		byNamespace = []namespaceRules{{opts.Namespace, []rbacv1.PolicyRule{leases}}, {rns, []rbacv1.PolicyRule{revisions}}}
 	}
+	for _, ns := range slices.Sorted(maps.Keys(inNamespaces)) {
+		i := slices.IndexFunc(byNamespace, func(n namespaceRules) bool { return n.ns == ns })
+		if i < 0 {
+			i = len(byNamespace)
+			byNamespace = append(byNamespace, namespaceRules{ns: ns})
+		}
+		byNamespace[i].rules = append(byNamespace[i].rules, inNamespaces[ns]...)
+	}
+	out.Notes = notes
 	for _, n := range byNamespace {
 		out.Roles = append(out.Roles, &rbacv1.Role{
 			TypeMeta:   metav1.TypeMeta{APIVersion: "rbac.authorization.k8s.io/v1", Kind: "Role"},
@@ -183,6 +213,42 @@ func RBAC(set *Set, opts RBACOptions) *Roles {
 		})
 	}
 	return out
+}
+
+// namespaceRules are the rules of one namespace's Role.
+type namespaceRules struct {
+	ns    string
+	rules []rbacv1.PolicyRule
+}
+
+// namespacedReferenceKinds are the referenced kinds RBAC grants only in
+// the namespaces the references reach, when they are known: kinds known
+// to be namespaced without a cluster.
+var namespacedReferenceKinds = []schema.GroupVersionKind{{Version: "v1", Kind: "ConfigMap"}, {Version: "v1", Kind: "Secret"}}
+
+// referenceNamespaces returns the namespaces the templates' references of
+// gvk can read from, sorted; or, when one can read from any namespace,
+// why. A reference with a literal metadata.namespace reaches that one;
+// one without reaches its parent's namespace, any for a namespaced
+// parent, and for a cluster-scoped parent those its policy.crossNamespace
+// lists (its parent has no namespace).
+func referenceNamespaces(set *Set, gvk schema.GroupVersionKind) (namespaces, why []string) {
+	for _, t := range set.Templates() {
+		for _, ref := range t.referenceDecls {
+			switch {
+			case ref.GVK != gvk:
+			case ref.Namespace != "":
+				namespaces = append(namespaces, ref.Namespace)
+			case t.crd.Spec.Scope != apiextensionsv1.ClusterScoped:
+				why = append(why, fmt.Sprintf("%s references.%s reads from its parent's namespace, which can be any", t.Path, ref.Name))
+			case t.Policy.CrossNamespace.All:
+				why = append(why, fmt.Sprintf("%s references.%s computes its namespace, and policy.crossNamespace allows every namespace", t.Path, ref.Name))
+			default:
+				namespaces = append(namespaces, t.Policy.CrossNamespace.Names...)
+			}
+		}
+	}
+	return slices.Compact(slices.Sorted(slices.Values(namespaces))), why
 }
 
 // irregularResources are kinds whose resource name is not the usual plural.

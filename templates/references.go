@@ -111,31 +111,37 @@ func (t *Template) References(parent *unstructured.Unstructured) (refs []Referen
 // checkReferences checks at compile time what the references state without
 // a parent: a concrete apiVersion and kind, a name or a selector (not both),
 // a selector of matchLabels only, with valid labels when they are concrete.
-// It returns the kinds referenced.
-func (c *compiler) checkReferences(path string, v cue.Value) ([]schema.GroupVersionKind, error) {
+// It returns the kinds referenced, and the references as far as they are
+// known without a parent.
+func (c *compiler) checkReferences(path string, v cue.Value) ([]schema.GroupVersionKind, []Reference, error) {
 	m := v.LookupPath(pathReferences)
 	if !m.Exists() {
-		return nil, nil
+		return nil, nil, nil
 	}
 	if k := m.IncompleteKind(); k != cue.BottomKind && k&cue.StructKind == 0 {
-		return nil, c.problemf(path, m, "references", "must be a map of local name to object reference, not %v", k)
+		return nil, nil, c.problemf(path, m, "references", "must be a map of local name to object reference, not %v", k)
 	}
 	it, err := m.Fields()
 	if err != nil {
-		return nil, nil // depends on the parent: checked in each evaluation
+		return nil, nil, nil // depends on the parent: checked in each evaluation
 	}
 	var kinds []schema.GroupVersionKind
+	var decls []Reference
 	for it.Next() {
 		ref, p := decodeReference(c.root, it.Selector().Unquoted(), it.Value(), false)
 		if p != nil {
-			return nil, &Error{Template: path, Problems: []Problem{*p}}
+			return nil, nil, &Error{Template: path, Problems: []Problem{*p}}
 		}
+		if _, isDefault := it.Value().LookupPath(cue.ParsePath("metadata.namespace")).Default(); isDefault {
+			ref.Namespace = "" // a default the parent may override: not literal
+		}
+		decls = append(decls, ref)
 		if !slices.Contains(kinds, ref.GVK) {
 			kinds = append(kinds, ref.GVK)
 		}
 	}
 	sort.Slice(kinds, func(i, j int) bool { return kinds[i].String() < kinds[j].String() })
-	return kinds, nil
+	return kinds, decls, nil
 }
 
 // decodeReference reads one reference. final says the parent is filled in:

@@ -1,6 +1,8 @@
 package templates
 
 import (
+	"os"
+	"path/filepath"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -217,4 +219,69 @@ children: app: {apiVersion: "v1", kind: "ConfigMap", metadata: name: "app", data
 	assert.Equal(t, []rbacv1.PolicyRule{
 		{APIGroups: []string{"config.openshift.io"}, Resources: []string{"dnses"}, Verbs: []string{"get", "list", "watch"}},
 	}, openshift)
+}
+
+// TestReferenceRBACNamespaces: Secrets and ConfigMaps read only in the
+// namespaces the references reach are granted only there, a Role per
+// namespace; a Secret read from a parent's namespace is granted in every
+// namespace, and engine rbac says which reference needs it.
+func TestReferenceRBACNamespaces(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, src string) {
+		t.Helper()
+		require.NoError(t, os.MkdirAll(filepath.Join(dir, name), 0o755))
+		require.NoError(t, os.WriteFile(filepath.Join(dir, name, name+".cue"), []byte(src), 0o644))
+	}
+	write("shop", graphHead+`
+references: db: {apiVersion: "v1", kind: "Secret", metadata: {name: "db", namespace: "vault"}}
+references: cfg: {apiVersion: "v1", kind: "ConfigMap", selector: matchLabels: app: "shop", metadata: namespace: "engine-system"}
+children: app: {apiVersion: "v1", kind: "Service", metadata: name: "app"}
+`)
+	write("region", `package region
+
+parent: {apiVersion: "example.com/v1", kind: "Region", spec: zone: string}
+crd: scope: "Cluster"
+policy: crossNamespace: ["zone-a", "zone-b"]
+references: key: {apiVersion: "v1", kind: "Secret", metadata: {name: "key", namespace: parent.spec.zone}}
+children: app: {apiVersion: "v1", kind: "Service", metadata: {name: "app", namespace: parent.spec.zone}}
+`)
+	set, err := Load(dir)
+	require.NoError(t, err)
+	roles := RBAC(set, RBACOptions{Name: "engine", ServiceAccount: "engine", Namespace: "engine-system"})
+	for _, r := range roles.ClusterRole.Rules {
+		assert.NotContains(t, r.Resources, "secrets", "no Secret rule in the ClusterRole")
+		assert.NotContains(t, r.Resources, "configmaps", "no ConfigMap rule in the ClusterRole")
+	}
+	read := func(res string) rbacv1.PolicyRule {
+		return rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{res}, Verbs: []string{"get", "list", "watch"}}
+	}
+	byNamespace := map[string][]rbacv1.PolicyRule{}
+	var order []string
+	for i, r := range roles.Roles {
+		order = append(order, r.Namespace)
+		byNamespace[r.Namespace] = r.Rules
+		assert.Equal(t, r.Namespace, roles.RoleBindings[i].Namespace)
+	}
+	assert.Equal(t, []string{"engine-system", "vault", "zone-a", "zone-b"}, order)
+	assert.Equal(t, read("configmaps"), byNamespace["engine-system"][2], "after the leases and revisions")
+	assert.Equal(t, []rbacv1.PolicyRule{read("secrets")}, byNamespace["vault"])
+	assert.Equal(t, []rbacv1.PolicyRule{read("secrets")}, byNamespace["zone-a"])
+	assert.Equal(t, []rbacv1.PolicyRule{read("secrets")}, byNamespace["zone-b"])
+	assert.Empty(t, roles.Notes)
+
+	write("team", `package team
+
+parent: {apiVersion: "example.com/v1", kind: "Team"}
+references: token: {apiVersion: "v1", kind: "Secret", metadata: name: "token"}
+children: app: {apiVersion: "v1", kind: "Service", metadata: name: "app"}
+`)
+	set, err = Load(dir)
+	require.NoError(t, err)
+	roles = RBAC(set, RBACOptions{Name: "engine", ServiceAccount: "engine", Namespace: "engine-system"})
+	assert.Contains(t, roles.ClusterRole.Rules, read("secrets"))
+	for _, r := range roles.Roles {
+		assert.NotContains(t, r.Rules, read("secrets"), "no Role for Secrets: the ClusterRole grants them")
+	}
+	assert.Equal(t, []string{"Secrets are granted get, list and watch in every namespace: team references.token reads from its parent's namespace, which can be any; " +
+		"give such a reference a literal metadata.namespace (or, for a cluster-scoped parent, list its namespaces in policy: crossNamespace) to grant only those namespaces"}, roles.Notes)
 }

@@ -35,7 +35,11 @@ templates, bound to the engine's ServiceAccount:
   --install-crds the CRDs (updates only of the templates' own);
   a Role and its RoleBinding in --namespace: the leader election and shard
   Leases, and the templates' revisions (ControllerRevisions), which go to a
-  second Role in --revision-namespace if it differs.
+  second Role in --revision-namespace if it differs;
+  referenced Secrets and ConfigMaps (read only) in a Role per namespace the
+  references can reach, when every reference of the kind names its
+  namespace; otherwise in the ClusterRole, and for Secrets a note on
+  standard error says which reference needs them cluster-wide.
 
 A child whose apiVersion or kind a template computes gets no rule, and one
 whose namespace it computes from the spec may be refused by the template's
@@ -51,6 +55,9 @@ policy: both are warnings on standard error, with the child's file:line.`,
 				Name: o.name, ServiceAccount: o.serviceAccount, Namespace: o.namespace,
 				RevisionNamespace: o.revisionNamespace, InstallCRDs: o.installCRDs,
 			})
+			for _, note := range roles.Notes {
+				fmt.Fprintf(cmd.ErrOrStderr(), "note: %s\n", note)
+			}
 			for i, obj := range roles.Objects() {
 				b, err := yaml.Marshal(obj)
 				if err != nil {
