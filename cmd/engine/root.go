@@ -27,5 +27,6 @@ desired children and its status; templates live in a directory and hot-reload.`,
 		newCRDsCommand(),
 		newVersionCommand(),
 	)
+	root.AddCommand(newObjectCommands()...)
 	return root
 }
