@@ -259,6 +259,9 @@ func (e *Engine) Start(ctx context.Context) error {
 	if set != nil {
 		e.SetTemplates(set)
 	}
+	if err := e.watchCRDs(ctx); err != nil { // discovery.go
+		log.FromContext(ctx).Error(err, "parents refused for a kind not served yet are not retried when its CRD is installed")
+	}
 	if e.sharded() {
 		go e.countShardParents(ctx)
 	}

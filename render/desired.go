@@ -21,6 +21,10 @@ type ChildError struct {
 
 func (e *ChildError) Error() string { return "child " + e.Child + ": " + e.Msg }
 
+// NoNamespaceOfItsOwn ends the refusal of a child or a reference of a
+// cluster-scoped parent in a namespace, without policy.crossNamespace.
+const NoNamespaceOfItsOwn = "a cluster-scoped parent has no namespace of its own: list the namespace in policy: crossNamespace in the template to allow it"
+
 // Desired returns the object to apply for one child: the template's object
 // with the namespace defaulted to the parent's, the engine's labels and
 // annotations, and a controller owner reference when the child lives in the
@@ -35,20 +39,20 @@ func Desired(parent *unstructured.Unstructured, policy templates.Policy, scoper 
 	if errs := validation.IsValidLabelValue(c.Name); len(errs) > 0 {
 		return nil, &ChildError{Child: c.Name, Msg: "the local name must be a valid label value: " + strings.Join(errs, "; ")}
 	}
+	// A cluster-scoped parent has no namespace of its own: every namespace
+	// it writes to is another namespace, allowed only by the policy.
 	clusterParent := parent.GetNamespace() == ""
 	owned := clusterParent
 	switch {
-	case clusterParent && namespaced && obj.GetNamespace() == "":
-		return nil, &ChildError{Child: c.Name, Msg: fmt.Sprintf("%s %q needs metadata.namespace: its parent is cluster-scoped", gvk.Kind, obj.GetName())}
-	case clusterParent:
-		if !namespaced {
-			obj.SetNamespace("")
-		}
 	case !namespaced:
 		if !policy.ClusterScoped {
 			return nil, &ChildError{Child: c.Name, Msg: fmt.Sprintf("%s %q is cluster-scoped; set policy: clusterScoped: true in the template to allow it", gvk.Kind, obj.GetName())}
 		}
 		obj.SetNamespace("")
+	case clusterParent && obj.GetNamespace() == "":
+		return nil, &ChildError{Child: c.Name, Msg: fmt.Sprintf("%s %q needs metadata.namespace: its parent is cluster-scoped", gvk.Kind, obj.GetName())}
+	case clusterParent && !policy.CrossNamespace.Any():
+		return nil, &ChildError{Child: c.Name, Msg: fmt.Sprintf("%s %q is in namespace %q; %s", gvk.Kind, obj.GetName(), obj.GetNamespace(), NoNamespaceOfItsOwn)}
 	case obj.GetNamespace() == "" || obj.GetNamespace() == parent.GetNamespace():
 		obj.SetNamespace(parent.GetNamespace())
 		owned = true

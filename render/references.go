@@ -20,8 +20,8 @@ import (
 // within the evaluation timeout, and places each: a namespaced kind's
 // namespace defaults to the parent's, a cluster-scoped kind has none. A
 // reference the template's policy does not allow (another namespace
-// without policy.crossNamespace listing it, a cluster-scoped kind without
-// policy.clusterScoped) is an *Error of reason
+// without policy.crossNamespace listing it, which is every namespace for a
+// cluster-scoped parent, a cluster-scoped kind without policy.clusterScoped) is an *Error of reason
 // contract.ReasonReferenceRefused: nothing is read for the parent.
 func ResolveReferences(t *templates.Template, parent *unstructured.Unstructured, scoper Scoper, limits Limits) ([]templates.Reference, error) {
 	if !t.HasReferences() {
@@ -61,10 +61,10 @@ func place(ref *templates.Reference, parent *unstructured.Unstructured, policy t
 		}
 	case ref.Namespace == "" && parent.GetNamespace() == "":
 		return fmt.Sprintf("%s needs metadata.namespace: its parent is cluster-scoped", ref)
+	case parent.GetNamespace() == "" && !policy.CrossNamespace.Any():
+		return fmt.Sprintf("%s is in namespace %q; %s", ref, ref.Namespace, NoNamespaceOfItsOwn)
 	case ref.Namespace == "" || ref.Namespace == parent.GetNamespace():
 		ref.Namespace = parent.GetNamespace()
-	case parent.GetNamespace() == "":
-		// A cluster-scoped parent reads from the namespace it names.
 	case !policy.CrossNamespace.Any():
 		return fmt.Sprintf("%s is in namespace %q, not the parent's %q; set policy: crossNamespace in the template to allow it", ref, ref.Namespace, parent.GetNamespace())
 	case !policy.CrossNamespace.Allows(ref.Namespace):

@@ -3,6 +3,8 @@ package render
 import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/cuengine/engine/templates"
 )
 
 // Scoper tells whether a kind is namespaced.
@@ -30,22 +32,5 @@ type OfflineScoper struct{}
 
 // Namespaced implements Scoper.
 func (OfflineScoper) Namespaced(gvk schema.GroupVersionKind) (bool, error) {
-	return !clusterScopedBuiltins[gvk.GroupKind()], nil
-}
-
-var clusterScopedBuiltins = map[schema.GroupKind]bool{
-	{Kind: "Namespace"}:        true,
-	{Kind: "Node"}:             true,
-	{Kind: "PersistentVolume"}: true,
-	{Group: "rbac.authorization.k8s.io", Kind: "ClusterRole"}:                       true,
-	{Group: "rbac.authorization.k8s.io", Kind: "ClusterRoleBinding"}:                true,
-	{Group: "apiextensions.k8s.io", Kind: "CustomResourceDefinition"}:               true,
-	{Group: "storage.k8s.io", Kind: "StorageClass"}:                                 true,
-	{Group: "storage.k8s.io", Kind: "CSIDriver"}:                                    true,
-	{Group: "scheduling.k8s.io", Kind: "PriorityClass"}:                             true,
-	{Group: "networking.k8s.io", Kind: "IngressClass"}:                              true,
-	{Group: "node.k8s.io", Kind: "RuntimeClass"}:                                    true,
-	{Group: "admissionregistration.k8s.io", Kind: "ValidatingWebhookConfiguration"}: true,
-	{Group: "admissionregistration.k8s.io", Kind: "MutatingWebhookConfiguration"}:   true,
-	{Group: "apiregistration.k8s.io", Kind: "APIService"}:                           true,
+	return !templates.BuiltinClusterScoped(gvk.GroupKind()), nil
 }

@@ -64,11 +64,14 @@ type childSchemas struct {
 	cluster SchemaSource
 	fetched map[schema.GroupVersion]map[schema.GroupVersionKind]*kindSchema
 	built   map[*kindSchema]cue.Value
+	// scopes are the scopes of the CRDs given and of the set's own kinds.
+	scopes map[schema.GroupKind]apiextensionsv1.ResourceScope
 }
 
 func newChildSchemas(c *compiler, set *Set, opts LoadOptions) (*childSchemas, error) {
 	cs := &childSchemas{c: c, own: map[schema.GroupVersionKind]*kindSchema{}, cluster: opts.Cluster,
-		fetched: map[schema.GroupVersion]map[schema.GroupVersionKind]*kindSchema{}, built: map[*kindSchema]cue.Value{}}
+		fetched: map[schema.GroupVersion]map[schema.GroupVersionKind]*kindSchema{}, built: map[*kindSchema]cue.Value{},
+		scopes: map[schema.GroupKind]apiextensionsv1.ResourceScope{}}
 	var err error
 	if cs.builtin, err = builtinSchemas(); err != nil {
 		return nil, err
@@ -83,11 +86,13 @@ func newChildSchemas(c *compiler, set *Set, opts LoadOptions) (*childSchemas, er
 		if err := addCRD(cs.own, crd, "CRD "+crd.Name, meta); err != nil {
 			return nil, err
 		}
+		cs.scopes[schema.GroupKind{Group: crd.Spec.Group, Kind: crd.Spec.Names.Kind}] = crd.Spec.Scope
 	}
 	for _, t := range set.templates {
 		if err := addCRD(cs.own, t.crd, "template "+t.Path, meta); err != nil {
 			return nil, err
 		}
+		cs.scopes[t.GVK.GroupKind()] = t.crd.Spec.Scope
 	}
 	return cs, nil
 }
@@ -258,6 +263,11 @@ func (c *compiler) checkSchemas(set *Set, opts LoadOptions, failed *LoadError) e
 	for _, t := range set.templates {
 		unchecked, err := cs.checkChildren(t)
 		set.unchecked = append(set.unchecked, unchecked...)
+		if err == nil {
+			if pe := cs.checkClusterPolicy(t); pe != nil { // policy.go
+				err = pe
+			}
+		}
 		if err != nil {
 			var te *Error
 			if !errors.As(err, &te) {

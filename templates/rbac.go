@@ -156,12 +156,18 @@ func RBAC(set *Set, opts RBACOptions) *Roles {
 		rbacv1.PolicyRule{APIGroups: []string{"authentication.k8s.io"}, Resources: []string{"tokenreviews"}, Verbs: []string{"create"}},
 		rbacv1.PolicyRule{APIGroups: []string{"authorization.k8s.io"}, Resources: []string{"subjectaccessreviews"}, Verbs: []string{"create"}},
 	)
+	// The engine watches the CRDs' metadata, to retry the parents refused
+	// for a kind the cluster did not serve once its CRD is installed.
+	crdRead := []string{"get", "list", "watch"}
+	if opts.InstallCRDs {
+		crdRead = append(crdRead, "create")
+	}
+	rules = append(rules, rbacv1.PolicyRule{APIGroups: []string{"apiextensions.k8s.io"}, Resources: []string{"customresourcedefinitions"}, Verbs: crdRead})
 	if opts.InstallCRDs {
 		// RBAC cannot name the object of a create, a list or a watch (the
 		// cache reads CRDs through an informer); updates and patches (a
 		// server-side apply) are limited to the templates' own CRDs.
 		rules = append(rules,
-			rbacv1.PolicyRule{APIGroups: []string{"apiextensions.k8s.io"}, Resources: []string{"customresourcedefinitions"}, Verbs: []string{"get", "list", "watch", "create"}},
 			rbacv1.PolicyRule{APIGroups: []string{"apiextensions.k8s.io"}, Resources: []string{"customresourcedefinitions"}, Verbs: []string{"update", "patch"},
 				ResourceNames: slices.Compact(slices.Sorted(slices.Values(crds)))},
 		)

@@ -17,6 +17,8 @@ func TestRBACScopes(t *testing.T) {
 	require.NoError(t, err)
 	leases := rbacv1.PolicyRule{APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"}, Verbs: readWrite}
 	revisions := rbacv1.PolicyRule{APIGroups: []string{"apps"}, Resources: []string{"controllerrevisions"}, Verbs: allVerbs}
+	// The engine watches CRDs to retry the children of a kind installed late.
+	watchCRDs := []rbacv1.PolicyRule{{APIGroups: []string{"apiextensions.k8s.io"}, Resources: []string{"customresourcedefinitions"}, Verbs: []string{"get", "list", "watch"}}}
 	for _, tc := range []struct {
 		name       string
 		opts       RBACOptions
@@ -28,16 +30,19 @@ func TestRBACScopes(t *testing.T) {
 		opts:       RBACOptions{Name: "engine", ServiceAccount: "engine", Namespace: "engine-system"},
 		namespaces: []string{"engine-system"},
 		rules:      [][]rbacv1.PolicyRule{{leases, revisions}},
+		crdRules:   watchCRDs,
 	}, {
 		name:       "revisions elsewhere",
 		opts:       RBACOptions{Name: "engine", ServiceAccount: "engine", Namespace: "engine-system", RevisionNamespace: "engine-revisions"},
 		namespaces: []string{"engine-system", "engine-revisions"},
 		rules:      [][]rbacv1.PolicyRule{{leases}, {revisions}},
+		crdRules:   watchCRDs,
 	}, {
 		name:       "revisions in the same namespace, named",
 		opts:       RBACOptions{Name: "engine", ServiceAccount: "engine", Namespace: "engine-system", RevisionNamespace: "engine-system"},
 		namespaces: []string{"engine-system"},
 		rules:      [][]rbacv1.PolicyRule{{leases, revisions}},
+		crdRules:   watchCRDs,
 	}, {
 		name:       "install CRDs",
 		opts:       RBACOptions{Name: "engine", ServiceAccount: "engine", Namespace: "engine-system", InstallCRDs: true},

@@ -68,6 +68,11 @@ func TestLoadErrors(t *testing.T) {
 		{"conflict", "t.cue:2:21: parent.spec.size: conflicting values int and string (mismatched types int and string) (see t.cue:3:21)"},
 		{"nogroup", `t.cue:1:22: parent.apiVersion: "v1" is not group/version: a parent kind needs its own API group, as in "example.com/v1"`},
 		{"badchildren", `t.cue:2:11: children: conflicting values "not a map" and {[string]:_} (mismatched types string and struct)`},
+		{"clusternopolicy", "t.cue:3:81: references.token.metadata.namespace: Secret in namespace \"vault\": a cluster-scoped parent has no namespace of its own: list the namespace in policy: crossNamespace in the template to allow it\n" +
+			"t.cue:4:88: children.settings.metadata.namespace: ConfigMap in namespace \"kube-system\": a cluster-scoped parent has no namespace of its own: list the namespace in policy: crossNamespace in the template to allow it"},
+		{"clusterpolicy", "t.cue:4:81: references.token.metadata.namespace: Secret in namespace \"vault\", which the template's policy.crossNamespace does not list (shared)\n" +
+			"t.cue:6:79: children.settings.metadata.namespace: ConfigMap in namespace \"kube-system\", which the template's policy.crossNamespace does not list (shared)\n" +
+			"t.cue:8:54: children.admin.kind: ClusterRole is cluster-scoped; set policy: clusterScoped: true in the template to allow it"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.dir, func(t *testing.T) {

@@ -106,6 +106,16 @@ func TestVet(t *testing.T) {
 	assert.Equal(t, "t.cue:2:21: parent.spec.size: conflicting values int and string (mismatched types int and string) (see t.cue:3:21)", errOut)
 }
 
+// TestVetClusterParentPolicy: a cluster-scoped parent's literal targets
+// that its policy does not allow are refused at their line.
+func TestVetClusterParentPolicy(t *testing.T) {
+	_, errOut, code := run(t, "vet", "--templates", "../../templates/testdata/broken/clusterpolicy")
+	assert.Equal(t, 1, code)
+	assert.Equal(t, "t.cue:4:81: references.token.metadata.namespace: Secret in namespace \"vault\", which the template's policy.crossNamespace does not list (shared)\n"+
+		"t.cue:6:79: children.settings.metadata.namespace: ConfigMap in namespace \"kube-system\", which the template's policy.crossNamespace does not list (shared)\n"+
+		"t.cue:8:54: children.admin.kind: ClusterRole is cluster-scoped; set policy: clusterScoped: true in the template to allow it", errOut)
+}
+
 func TestCRDs(t *testing.T) {
 	out, errOut, code := run(t, "crds", "--templates", examples)
 	require.Equal(t, 0, code, errOut)

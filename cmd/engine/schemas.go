@@ -7,6 +7,7 @@ import (
 
 	"github.com/spf13/pflag"
 
+	"github.com/cuengine/engine/contract"
 	"github.com/cuengine/engine/templates"
 )
 
@@ -33,6 +34,14 @@ func loadOffline(dir string, crdDirs []string, stderr io.Writer) (*templates.Set
 		return nil, err
 	}
 	for _, u := range set.Unchecked() {
+		if len(crdDirs) > 0 && u.Err == nil {
+			// With the cluster's CRDs given, a kind nobody defines is one
+			// the cluster does not serve.
+			fmt.Fprintf(stderr, "warning: %s: children.%s: kind %s is missing: not built in, not a template's and not in --crds; "+
+				"the engine refuses the child (Synced=False, reason ChildRefused) until a CRD serves the kind, and retries when one is installed\n",
+				u.Template, u.Child, contract.KindString(u.Kind))
+			continue
+		}
 		fmt.Fprintf(stderr, "warning: %s\n", u)
 	}
 	return set, nil

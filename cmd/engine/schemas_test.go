@@ -93,3 +93,21 @@ children: w: {
 		})
 	}
 }
+
+// engine vet --crds names a child kind that is neither built in, nor a
+// template's, nor among the CRDs given: the cluster would not serve it.
+func TestVetMissingKinds(t *testing.T) {
+	dir := t.TempDir()
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "shop.cue"), []byte(`parent: {apiVersion: "example.com/v1", kind: "Shop"}
+children: e: {
+	apiVersion: "late.example.org/v1"
+	kind:       "Egg"
+	metadata: name: "e"
+}
+`), 0o644))
+	out, errOut, code := run(t, "vet", "--templates", dir, "--crds", gadgetCRDs)
+	assert.Equal(t, 0, code, errOut)
+	assert.Contains(t, out, "ok  shop.cue")
+	assert.Equal(t, "warning: shop.cue: children.e: kind Egg.late.example.org/v1 is missing: not built in, not a template's and not in --crds; "+
+		"the engine refuses the child (Synced=False, reason ChildRefused) until a CRD serves the kind, and retries when one is installed\n", errOut)
+}

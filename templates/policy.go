@@ -1,0 +1,119 @@
+package templates
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+
+	"cuelang.org/go/cue"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+)
+
+// BuiltinClusterScoped reports whether a built-in kind is cluster-scoped.
+// Every other built-in kind is namespaced.
+func BuiltinClusterScoped(gk schema.GroupKind) bool { return clusterScopedBuiltins[gk] }
+
+var clusterScopedBuiltins = map[schema.GroupKind]bool{
+	{Kind: "Namespace"}:        true,
+	{Kind: "Node"}:             true,
+	{Kind: "PersistentVolume"}: true,
+	{Group: "rbac.authorization.k8s.io", Kind: "ClusterRole"}:                       true,
+	{Group: "rbac.authorization.k8s.io", Kind: "ClusterRoleBinding"}:                true,
+	{Group: "apiextensions.k8s.io", Kind: "CustomResourceDefinition"}:               true,
+	{Group: "storage.k8s.io", Kind: "StorageClass"}:                                 true,
+	{Group: "storage.k8s.io", Kind: "CSIDriver"}:                                    true,
+	{Group: "scheduling.k8s.io", Kind: "PriorityClass"}:                             true,
+	{Group: "networking.k8s.io", Kind: "IngressClass"}:                              true,
+	{Group: "node.k8s.io", Kind: "RuntimeClass"}:                                    true,
+	{Group: "admissionregistration.k8s.io", Kind: "ValidatingWebhookConfiguration"}: true,
+	{Group: "admissionregistration.k8s.io", Kind: "MutatingWebhookConfiguration"}:   true,
+	{Group: "apiregistration.k8s.io", Kind: "APIService"}:                           true,
+}
+
+// clusterParentNoNamespace ends the refusal of a namespace a cluster-scoped
+// parent's policy does not allow at all.
+const clusterParentNoNamespace = "a cluster-scoped parent has no namespace of its own: list the namespace in policy: crossNamespace in the template to allow it"
+
+// checkClusterPolicy checks, for a cluster-scoped parent, the targets its
+// template states without a parent: a child or a reference in a literal
+// namespace the policy does not allow, a child of a cluster-scoped kind
+// without policy.clusterScoped. A kind whose scope is not known here (no
+// built-in, no CRD given) is left to the engine, which checks every
+// parent's children and references as it renders them.
+func (cs *childSchemas) checkClusterPolicy(t *Template) *Error {
+	if t.crd.Spec.Scope != apiextensionsv1.ClusterScoped {
+		return nil
+	}
+	out := &Error{Template: t.Path}
+	for _, block := range []string{"children", "references"} {
+		m := t.evaluated.LookupPath(cue.ParsePath(block))
+		it, err := m.Fields()
+		if err != nil {
+			continue // not known before a parent exists
+		}
+		for it.Next() {
+			path := block + "." + it.Selector().String()
+			if p := cs.checkTarget(t, path, block == "children", it.Value()); p != nil {
+				out.Problems = append(out.Problems, *p)
+			}
+		}
+	}
+	if len(out.Problems) == 0 {
+		return nil
+	}
+	sort.SliceStable(out.Problems, func(i, j int) bool { return out.Problems[i].Pos < out.Problems[j].Pos })
+	return out
+}
+
+// checkTarget checks one child or reference of a cluster-scoped parent.
+func (cs *childSchemas) checkTarget(t *Template, path string, child bool, v cue.Value) *Problem {
+	kv := v.LookupPath(cue.ParsePath("kind"))
+	apiVersion, err1 := v.LookupPath(cue.ParsePath("apiVersion")).String()
+	kind, err2 := kv.String()
+	if err1 != nil || err2 != nil {
+		return nil
+	}
+	gv, err := schema.ParseGroupVersion(apiVersion)
+	if err != nil {
+		return nil
+	}
+	namespaced, known := cs.namespaced(gv.WithKind(kind))
+	switch {
+	case !known:
+		return nil
+	case !namespaced:
+		if child && !t.Policy.ClusterScoped {
+			return &Problem{Pos: userPos(t.root, kv), Path: path + ".kind",
+				Msg: kind + " is cluster-scoped; set policy: clusterScoped: true in the template to allow it"}
+		}
+		// A cluster-scoped reference: the render refuses it per parent
+		// alike for every parent scope.
+		return nil
+	}
+	nsv := v.LookupPath(cue.ParsePath("metadata.namespace"))
+	ns, err := nsv.String()
+	switch {
+	case err != nil || ns == "":
+		return nil // from the parent, or missing: checked per parent
+	case !t.Policy.CrossNamespace.Any():
+		return &Problem{Pos: userPos(t.root, nsv), Path: path + ".metadata.namespace",
+			Msg: fmt.Sprintf("%s in namespace %q: %s", kind, ns, clusterParentNoNamespace)}
+	case !t.Policy.CrossNamespace.Allows(ns):
+		return &Problem{Pos: userPos(t.root, nsv), Path: path + ".metadata.namespace",
+			Msg: fmt.Sprintf("%s in namespace %q, which the template's policy.crossNamespace does not list (%s)", kind, ns, strings.Join(t.Policy.CrossNamespace.Names, ", "))}
+	}
+	return nil
+}
+
+// namespaced reports a kind's scope, when it is known without a cluster:
+// a built-in kind, a CRD given (engine vet --crds) or a template's own.
+func (cs *childSchemas) namespaced(gvk schema.GroupVersionKind) (namespaced, known bool) {
+	if scope, ok := cs.scopes[gvk.GroupKind()]; ok {
+		return scope == apiextensionsv1.NamespaceScoped, true
+	}
+	if _, ok := cs.builtin[gvk]; ok || clusterScopedBuiltins[gvk.GroupKind()] {
+		return !clusterScopedBuiltins[gvk.GroupKind()], true
+	}
+	return false, false
+}
