@@ -68,7 +68,7 @@ type Sharder struct {
 	// OnElected is told when this replica becomes the sharder and stops.
 	OnElected func(bool)
 	// Fence, when set, says whether this replica may still write as the
-	// sharder (Leadership, and its shard's Member): checked at the start
+	// sharder (Leadership): checked at the start
 	// of each pass and before each write, so a sharder paused past its
 	// leadership (SIGSTOP, a frozen VM) does not write, once it runs
 	// again, the labels it decided before the pause.

@@ -2,7 +2,6 @@ package main
 
 import (
 	"cmp"
-	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
@@ -98,11 +97,8 @@ func (o *runOptions) addSharding(mgr ctrl.Manager, eng *engine.Engine, member *s
 		Client: mgr.GetClient(), Cache: mgr.GetCache(), Leases: direct, Kinds: eng.Kinds,
 		Namespace: member.Namespace, Group: o.leaderElectionID, Scope: o.namespace, Every: o.retryPeriod,
 		OnElected: eng.SetCoordinator,
-		Fence: func(ctx context.Context) error {
-			if err := member.Holds(); err != nil {
-				return err
-			}
-			return leader.Holds(ctx)
-		},
+		// Leadership only, not the shard's Member: a replica standing by
+		// for its shard id may still be the one sharder.
+		Fence: leader.Holds,
 	})
 }
