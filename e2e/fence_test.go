@@ -33,6 +33,18 @@ type fenceWatch struct {
 	shards     map[string][]string // every shard label seen, in order, by "Deployment/name" or "MyKind/name"
 	violations []string
 	updates    int
+	// hit is closed at the first Deployment seen at want replicas.
+	want int32
+	hit  chan struct{}
+}
+
+// first returns a channel closed at the first update of a Deployment to
+// replicas.
+func (w *fenceWatch) first(replicas int32) <-chan struct{} {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.want, w.hit = replicas, make(chan struct{})
+	return w.hit
 }
 
 func (w *fenceWatch) shard(key, shard string) {
@@ -61,6 +73,10 @@ func (w *fenceWatch) deployment(d *appsv1.Deployment) {
 		w.violations = append(w.violations, fmt.Sprintf("Deployment/%s: replicas back from %d to %d, shard %q, managers %v", d.Name, prev, r, d.Labels[contract.LabelShard], managers))
 	}
 	w.replicas[d.Name] = r
+	if w.hit != nil && r == w.want {
+		close(w.hit)
+		w.hit = nil
+	}
 	w.shard("Deployment/"+d.Name, d.Labels[contract.LabelShard])
 }
 
@@ -121,7 +137,7 @@ func (w *fenceWatch) start(t *testing.T, ns string) {
 // replicas go back, no shard label returns to s1) and stops. Then s2 stops
 // cleanly and the process standing by takes its shard over.
 func TestShardingFence(t *testing.T) {
-	const parents = 20
+	const parents = 40
 	const lease = 4 * time.Second
 	dir := templatesDir(t, "examples/templates/mykind.cue")
 	installCRDs(t, dir)
@@ -208,9 +224,15 @@ func TestShardingFence(t *testing.T) {
 	w := &fenceWatch{}
 	w.start(t, ns)
 
-	// s1's parents change, and s1 stops at once, with their reconciles
-	// queued or in flight.
+	// s1's parents change, and s1 stops as soon as it writes the first
+	// of their Deployments, the other reconciles queued or in flight.
+	working := w.first(2)
 	apply(held["s1"], 2)
+	select {
+	case <-working:
+	case <-time.After(time.Minute):
+		require.Fail(t, "s1 did not start on its parents' change")
+	}
 	require.NoError(t, s1.cmd.Process.Signal(syscall.SIGSTOP))
 	stopped := time.Now()
 	// Stopped until the other replicas have seen its Leases expire: its
