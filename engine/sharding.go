@@ -25,7 +25,8 @@ import (
 // its shard: its parent and child caches select that label, so it holds
 // nothing else. What this file adds to the engine:
 //
-//   - the gate in front of each kind's reconciler: a parent labelled
+//   - the gate in front of each kind's reconciler: no reconcile while the
+//     shard's fence is closed (fence.go); a parent labelled
 //     contract.LabelDrain is given up (its shard and drain labels removed,
 //     which is the acknowledgement the sharder waits for before assigning
 //     it to another shard) and never reconciled again here; every other
