@@ -38,10 +38,13 @@ type Leadership struct {
 // ErrNotLeader or the reading's error.
 func (l *Leadership) Holds(ctx context.Context) error {
 	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.valid(time.Now()) {
+	ok := l.valid(time.Now())
+	l.mu.Unlock()
+	if ok {
 		return nil
 	}
+	// Not under the lock: concurrent writers may read the Lease each,
+	// once per renew deadline.
 	lease := &coordinationv1.Lease{}
 	if err := l.Leases.Get(ctx, client.ObjectKey{Namespace: l.Namespace, Name: l.Name}, lease); err != nil {
 		return fmt.Errorf("reading the leader election lease: %w", err)
@@ -54,9 +57,12 @@ func (l *Leadership) Holds(ctx context.Context) error {
 	if lease.Spec.RenewTime == nil {
 		return fmt.Errorf("%w: it has no renewal time", ErrNotLeader)
 	}
-	l.until = lease.Spec.RenewTime.Add(l.RenewDeadline)
+	until := lease.Spec.RenewTime.Add(l.RenewDeadline)
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.until = until
 	// The monotonic end: what remains of the hold when it was read.
-	l.monotonic = now.Add(l.until.Sub(now.Round(0)))
+	l.monotonic = now.Add(until.Sub(now.Round(0)))
 	if !l.valid(now) {
 		return fmt.Errorf("%w: it was last renewed %s ago, past the renew deadline %s", ErrNotLeader, now.Sub(lease.Spec.RenewTime.Time).Round(time.Millisecond), l.RenewDeadline)
 	}
