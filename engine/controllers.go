@@ -85,8 +85,8 @@ func newKindController(e *Engine, t *templates.Template) *kindController {
 		Children:       kc,
 		Parents:        e.parents,
 		Live:           e.apiReader,
-		Writer:         e.writer,
-		StatusWriter:   e.statusWriter,
+		Writer:         e.fenced(e.writer, t.GVK),
+		StatusWriter:   e.fenced(e.statusWriter, t.GVK),
 		Scoper:         e.scoper,
 		Recorder:       e.recorder,
 		Providers:      e.opts.Providers,
@@ -95,8 +95,19 @@ func newKindController(e *Engine, t *templates.Template) *kindController {
 		Limits:         e.opts.Limits,
 		Budget:         e.budget,
 		Requeue:        kc.requeueAfterConflict,
+		Fence:          kc.fenceProvider,
 	})
 	return kc
+}
+
+// fenceProvider is checked before each provider call of a reconcile
+// (fence.go).
+func (kc *kindController) fenceProvider(ctx context.Context) error {
+	if err := kc.e.fence(ctx, kc.gvk, nil); err != nil {
+		metricFenced.WithLabelValues("provider").Inc()
+		return err
+	}
+	return nil
 }
 
 // Template is the template of the files for the kind; it implements

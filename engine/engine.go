@@ -67,6 +67,9 @@ type Options struct {
 	// rollouts are coordinated by the replica SetCoordinator names
 	// (sharding.go). "" is one leader doing all the work.
 	Shard string
+	// Fence, under sharding, is the shard's Lease: every write for a
+	// parent is checked by it first (fence.go). Required with Shard.
+	Fence Fence
 }
 
 // Engine runs one controller per templated parent kind. Templates are
@@ -145,6 +148,9 @@ func New(mgr manager.Manager, opts Options) (*Engine, error) {
 	}
 	for _, name := range opts.Providers.Names() {
 		reconciler.InitProviderMetrics(name)
+	}
+	if opts.Shard != "" && opts.Fence == nil {
+		return nil, fmt.Errorf("sharding needs the shard's fence")
 	}
 	childCache, err := newChildCache(mgr, opts.Namespace, opts.Shard)
 	if err != nil {

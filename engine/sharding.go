@@ -25,7 +25,8 @@ import (
 // its shard: its parent and child caches select that label, so it holds
 // nothing else. What this file adds to the engine:
 //
-//   - the gate in front of each kind's reconciler: a parent labelled
+//   - the gate in front of each kind's reconciler: no reconcile while the
+//     shard's fence is closed (fence.go); a parent labelled
 //     contract.LabelDrain is given up (its shard and drain labels removed,
 //     which is the acknowledgement the sharder waits for before assigning
 //     it to another shard) and never reconciled again here; every other
@@ -43,6 +44,10 @@ var metricShardParents = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 func init() {
 	metrics.Registry.MustRegister(metricShardParents)
 }
+
+// fencedRequeue is when a parent the fence kept from its reconcile is
+// looked at again.
+const fencedRequeue = 2 * time.Second
 
 // shardParentsEvery is how often the gauge of the shard's parents is updated.
 const shardParentsEvery = 2 * time.Second
@@ -105,6 +110,15 @@ type shardGate struct {
 }
 
 func (g *shardGate) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	if err := g.e.opts.Fence.Holds(); err != nil {
+		// Paused past its lease, or standing by for its shard id: the
+		// parent is looked at again later, here if this replica holds
+		// the shard by then; nothing is written meanwhile (fence.go).
+		metricFenced.WithLabelValues("reconcile").Inc()
+		log.FromContext(ctx).V(1).Info("not reconciling: the shard's fence is closed", "shard", g.e.opts.Shard, "kind", contract.KindString(g.gvk), "object", req.String(), "reason", err.Error())
+		return ctrl.Result{RequeueAfter: fencedRequeue}, nil
+	}
+	ctx = withFencedParent(ctx, req.NamespacedName)
 	parent := &unstructured.Unstructured{}
 	parent.SetGroupVersionKind(g.gvk)
 	err := g.e.parents.Get(ctx, req.NamespacedName, parent)
@@ -129,6 +143,10 @@ func (g *shardGate) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resul
 // one write, conditional on the version read, so a parent changed since is
 // looked at again rather than released from a stale copy.
 func (g *shardGate) release(ctx context.Context, parent *unstructured.Unstructured) error {
+	if err := g.e.fence(ctx, g.gvk, parent); err != nil {
+		metricFenced.WithLabelValues("write").Inc()
+		return err
+	}
 	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{
 		"resourceVersion": parent.GetResourceVersion(),
 		"labels":          map[string]any{contract.LabelShard: nil, contract.LabelDrain: nil},

@@ -16,19 +16,25 @@ func (r *Reconciler) provider(name string) (providers.Provider, bool) {
 	if !ok {
 		return nil, false
 	}
-	return instrumented{Provider: p, name: name}, true
+	return instrumented{Provider: p, name: name, fence: r.fence}, true
 }
 
 // instrumented is a provider whose calls to the external system are counted.
 // ExternalName makes none, so it is passed through.
 type instrumented struct {
 	providers.Provider
-	name string
+	name  string
+	fence func(context.Context) error
 }
 
 var _ providers.Provider = instrumented{}
 
 func (p instrumented) Apply(ctx context.Context, req providers.Request) (providers.Observation, error) {
+	if p.fence != nil {
+		if err := p.fence(ctx); err != nil {
+			return providers.Observation{}, err
+		}
+	}
 	start := time.Now()
 	obs, err := p.Provider.Apply(ctx, req)
 	p.observe("apply", start, err)
@@ -36,6 +42,11 @@ func (p instrumented) Apply(ctx context.Context, req providers.Request) (provide
 }
 
 func (p instrumented) Delete(ctx context.Context, req providers.Request) error {
+	if p.fence != nil {
+		if err := p.fence(ctx); err != nil {
+			return err
+		}
+	}
 	start := time.Now()
 	err := p.Provider.Delete(ctx, req)
 	p.observe("delete", start, err)

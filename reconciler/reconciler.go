@@ -52,6 +52,8 @@ type Reconciler struct {
 	// every other path that renders, and bounds the evaluations that
 	// overran (render.Budget, limits.go).
 	budget *render.Budget
+	// fence is checked before each provider call (Options.Fence).
+	fence func(context.Context) error
 }
 
 // Options are what a kind's reconciler is built from.
@@ -87,6 +89,10 @@ type Options struct {
 	// Requeue asks for a reconcile of the parent once the cache has had
 	// ConflictDelay to show what a status write conflicted with.
 	Requeue func(types.NamespacedName)
+	// Fence, when set, is checked before each provider call, with the
+	// reconcile's context: an error refuses the call (the engine's shard
+	// fence; the writers are fenced by the engine itself).
+	Fence func(context.Context) error
 }
 
 // New returns the reconciler of one kind. Its status writer runs from
@@ -106,6 +112,7 @@ func New(o Options) *Reconciler {
 		resourceResync: o.ResourceResync,
 		limits:         o.Limits,
 		budget:         o.Budget,
+		fence:          o.Fence,
 	}
 	if r.budget == nil {
 		r.budget = render.NewBudget(render.BudgetLimits{})

@@ -7,6 +7,12 @@
 // drain handover. It does not reconcile anything: the engine does, each
 // replica only the parents labelled with its shard (engine/sharding.go).
 //
+// Member and Leadership are also fences: Member.Holds says whether this
+// process still holds its shard, Leadership.Holds whether it still leads,
+// each by its own clock, so a process paused past its Lease writes nothing
+// it decided before the pause (engine/fence.go, docs/operations.md,
+// Fencing).
+//
 // The design follows timebertt/kubernetes-controller-sharding: Leases for
 // membership, labels for assignment, label-selected caches, and a drain
 // handover so no two replicas ever reconcile one parent at the same time.

@@ -67,6 +67,12 @@ type Sharder struct {
 	Every time.Duration
 	// OnElected is told when this replica becomes the sharder and stops.
 	OnElected func(bool)
+	// Fence, when set, says whether this replica may still write as the
+	// sharder (Leadership): checked at the start
+	// of each pass and before each write, so a sharder paused past its
+	// leadership (SIGSTOP, a frozen VM) does not write, once it runs
+	// again, the labels it decided before the pause.
+	Fence func(context.Context) error
 
 	wake     chan struct{}
 	mu       sync.Mutex
@@ -123,6 +129,9 @@ const passWriters = 16
 
 // pass brings every parent one step closer to its shard.
 func (s *Sharder) pass(ctx context.Context) error {
+	if err := s.fenced(ctx); err != nil {
+		return err
+	}
 	shards, err := liveShards(ctx, s.Leases, s.Namespace, s.Group, time.Now())
 	if err != nil {
 		return err
@@ -218,6 +227,9 @@ func decide(labels map[string]string, uid string, alive map[string]bool, ring *R
 // write applies one decision to a copy of a parent of kind gvk,
 // conditional on its version.
 func (s *Sharder) write(ctx context.Context, gvk schema.GroupVersionKind, p *metav1.PartialObjectMetadata, act action, shard string) error {
+	if err := s.fenced(ctx); err != nil {
+		return err
+	}
 	p = p.DeepCopy()
 	p.SetGroupVersionKind(gvk)
 	before := p.DeepCopy()
@@ -238,6 +250,17 @@ func (s *Sharder) write(ctx context.Context, gvk schema.GroupVersionKind, p *met
 	}
 	metricMoves.WithLabelValues(string(act)).Inc()
 	log.FromContext(ctx).V(1).Info("shard label written", "action", string(act), "shard", shard, "kind", p.Kind, "object", p.GetNamespace()+"/"+p.GetName())
+	return nil
+}
+
+// fenced returns why this replica may not write as the sharder, or nil.
+func (s *Sharder) fenced(ctx context.Context) error {
+	if s.Fence == nil {
+		return nil
+	}
+	if err := s.Fence(ctx); err != nil {
+		return fmt.Errorf("not writing shard labels: %w", err)
+	}
 	return nil
 }
 

@@ -20,12 +20,15 @@ import (
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/client-go/tools/leaderelection/resourcelock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	"github.com/cuengine/engine/engine"
 	"github.com/cuengine/engine/render"
+	"github.com/cuengine/engine/sharding"
 	"github.com/cuengine/engine/templates"
 )
 
@@ -179,6 +182,24 @@ func (o *runOptions) run(cmd *cobra.Command, cfg *rest.Config) error {
 	if err := o.metrics.validate(); err != nil {
 		return &exitError{code: 2, msg: err.Error()}
 	}
+	var (
+		member         *sharding.Member
+		direct         client.Client
+		leaderLock     resourcelock.Interface
+		leaderIdentity string
+		fence          engine.Fence
+	)
+	if o.sharding {
+		if member, direct, err = o.newMember(cfg, newScheme(), shard); err != nil {
+			return err
+		}
+		fence = member
+		host, _ := os.Hostname()
+		leaderIdentity = sharding.NewIdentity(cmp.Or(host, "engine"))
+		if leaderLock, err = o.leaderLock(cfg, shard.namespace, leaderIdentity); err != nil {
+			return err
+		}
+	}
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                        newScheme(),
 		MapperProvider:                engine.NewRESTMapper,
@@ -190,9 +211,12 @@ func (o *runOptions) run(cmd *cobra.Command, cfg *rest.Config) error {
 		LeaderElectionID:              o.leaderElectionID,
 		LeaderElectionNamespace:       o.leaderElectionNamespace,
 		LeaderElectionReleaseOnCancel: true,
-		LeaseDuration:                 &o.leaseDuration,
-		RenewDeadline:                 &o.renewDeadline,
-		RetryPeriod:                   &o.retryPeriod,
+		// Under sharding, the lock whose holder identity the sharder's
+		// fence checks; else the manager's own.
+		LeaderElectionResourceLockInterface: leaderLock,
+		LeaseDuration:                       &o.leaseDuration,
+		RenewDeadline:                       &o.renewDeadline,
+		RetryPeriod:                         &o.retryPeriod,
 	})
 	if err != nil {
 		return fmt.Errorf("creating manager: %w", err)
@@ -221,12 +245,13 @@ func (o *runOptions) run(cmd *cobra.Command, cfg *rest.Config) error {
 		RevisionNamespace:       cmp.Or(o.revisionNamespace, o.leaderElectionNamespace, podNamespace(), "default"),
 		RevisionHistoryLimit:    o.revisionHistoryLimit,
 		Shard:                   shard.id,
+		Fence:                   fence,
 	})
 	if err != nil {
 		return err
 	}
 	if o.sharding {
-		if err := o.addSharding(mgr, eng, shard); err != nil {
+		if err := o.addSharding(mgr, eng, member, direct, leaderIdentity); err != nil {
 			return err
 		}
 	}

@@ -7,8 +7,13 @@ import (
 	"fmt"
 	"os"
 	"strings"
+	"time"
 
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/leaderelection/resourcelock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -51,22 +56,49 @@ func (o *runOptions) shard() (shardConfig, error) {
 	return shardConfig{id: id, namespace: ns}, nil
 }
 
+// newMember is this replica's shard Lease, which is also the fence of its
+// writes (engine.Options.Fence).
+func (o *runOptions) newMember(cfg *rest.Config, scheme *runtime.Scheme, shard shardConfig) (*sharding.Member, client.Client, error) {
+	// The Leases are read from the apiserver, not through a cache of
+	// every Lease in the cluster.
+	direct, err := client.New(cfg, client.Options{Scheme: scheme})
+	if err != nil {
+		return nil, nil, err
+	}
+	return &sharding.Member{Client: direct, Namespace: shard.namespace, Group: o.leaderElectionID, ID: shard.id,
+		Identity:      sharding.NewIdentity(shard.id),
+		LeaseDuration: o.leaseDuration, RenewDeadline: o.renewDeadline, RetryPeriod: o.retryPeriod}, direct, nil
+}
+
+// leaderLock is the leader election's lock, built here to know its
+// holder identity, which the sharder's fence checks.
+// As controller-runtime builds its own (leaderelection.NewResourceLock):
+// a Lease, requests bounded by half the renew deadline.
+func (o *runOptions) leaderLock(cfg *rest.Config, namespace, identity string) (resourcelock.Interface, error) {
+	cfg = rest.AddUserAgent(rest.CopyConfig(cfg), "leader-election")
+	cfg.Timeout = max(o.renewDeadline/2, time.Second)
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return nil, err
+	}
+	return resourcelock.New(resourcelock.LeasesResourceLock, namespace, o.leaderElectionID,
+		cs.CoreV1(), cs.CoordinationV1(), resourcelock.ResourceLockConfig{Identity: identity})
+}
+
 // addSharding adds this replica's shard Lease, on every replica, and the
 // sharder, on the leader.
-func (o *runOptions) addSharding(mgr ctrl.Manager, eng *engine.Engine, shard shardConfig) error {
-	// The Lease is read from the apiserver, not through a cache of every
-	// Lease in the cluster.
-	direct, err := client.New(mgr.GetConfig(), client.Options{Scheme: mgr.GetScheme(), Mapper: mgr.GetRESTMapper(), HTTPClient: mgr.GetHTTPClient()})
-	if err != nil {
+func (o *runOptions) addSharding(mgr ctrl.Manager, eng *engine.Engine, member *sharding.Member, direct client.Client, leaderIdentity string) error {
+	if err := mgr.Add(member); err != nil {
 		return err
 	}
-	if err := mgr.Add(&sharding.Member{Client: direct, Namespace: shard.namespace, Group: o.leaderElectionID, ID: shard.id,
-		LeaseDuration: o.leaseDuration, RenewDeadline: o.renewDeadline, RetryPeriod: o.retryPeriod}); err != nil {
-		return err
-	}
+	leader := &sharding.Leadership{Leases: direct, Namespace: member.Namespace, Name: o.leaderElectionID,
+		Identity: leaderIdentity, RenewDeadline: o.renewDeadline}
 	return mgr.Add(&sharding.Sharder{
 		Client: mgr.GetClient(), Cache: mgr.GetCache(), Leases: direct, Kinds: eng.Kinds,
-		Namespace: shard.namespace, Group: o.leaderElectionID, Scope: o.namespace, Every: o.retryPeriod,
+		Namespace: member.Namespace, Group: o.leaderElectionID, Scope: o.namespace, Every: o.retryPeriod,
 		OnElected: eng.SetCoordinator,
+		// Leadership only, not the shard's Member: a replica standing by
+		// for its shard id may still be the one sharder.
+		Fence: leader.Holds,
 	})
 }
