@@ -31,6 +31,7 @@ func TestWireValues(t *testing.T) {
 		{contract.AnnotationInventory, "engine.cuengine.dev/inventory"},
 		{contract.AnnotationDeletionPolicy, "engine.cuengine.dev/deletion-policy"},
 		{contract.AnnotationTemplateRevision, "engine.cuengine.dev/template-revision"},
+		{contract.AnnotationEvaluationOverran, "engine.cuengine.dev/evaluation-overran"},
 		{contract.AnnotationRolloutTo, "engine.cuengine.dev/rollout-to"},
 		{contract.LabelCanary, "engine.cuengine.dev/canary"},
 		{contract.LabelShard, "engine.cuengine.dev/shard"},
@@ -53,6 +54,7 @@ func TestWireValues(t *testing.T) {
 	} {
 		assert.Equal(t, kv[1], kv[0])
 	}
+	assert.Equal(t, "template 5f2a, generation 3", contract.EvaluationOverranValue("5f2a", 3))
 	assert.Equal(t, "engine", contract.FieldManager)
 	assert.Equal(t, []string{"conditions", "observedGeneration", "resources", "templateRevision"}, contract.EngineStatusFields())
 }
