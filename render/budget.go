@@ -49,7 +49,6 @@ func (l BudgetLimits) freshOverrunning() int { return 2 * l.MaxOverrunning }
 // bound.
 func (l BudgetLimits) freshHeap() uint64 { return l.MaxHeapBytes + l.MaxHeapBytes/6 }
 
-
 // Budget is the engine's one memory of the objects whose inputs went over
 // a limit, and its cap on what the evaluations that overran may hold.
 // Every path that renders passes the same Budget (Options.Budget): the
