@@ -288,13 +288,26 @@ func OverranBefore(err error) bool { return errors.Is(err, errOverranBefore) }
 func (b *Budget) overFresh(heap uint64) error {
 	switch {
 	case b.overrunning >= b.limits.freshOverrunning():
-		return &Error{Reason: contract.ReasonEvaluationBudgetExceeded, Err: fmt.Errorf(
-			"%d evaluations that ran past --evaluation-timeout are still running, the most there may be (twice --max-overrunning-evaluations, %d); no evaluation starts until fewer run", b.overrunning, b.limits.MaxOverrunning)}
+		return &Error{Reason: contract.ReasonEvaluationBudgetExceeded, Err: &freshRefusal{fmt.Errorf(
+			"%d evaluations that ran past --evaluation-timeout are still running, the most there may be (twice --max-overrunning-evaluations, %d); no evaluation starts until fewer run", b.overrunning, b.limits.MaxOverrunning)}}
 	case b.limits.MaxHeapBytes > 0 && heap > b.limits.freshHeap():
-		return &Error{Reason: contract.ReasonEvaluationBudgetExceeded, Err: fmt.Errorf(
-			"the engine's live heap is %d MiB, over the %d MiB past which no evaluation starts (--max-evaluation-heap and a sixth); this object is evaluated once the heap is under it", heap>>20, b.limits.freshHeap()>>20)}
+		return &Error{Reason: contract.ReasonEvaluationBudgetExceeded, Err: &freshRefusal{fmt.Errorf(
+			"the engine's live heap is %d MiB, over the %d MiB past which no evaluation starts (--max-evaluation-heap and a sixth); this object is evaluated once the heap is under it", heap>>20, b.limits.freshHeap()>>20)}}
 	}
 	return nil
+}
+
+// freshRefusal is a refusal of an object never seen to overrun.
+type freshRefusal struct{ error }
+
+func (e *freshRefusal) Unwrap() error { return e.error }
+
+// RefusedFresh reports whether Render refused an object never seen to
+// overrun, over the budget: most such objects are healthy, and are worth
+// retrying sooner than the suspects.
+func RefusedFresh(err error) bool {
+	f := (*freshRefusal)(nil)
+	return errors.As(err, &f)
 }
 
 // overBudget says why a suspect may not be evaluated now, or nil; b.mu is

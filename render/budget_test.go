@@ -199,8 +199,11 @@ func TestBudgetCapsFreshInputs(t *testing.T) {
 	require.ErrorAs(t, err, &re)
 	assert.Equal(t, contract.ReasonEvaluationBudgetExceeded, re.Reason)
 	assert.True(t, Unevaluated(err))
+	assert.True(t, RefusedFresh(err))
 	assert.Equal(t, evaluated, b.Stats().Evaluated, "refused without evaluating")
 	assert.NoError(t, b.Remembered(tpl, fresh), "and retried later")
+	_, err = Render(tpl, suspect, nil, Options{Budget: b})
+	assert.False(t, RefusedFresh(err), "a suspect is not fresh")
 
 	ended[3]()
 	_, err = Render(tpl, fresh, nil, Options{Budget: b})
