@@ -45,6 +45,11 @@ type BudgetLimits struct {
 // evaluation starts, even of an object never seen to overrun.
 func (l BudgetLimits) freshOverrunning() int { return 2 * l.MaxOverrunning }
 
+// knownOverrunning is the evaluations past the timeout at which no
+// evaluation starts, even of an object whose last evaluation ended within
+// the limits.
+func (l BudgetLimits) knownOverrunning() int { return 3 * l.MaxOverrunning }
+
 // freshHeap is the live heap past which no evaluation starts; zero is no
 // bound.
 func (l BudgetLimits) freshHeap() uint64 { return l.MaxHeapBytes + l.MaxHeapBytes/6 }
@@ -76,9 +81,13 @@ func (l BudgetLimits) freshHeap() uint64 { return l.MaxHeapBytes + l.MaxHeapByte
 // admitted only under the first), nor raise the heap past the second bar
 // on their own while the first refuses them. A slot reserved for fresh
 // inputs would serve them one at a time; a second bar serves every worker.
-// Evaluations admitted at once under a bar may all overrun: the count
-// past the timeout is at most twice MaxOverrunning plus the evaluations
-// that can run at once (the workers), less one.
+// Fresh runaways can fill the second bar too (fifty created at once); an
+// object whose last evaluation ended within the limits (in this process)
+// has a third, three times MaxOverrunning, so a healthy object's changes
+// are still evaluated while new runaways are first seen. Evaluations
+// admitted at once under a bar may all overrun: the count past the timeout
+// is at most three times MaxOverrunning plus the evaluations that can run
+// at once (the workers), less one.
 //
 // An object whose annotation contract.AnnotationEvaluationOverran names
 // the template's hash and its generation is refused without evaluating, on
@@ -167,6 +176,7 @@ type budgetEntry struct {
 	template string // the hash of the template err was met with
 	err      error  // the limit those inputs went over; nil if none
 	overran  bool   // an evaluation of the object ran past the timeout
+	good     bool   // its last evaluation ended within the limits
 	running  int    // its evaluations past the timeout still running
 }
 
@@ -258,10 +268,14 @@ func (c *budgetCall) admit() error {
 		e.overran = true
 	}
 	var err error
-	if e != nil && e.overran {
-		err = b.overBudget(heap)
-	}
-	if err == nil {
+	switch {
+	case e != nil && e.overran:
+		if err = b.overBudget(heap); err == nil {
+			err = b.overFresh(heap)
+		}
+	case e != nil && e.good:
+		err = b.overKnown(heap)
+	default:
 		err = b.overFresh(heap)
 	}
 	if err != nil {
@@ -290,11 +304,27 @@ func (b *Budget) overFresh(heap uint64) error {
 	case b.overrunning >= b.limits.freshOverrunning():
 		return &Error{Reason: contract.ReasonEvaluationBudgetExceeded, Err: &freshRefusal{fmt.Errorf(
 			"%d evaluations that ran past --evaluation-timeout are still running, the most there may be (twice --max-overrunning-evaluations, %d); no evaluation starts until fewer run", b.overrunning, b.limits.MaxOverrunning)}}
-	case b.limits.MaxHeapBytes > 0 && heap > b.limits.freshHeap():
+	}
+	return b.overHeap(heap)
+}
+
+// overHeap says why no object may be evaluated now, for the heap, or nil.
+func (b *Budget) overHeap(heap uint64) error {
+	if b.limits.MaxHeapBytes > 0 && heap > b.limits.freshHeap() {
 		return &Error{Reason: contract.ReasonEvaluationBudgetExceeded, Err: &freshRefusal{fmt.Errorf(
 			"the engine's live heap is %d MiB, over the %d MiB past which no evaluation starts (--max-evaluation-heap and a sixth); this object is evaluated once the heap is under it", heap>>20, b.limits.freshHeap()>>20)}}
 	}
 	return nil
+}
+
+// overKnown says why an object whose last evaluation ended within the
+// limits may not be evaluated now, or nil; b.mu is held.
+func (b *Budget) overKnown(heap uint64) error {
+	if b.overrunning >= b.limits.knownOverrunning() {
+		return &Error{Reason: contract.ReasonEvaluationBudgetExceeded, Err: &freshRefusal{fmt.Errorf(
+			"%d evaluations that ran past --evaluation-timeout are still running, the most there may be even for an object that evaluated within the limits before (three times --max-overrunning-evaluations, %d); no evaluation starts until fewer run", b.overrunning, b.limits.MaxOverrunning)}}
+	}
+	return b.overHeap(heap)
 }
 
 // freshRefusal is a refusal of an object never seen to overrun.
@@ -342,7 +372,7 @@ func (c *budgetCall) overran() (done func()) {
 		defer b.mu.Unlock()
 		b.overrunning--
 		e.running--
-		if b.objects[c.key] == e && e.running == 0 && !e.overran {
+		if b.objects[c.key] == e && e.running == 0 && !e.overran && !e.good {
 			delete(b.objects, c.key) // it evaluated within the limits meanwhile
 		}
 	}
@@ -361,6 +391,12 @@ func (c *budgetCall) done(err error) {
 	if errors.As(err, &re) && re.Reason != contract.ReasonEvaluationBudgetExceeded && re.Reason != contract.ReasonChildRefused {
 		e := c.entry()
 		e.inputs, e.template, e.err = c.inputs, c.template, err
+		return
+	}
+	if err == nil {
+		// Within the limits: no suspect, and one known to evaluate.
+		e := c.entry()
+		e.overran, e.err, e.good = false, nil, true
 		return
 	}
 	e := b.objects[c.key]

@@ -171,9 +171,10 @@ func TestBudgetDefaults(t *testing.T) {
 
 // TestBudgetCapsFreshInputs: inputs never seen to overrun are evaluated
 // past the suspects' cap, up to twice it, and past the suspects' heap bar
-// up to a sixth more; beyond those nothing is evaluated, so objects that
-// overran the first time they were seen cannot hold the engine's memory
-// without bound.
+// up to a sixth more; an object whose last evaluation ended within the
+// limits up to three times the cap; beyond those nothing is evaluated, so
+// objects that overran the first time they were seen cannot hold the
+// engine's memory without bound.
 func TestBudgetCapsFreshInputs(t *testing.T) {
 	tpl := testTemplate(t, greedyGVK)
 	b := NewBudget(BudgetLimits{MaxOverrunning: 2})
@@ -181,18 +182,22 @@ func TestBudgetCapsFreshInputs(t *testing.T) {
 	overrunOnce(t, b, tpl, suspect)
 	suspect.SetGeneration(2)
 	fresh := testParent(greedyGVK, "fresh", map[string]any{})
+	known := testParent(greedyGVK, "known", map[string]any{})
+	_, err := Render(tpl, known, nil, Options{Budget: b})
+	require.NoError(t, err)
 
 	var ended []func()
 	for i := range 3 {
 		ended = append(ended, b.call(tpl, testParent(greedyGVK, fmt.Sprintf("runaway-%d", i), nil)).overran())
 	}
-	_, err := Render(tpl, suspect, nil, Options{Budget: b})
+	_, err = Render(tpl, suspect, nil, Options{Budget: b})
 	require.EqualError(t, err, "3 evaluations that ran past --evaluation-timeout are still running (--max-overrunning-evaluations allows 2), and this object's evaluation ran past it before; it is evaluated again once fewer run")
 	_, err = Render(tpl, fresh, nil, Options{Budget: b})
 	require.NoError(t, err, "an input never seen to overrun does not starve behind the suspects")
 
 	ended = append(ended, b.call(tpl, testParent(greedyGVK, "runaway-3", nil)).overran())
 	evaluated := b.Stats().Evaluated
+	fresh = testParent(greedyGVK, "fresh-2", map[string]any{}) // the first evaluated within the limits: known
 	_, err = Render(tpl, fresh, nil, Options{Budget: b})
 	require.EqualError(t, err, "4 evaluations that ran past --evaluation-timeout are still running, the most there may be (twice --max-overrunning-evaluations, 2); no evaluation starts until fewer run")
 	var re *Error
@@ -204,6 +209,17 @@ func TestBudgetCapsFreshInputs(t *testing.T) {
 	assert.NoError(t, b.Remembered(tpl, fresh), "and retried later")
 	_, err = Render(tpl, suspect, nil, Options{Budget: b})
 	assert.False(t, RefusedFresh(err), "a suspect is not fresh")
+
+	known.SetGeneration(2)
+	_, err = Render(tpl, known, nil, Options{Budget: b})
+	require.NoError(t, err, "an object that evaluated within the limits before has a bar higher still")
+	ended = append(ended, b.call(tpl, testParent(greedyGVK, "runaway-4", nil)).overran(), b.call(tpl, testParent(greedyGVK, "runaway-5", nil)).overran())
+	known.SetGeneration(3)
+	_, err = Render(tpl, known, nil, Options{Budget: b})
+	require.EqualError(t, err, "6 evaluations that ran past --evaluation-timeout are still running, the most there may be even for an object that evaluated within the limits before (three times --max-overrunning-evaluations, 2); no evaluation starts until fewer run")
+	assert.True(t, RefusedFresh(err))
+	ended[5]()
+	ended[4]()
 
 	ended[3]()
 	_, err = Render(tpl, fresh, nil, Options{Budget: b})
