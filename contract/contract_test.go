@@ -32,6 +32,7 @@ func TestWireValues(t *testing.T) {
 		{contract.AnnotationInventory, "engine.cuengine.dev/inventory"},
 		{contract.AnnotationDeletionPolicy, "engine.cuengine.dev/deletion-policy"},
 		{contract.AnnotationTemplateRevision, "engine.cuengine.dev/template-revision"},
+		{contract.AnnotationEvaluationOverran, "engine.cuengine.dev/evaluation-overran"},
 		{contract.AnnotationRolloutTo, "engine.cuengine.dev/rollout-to"},
 		{contract.AnnotationPaused, "engine.cuengine.dev/paused"},
 		{contract.AnnotationReconcileRequestedAt, "engine.cuengine.dev/reconcile-requested-at"},
@@ -56,6 +57,7 @@ func TestWireValues(t *testing.T) {
 	} {
 		assert.Equal(t, kv[1], kv[0])
 	}
+	assert.Equal(t, "template 5f2a, generation 3", contract.EvaluationOverranValue("5f2a", 3))
 	assert.Equal(t, "engine", contract.FieldManager)
 	assert.Equal(t, []string{"conditions", "observedGeneration", "resources", "templateRevision", "lastHandledReconcileAt"}, contract.EngineStatusFields())
 }

@@ -1,5 +1,7 @@
 package contract
 
+import "strconv"
+
 // Labels and annotations the engine puts on every child. The label selector
 // managed-by=engine restricts the engine's child informers to its own objects.
 const (
@@ -54,6 +56,13 @@ const (
 	// for pins and under its policy for children (revisions.PinRefused);
 	// removing it lets the parent follow.
 	AnnotationTemplateRevision = "engine.cuengine.dev/template-revision"
+	// AnnotationEvaluationOverran, on a parent, records that its evaluation
+	// ran past --evaluation-timeout: EvaluationOverranValue of the template's
+	// hash and the parent's generation it overran with. An engine, restarted
+	// or not, refuses such a parent without evaluating it
+	// (ReasonEvaluationBudgetExceeded) while both are the same; the engine
+	// removes it once either changed. Removing it by hand retries.
+	AnnotationEvaluationOverran = "engine.cuengine.dev/evaluation-overran"
 	// AnnotationRolloutTo, on a parent, is the hash of the revision the rollout
 	// coordinator moved it to. Under sharding the coordinator and the shard
 	// reconciling the parent are different replicas: the annotation is how the
@@ -101,3 +110,10 @@ const (
 	// number (see the package documentation).
 	AnnotationCRDTemplateHash = "engine.cuengine.dev/template-revision"
 )
+
+// EvaluationOverranValue is AnnotationEvaluationOverran's value for an
+// evaluation of the template of that hash that overran on the parent's
+// generation.
+func EvaluationOverranValue(templateHash string, generation int64) string {
+	return "template " + templateHash + ", generation " + strconv.FormatInt(generation, 10)
+}

@@ -20,7 +20,10 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/yaml"
 )
 
@@ -296,4 +299,36 @@ func resourceVersions(t *testing.T, m *deployManifests) map[string]string {
 	}
 	require.Contains(t, out, "Deployment/"+deployNamespace+"/engine")
 	return out
+}
+
+// TestHelmSetsGOMEMLIMIT: the chart keeps the Go heap to nine tenths of the
+// container's memory limit when the limit is in Mi or Gi (the rest is for
+// the stacks, the runtime and the plugins, in the same container), and to
+// the whole limit otherwise; --max-evaluation-heap defaults to three
+// quarters of it.
+func TestHelmSetsGOMEMLIMIT(t *testing.T) {
+	for _, c := range []struct {
+		name, limit string
+		want        corev1.EnvVar
+	}{
+		{"the default 512Mi", "", corev1.EnvVar{Name: "GOMEMLIMIT", Value: "460MiB"}},
+		{"in Gi", "2Gi", corev1.EnvVar{Name: "GOMEMLIMIT", Value: "1843MiB"}},
+		{"in M", "800M", corev1.EnvVar{Name: "GOMEMLIMIT", ValueFrom: &corev1.EnvVarSource{ResourceFieldRef: &corev1.ResourceFieldSelector{Resource: "limits.memory"}}}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			var set []string
+			if c.limit != "" {
+				set = append(set, "resources.limits.memory="+c.limit)
+			}
+			var env []corev1.EnvVar
+			for _, o := range renderChart(t, set...).objs {
+				if o.GetKind() == "Deployment" {
+					d := &appsv1.Deployment{}
+					require.NoError(t, runtime.DefaultUnstructuredConverter.FromUnstructured(o.Object, d))
+					env = d.Spec.Template.Spec.Containers[0].Env
+				}
+			}
+			assert.Contains(t, env, c.want)
+		})
+	}
 }

@@ -15,12 +15,16 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
+	"github.com/cuengine/engine/contract"
 	"github.com/cuengine/engine/engine"
 	"github.com/cuengine/engine/render"
 	"github.com/cuengine/engine/revisions"
@@ -209,4 +213,131 @@ func TestTemplateEditsWithRunawaysKeepMemoryBounded(t *testing.T) {
 	}
 	assert.True(t, status.Running)
 	assert.Empty(t, status.Error)
+}
+
+var tarnGVK = schema.GroupVersionKind{Group: "tarn.cuengine.dev", Version: "v1", Kind: "Tarn"}
+
+// tarnTemplate is a runaway when spec.quad is large (a status
+// comprehension over list.Range(0, spec.quad) squared) and a ConfigMap
+// that follows spec.note.
+const tarnTemplate = `import "list"
+
+parent: {apiVersion: "tarn.cuengine.dev/v1", kind: "Tarn", spec: {quad: *0 | int & >=0, note: *"" | string}}
+children: note: {
+	apiVersion: "v1"
+	kind:       "ConfigMap"
+	metadata: name: parent.metadata.name
+	data: note: parent.spec.note
+}
+status: sum: list.Sum([for i in list.Range(0, parent.spec.quad, 1) for j in list.Range(0, parent.spec.quad, 1) {i + j}])
+`
+
+// TestRunawayParentsAreBoundedAndRememberedAcrossRestart: runaway parents
+// created at once beside healthy ones. Their evaluations past the timeout
+// stay within three times --max-overrunning-evaluations plus the workers,
+// though none of them was seen to overrun before; a healthy parent (one
+// evaluated within the limits before) follows a change meanwhile; each runaway is annotated with the
+// template it overran on. A new engine over the same apiserver (a restart)
+// evaluates none of them (its budget starts no evaluation past the
+// timeout, and counts them refused), while the healthy parents still
+// follow their changes; a changed spec clears the annotation. On the code
+// before, the fresh runaways were all evaluated at once and nothing was
+// recorded on them.
+func TestRunawayParentsAreBoundedAndRememberedAcrossRestart(t *testing.T) {
+	controlPlane(t)
+	const healthy, runaways, workers = 10, 6, 2
+	budget := render.BudgetLimits{MaxOverrunning: 1}
+	dir := t.TempDir()
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "tarn.cue"), []byte(tarnTemplate), 0o644))
+	set, err := templates.Load(dir)
+	require.NoError(t, err)
+	tpl, _ := set.Lookup(tarnGVK)
+	installCRD(t, tpl.CRD())
+	ns := namespace(t)
+
+	start := func() (*engine.Engine, func()) {
+		ctx, cancel := context.WithCancel(context.Background())
+		mgr, err := ctrl.NewManager(cfg, ctrl.Options{Metrics: metricsserver.Options{BindAddress: "0"}, HealthProbeBindAddress: "0", MapperProvider: engine.NewRESTMapper})
+		require.NoError(t, err)
+		eng, err := engine.New(mgr, engine.Options{MaxConcurrentReconciles: workers, Limits: render.Limits{EvaluationTimeout: 500 * time.Millisecond}, EvaluationBudget: budget})
+		require.NoError(t, err)
+		eng.SetTemplates(set)
+		done := make(chan error)
+		go func() { done <- mgr.Start(ctx) }()
+		return eng, func() { cancel(); require.NoError(t, <-done) }
+	}
+	noted := func(name, note string) {
+		t.Helper()
+		eventually(t, name+"'s ConfigMap says "+note, func(ctx context.Context) (bool, error) {
+			cm, err := getConfigMap(ctx, ns, name)
+			return err == nil && cm.Data["note"] == note, client.IgnoreNotFound(err)
+		})
+	}
+	setNote := func(name, note string) {
+		t.Helper()
+		p := parent(tarnGVK, ns, name, nil)
+		require.NoError(t, k8s.Patch(context.Background(), p, client.RawPatch(types.MergePatchType, []byte(`{"spec":{"note":"`+note+`"}}`))))
+	}
+	get := func(ctx context.Context, name string) (*unstructured.Unstructured, error) {
+		p := &unstructured.Unstructured{}
+		p.SetGroupVersionKind(tarnGVK)
+		return p, k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, p)
+	}
+
+	eng, stop := start()
+	sampler := sampleHeap(t)
+	for i := range healthy {
+		require.NoError(t, k8s.Create(context.Background(), parent(tarnGVK, ns, fmt.Sprintf("healthy-%d", i), map[string]any{"note": "a"})))
+	}
+	for i := range healthy {
+		noted(fmt.Sprintf("healthy-%d", i), "a")
+	}
+	for i := range runaways {
+		require.NoError(t, k8s.Create(context.Background(), parent(tarnGVK, ns, fmt.Sprintf("runaway-%d", i), map[string]any{"quad": int64(100)})))
+	}
+	setNote("healthy-0", "b")
+	noted("healthy-0", "b")
+	eventuallyWithin(t, "every runaway annotated with the template it overran on", 3*time.Minute, func(ctx context.Context) (bool, error) {
+		for i := range runaways {
+			p, err := get(ctx, fmt.Sprintf("runaway-%d", i))
+			if err != nil || p.GetAnnotations()[contract.AnnotationEvaluationOverran] != contract.EvaluationOverranValue(tpl.Hash, p.GetGeneration()) {
+				return false, err
+			}
+		}
+		return true, nil
+	})
+	stop()
+	_, peak := sampler.peaks()
+	first := eng.BudgetStats()
+	t.Logf("first engine: peak evaluations past the timeout %v (cap %d, %d workers); budget %+v", peak, budget.MaxOverrunning, workers, first)
+	assert.LessOrEqual(t, peak, float64(3*budget.MaxOverrunning+workers-1), "the runaways never seen before are capped too")
+	assert.Positive(t, first.Refused, "some were refused over the budget meanwhile")
+	settledHeap(t) // the first engine's evaluations in the background end
+
+	eng, stop = start()
+	defer stop()
+	sampler = sampleHeap(t)
+	setNote("healthy-1", "c")
+	noted("healthy-1", "c")
+	for i := range runaways {
+		waitSynced(t, parent(tarnGVK, ns, fmt.Sprintf("runaway-%d", i), nil), metav1.ConditionFalse, contract.ReasonEvaluationBudgetExceeded,
+			"this object's evaluation ran past --evaluation-timeout before, with this template and this generation of its spec (annotation engine.cuengine.dev/evaluation-overran); it is not evaluated again until its spec or the template changes: change its spec, or remove the annotation to retry")
+	}
+	_, peak = sampler.peaks()
+	second := eng.BudgetStats()
+	t.Logf("restarted engine: peak evaluations past the timeout %v; budget %+v", peak, second)
+	assert.Zero(t, peak, "the restarted engine evaluates no runaway")
+	assert.Zero(t, second.Suspects)
+	assert.GreaterOrEqual(t, second.Remembered, int64(runaways), "each runaway refused without evaluating")
+
+	require.NoError(t, k8s.Patch(context.Background(), parent(tarnGVK, ns, "runaway-0", nil), client.RawPatch(types.MergePatchType, []byte(`{"spec":{"quad":0,"note":"tamed"}}`))))
+	noted("runaway-0", "tamed")
+	eventually(t, "the stale annotation removed", func(ctx context.Context) (bool, error) {
+		p, err := get(ctx, "runaway-0")
+		if err != nil {
+			return false, err
+		}
+		_, annotated := p.GetAnnotations()[contract.AnnotationEvaluationOverran]
+		return !annotated, nil
+	})
 }

@@ -362,6 +362,10 @@ type KindStatus struct {
 	Stalled string
 }
 
+// BudgetStats returns the counts of the engine's evaluation budget
+// (render.Budget): evaluations started, refused, past the timeout.
+func (e *Engine) BudgetStats() render.BudgetStats { return e.budget.Stats() }
+
 // Status lists the state of every kind's controller, sorted by kind.
 func (e *Engine) Status() []KindStatus {
 	e.mu.Lock()

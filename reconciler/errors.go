@@ -73,7 +73,9 @@ func waitingError(reason string, after time.Duration, err error) error {
 // reconcile: an error a step classified keeps its class; a rendering
 // refused (a *render.Error: a limit exceeded, a child the policy refuses)
 // is terminal with its reason, but over the evaluation budget it waits
-// BudgetRetry; a provider error
+// BudgetRetry (FreshBudgetRetry for a parent never seen to overrun) unless
+// the parent's annotation says it overran with this template and
+// generation; a provider error
 // is transient when the provider says it may go away, otherwise it waits
 // for the slow resource resync (a credential fixed, a name released); an
 // apiserver error is terminal when the request itself was refused (invalid,
@@ -86,7 +88,13 @@ func classify(err error, resourceResync time.Duration) (errorClass, string, time
 	}
 	var re *render.Error
 	if errors.As(err, &re) {
-		if re.Reason == contract.ReasonEvaluationBudgetExceeded {
+		switch {
+		case re.Reason != contract.ReasonEvaluationBudgetExceeded, render.OverranBefore(err):
+			// An object that overran with this template and generation
+			// waits for a change of either, as after any limit.
+		case render.RefusedFresh(err):
+			return waiting, re.Reason, FreshBudgetRetry
+		default:
 			return waiting, re.Reason, BudgetRetry
 		}
 		return terminal, re.Reason, 0

@@ -1,6 +1,7 @@
 package reconciler
 
 import (
+	"context"
 	"maps"
 
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -29,8 +30,11 @@ type evaluation struct {
 // evaluate runs the template for the parent, within the limits
 // (render.Render, limits.go). An evaluation error, or a limit exceeded, is a terminal
 // problem: nothing changes until the parent or the template does.
-func (r *Reconciler) evaluate(t *templates.Template, parent *unstructured.Unstructured, observed map[string]any, st *status) (*evaluation, error) {
+func (r *Reconciler) evaluate(ctx context.Context, t *templates.Template, parent *unstructured.Unstructured, observed map[string]any, st *status) (*evaluation, error) {
 	out, err := r.boundedRender(t, parent, observed)
+	if merr := r.markOverran(ctx, t, parent, err); merr != nil { // limits.go
+		return nil, merr
+	}
 	if err != nil {
 		return nil, st.templateFailed(err)
 	}
@@ -46,7 +50,7 @@ func (r *Reconciler) evaluate(t *templates.Template, parent *unstructured.Unstru
 // resource appear, change or go, so a child that depends on it is applied
 // (and the template's status written) from what is true now, in this same
 // reconcile.
-func (r *Reconciler) reevaluate(t *templates.Template, parent *unstructured.Unstructured, eval *evaluation, st *status) (*evaluation, error) {
+func (r *Reconciler) reevaluate(ctx context.Context, t *templates.Template, parent *unstructured.Unstructured, eval *evaluation, st *status) (*evaluation, error) {
 	var observed map[string]any
 	for name, rs := range st.resources {
 		old, had := eval.observed[name]
@@ -63,7 +67,7 @@ func (r *Reconciler) reevaluate(t *templates.Template, parent *unstructured.Unst
 	if observed == nil {
 		return eval, nil
 	}
-	return r.evaluate(t, parent, observed, st)
+	return r.evaluate(ctx, t, parent, observed, st)
 }
 
 func cloneOnce(clone, of map[string]any) map[string]any {

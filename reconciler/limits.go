@@ -1,10 +1,15 @@
 package reconciler
 
 import (
+	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"time"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/cuengine/engine/contract"
 	"github.com/cuengine/engine/render"
@@ -16,6 +21,12 @@ import (
 // enough for the evaluations that overran to end, short enough that a
 // parent refused only for them catches up soon.
 const BudgetRetry = 30 * time.Second
+
+// FreshBudgetRetry is when a parent never seen to overrun, refused over the
+// evaluation budget (render.RefusedFresh), is reconciled again: sooner,
+// since most such parents are healthy ones refused only because runaways
+// fill the budget, and a refusal costs no evaluation.
+const FreshBudgetRetry = 5 * time.Second
 
 // boundedRender renders the template for the parent (render.Render, within
 // the limits and the engine's budget). Inputs that went over a limit
@@ -40,4 +51,38 @@ func (r *Reconciler) boundedRender(t *templates.Template, parent *unstructured.U
 		return nil, err
 	}
 	return out, nil
+}
+
+// markOverran keeps the parent's contract.AnnotationEvaluationOverran in
+// line with how its rendering ended (render.Budget): set to the template's
+// hash and the parent's generation when the evaluation ran past the
+// timeout, so that the engine, restarted or not, does not evaluate it again
+// (it is a bound on what CUE, which cannot be interrupted, holds); removed
+// once it names another template or generation. The write is a merge patch
+// of the parent's metadata, nothing else: its event brings one more
+// reconcile, which refuses without evaluating. The parent is updated in
+// place, so that the status is written over its new version.
+func (r *Reconciler) markOverran(ctx context.Context, t *templates.Template, parent *unstructured.Unstructured, renderErr error) error {
+	have, annotated := parent.GetAnnotations()[contract.AnnotationEvaluationOverran]
+	current := contract.EvaluationOverranValue(t.Hash, parent.GetGeneration())
+	var value any // the annotation's new value; nil removes it
+	re := (*render.Error)(nil)
+	switch {
+	case errors.As(renderErr, &re) && re.Reason == contract.ReasonEvaluationTimeout:
+		if have == current {
+			return nil
+		}
+		value = current
+	case annotated && have != current:
+	default:
+		return nil
+	}
+	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]any{contract.AnnotationEvaluationOverran: value}}})
+	if err != nil {
+		return err
+	}
+	if err := r.writer.Patch(ctx, parent, client.RawPatch(types.MergePatchType, patch)); err != nil {
+		return fmt.Errorf("recording on the parent that its evaluation ran past the timeout: %w", err)
+	}
+	return nil
 }

@@ -203,7 +203,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	eval, err := r.evaluate(t, parent, withReferences(live.Observed(parent), refs), st) // evaluate.go
+	eval, err := r.evaluate(ctx, t, parent, withReferences(live.Observed(parent), refs), st) // evaluate.go
 	if err != nil {
 		return ctrl.Result{}, err
 	}
@@ -211,7 +211,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	if eval, err = r.reevaluate(t, parent, eval, st); err != nil { // evaluate.go
+	if eval, err = r.reevaluate(ctx, t, parent, eval, st); err != nil { // evaluate.go
 		return ctrl.Result{}, err
 	}
 	eval = withConnectionSecrets(eval, plan) // connectionsecret.go

@@ -190,8 +190,8 @@ func TestUnitBudgetShared(t *testing.T) {
 	runaway := unitParent(unitGreedy, "runaway", map[string]any{"quad": int64(42)})
 	e := newUnitEnv(t, unitGreedy, big, runaway)
 	e.r.limits = render.Limits{MaxChildren: 3}
-	// Any live heap is over one byte: the budget is spent for suspects.
-	e.r.budget = render.NewBudget(render.BudgetLimits{MaxHeapBytes: 1})
+	// One evaluation past the timeout spends the budget for suspects.
+	e.r.budget = render.NewBudget(render.BudgetLimits{MaxOverrunning: 1})
 	msg := "the template renders 4 children and resources for this object, more than the 3 allowed (--max-children); nothing was applied"
 
 	// Another path renders the parent first, with the same budget.
@@ -214,6 +214,15 @@ func TestUnitBudgetShared(t *testing.T) {
 	require.NoError(t, wait.PollUntilContextCancel(ctx, 10*time.Millisecond, true, func(context.Context) (bool, error) {
 		return e.r.budget.Stats().Overrunning == 0, nil
 	}))
+	// Another runaway, far longer, still runs past the timeout.
+	_, err = render.Render(e.kind.Template(), unitParent(unitGreedy, "longer", map[string]any{"quad": int64(200)}), nil, render.Options{Limits: render.Limits{EvaluationTimeout: time.Millisecond}, Budget: e.r.budget})
+	require.ErrorAs(t, err, &re)
+	require.Equal(t, contract.ReasonEvaluationTimeout, re.Reason)
+	defer func() {
+		require.NoError(t, wait.PollUntilContextCancel(ctx, 10*time.Millisecond, true, func(context.Context) (bool, error) {
+			return e.r.budget.Stats().Overrunning == 0, nil
+		}), "the longer runaway ends")
+	}()
 	runaway = e.reread(runaway)
 	runaway.Object["spec"] = map[string]any{"quad": int64(43)}
 	runaway.SetGeneration(2)
@@ -225,7 +234,7 @@ func TestUnitBudgetShared(t *testing.T) {
 	c := e.condition(runaway, contract.ConditionSynced)
 	require.NotNil(t, c)
 	assert.Equal(t, contract.ReasonEvaluationBudgetExceeded, c.Reason)
-	assert.Regexp(t, `^the engine's live heap is \d+ MiB, over the 0 MiB evaluations may reach \(--max-evaluation-heap\), and this object's evaluation ran past --evaluation-timeout before; it is evaluated again once the heap is under it$`, c.Message)
+	assert.Equal(t, "1 evaluations that ran past --evaluation-timeout are still running (--max-overrunning-evaluations allows 1), and this object's evaluation ran past it before; it is evaluated again once fewer run", c.Message)
 	assert.Equal(t, evaluated, e.evaluations(), "refused without evaluating")
 	assert.Equal(t, int64(1), e.r.budget.Stats().Refused)
 }

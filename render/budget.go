@@ -23,20 +23,36 @@ import (
 // DefaultMaxOverrunning is how many evaluations past the timeout may run
 // at once before an object whose evaluation overran before is refused: one
 // per core of a small engine's two, which is what each of them holds.
+// Twice it, no evaluation starts at all (Budget).
 const DefaultMaxOverrunning = 2
 
 // BudgetLimits are what the evaluations that overran may hold, engine-wide.
 type BudgetLimits struct {
 	// MaxOverrunning bounds the evaluations past the timeout still running
 	// (CUE cannot be interrupted) beyond which an object whose evaluation
-	// overran before is refused rather than evaluated; zero is
-	// DefaultMaxOverrunning.
+	// overran before is refused rather than evaluated; at twice it, every
+	// object is. Zero is DefaultMaxOverrunning.
 	MaxOverrunning int
 	// MaxHeapBytes is the live heap beyond which an object whose
-	// evaluation overran before is refused; zero is three quarters of the
-	// Go memory limit (GOMEMLIMIT) when one is set, and no bound otherwise.
+	// evaluation overran before is refused; a sixth above it, every object
+	// is. Zero is three quarters of the Go memory limit (GOMEMLIMIT) when
+	// one is set (so seven eighths of it for every object), and no bound
+	// otherwise.
 	MaxHeapBytes uint64
 }
+
+// freshOverrunning is the evaluations past the timeout at which no
+// evaluation starts, even of an object never seen to overrun.
+func (l BudgetLimits) freshOverrunning() int { return 2 * l.MaxOverrunning }
+
+// knownOverrunning is the evaluations past the timeout at which no
+// evaluation starts, even of an object whose last evaluation ended within
+// the limits.
+func (l BudgetLimits) knownOverrunning() int { return 3 * l.MaxOverrunning }
+
+// freshHeap is the live heap past which no evaluation starts; zero is no
+// bound.
+func (l BudgetLimits) freshHeap() uint64 { return l.MaxHeapBytes + l.MaxHeapBytes/6 }
 
 // Budget is the engine's one memory of the objects whose inputs went over
 // a limit, and its cap on what the evaluations that overran may hold.
@@ -53,8 +69,32 @@ type BudgetLimits struct {
 // BudgetLimits.MaxOverrunning, or the live heap BudgetLimits.MaxHeapBytes,
 // it is refused (contract.ReasonEvaluationBudgetExceeded)
 // rather than evaluated, whatever template it runs. What the runaways hold
-// is so bounded by the cap, not by how often the template changes. An
-// object never seen to overrun is always evaluated.
+// is so bounded by the cap, not by how often the template changes.
+//
+// An object never seen to overrun may be a runaway too (fifty created at
+// once are fifty evaluations past the timeout), so it has a bar of its
+// own, higher: twice MaxOverrunning evaluations past the timeout, and a
+// live heap a sixth over MaxHeapBytes. Past them no evaluation starts, and
+// the objects refused are reconciled again later. The gap between the bars
+// is what keeps healthy objects from starving behind known runaways: the
+// suspects alone can never fill the second half of the cap (each is
+// admitted only under the first), nor raise the heap past the second bar
+// on their own while the first refuses them. A slot reserved for fresh
+// inputs would serve them one at a time; a second bar serves every worker.
+// Fresh runaways can fill the second bar too (fifty created at once); an
+// object whose last evaluation ended within the limits (in this process)
+// has a third, three times MaxOverrunning, so a healthy object's changes
+// are still evaluated while new runaways are first seen. Evaluations
+// admitted at once under a bar may all overrun: the count past the timeout
+// is at most three times MaxOverrunning plus the evaluations that can run
+// at once (the workers), less one.
+//
+// An object whose annotation contract.AnnotationEvaluationOverran names
+// the template's hash and its generation is refused without evaluating, on
+// every path: the engine writes it when an evaluation overruns (package
+// reconciler), so a restarted engine, whose budget is new, does not
+// evaluate the known runaways again. An annotation for another template or
+// generation makes the object a suspect.
 //
 // A nil *Budget remembers nothing and refuses nothing.
 type Budget struct {
@@ -136,6 +176,7 @@ type budgetEntry struct {
 	template string // the hash of the template err was met with
 	err      error  // the limit those inputs went over; nil if none
 	overran  bool   // an evaluation of the object ran past the timeout
+	good     bool   // its last evaluation ended within the limits
 	running  int    // its evaluations past the timeout still running
 }
 
@@ -146,19 +187,26 @@ type budgetCall struct {
 	uid      types.UID
 	inputs   string
 	template string
+	// annotated: the object carries AnnotationEvaluationOverran; current:
+	// for this template and generation.
+	annotated, current bool
 }
 
 func (b *Budget) call(t *templates.Template, parent *unstructured.Unstructured) *budgetCall {
 	if b == nil {
 		return nil
 	}
-	return &budgetCall{
+	c := &budgetCall{
 		b:        b,
 		key:      budgetKey{kind: contract.KindString(parent.GroupVersionKind()), NamespacedName: types.NamespacedName{Namespace: parent.GetNamespace(), Name: parent.GetName()}},
 		uid:      parent.GetUID(),
 		inputs:   inputsOf(parent),
 		template: t.Hash,
 	}
+	if v, ok := parent.GetAnnotations()[contract.AnnotationEvaluationOverran]; ok {
+		c.annotated, c.current = true, v == contract.EvaluationOverranValue(t.Hash, parent.GetGeneration())
+	}
+	return c
 }
 
 // inputsOf identifies what the object gives the template: its generation,
@@ -197,46 +245,111 @@ func (c *budgetCall) admit() error {
 		return nil
 	}
 	b := c.b
+	heap := b.heap() // read outside the lock: it is the runtime's
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	e := b.objects[c.key]
-	if e == nil {
-		b.evaluated.Add(1)
-		return nil
-	}
-	if e.uid != c.uid {
+	if e != nil && e.uid != c.uid {
 		delete(b.objects, c.key) // another object of the same name
-		b.evaluated.Add(1)
-		return nil
+		e = nil
 	}
-	if e.err != nil && e.inputs == c.inputs && e.template == c.template {
+	if e != nil && e.err != nil && e.inputs == c.inputs && e.template == c.template {
 		b.remembered.Add(1)
 		metricEvaluationsRefused.WithLabelValues("remembered").Inc()
 		return &rememberedError{e.err}
 	}
-	if e.overran {
-		if err := b.overBudget(); err != nil {
-			b.refused.Add(1)
-			metricEvaluationsRefused.WithLabelValues("budget").Inc()
-			return err
+	if c.current {
+		b.remembered.Add(1)
+		metricEvaluationsRefused.WithLabelValues("remembered").Inc()
+		return &rememberedError{&Error{Reason: contract.ReasonEvaluationBudgetExceeded, Err: errOverranBefore}}
+	}
+	if c.annotated && e == nil {
+		e = c.entry() // it overran with another template or generation
+		e.overran = true
+	}
+	var err error
+	switch {
+	case e != nil && e.overran:
+		if err = b.overBudget(heap); err == nil {
+			err = b.overFresh(heap)
 		}
+	case e != nil && e.good:
+		err = b.overKnown(heap)
+	default:
+		err = b.overFresh(heap)
+	}
+	if err != nil {
+		b.refused.Add(1)
+		metricEvaluationsRefused.WithLabelValues("budget").Inc()
+		return err
 	}
 	b.evaluated.Add(1)
 	return nil
 }
 
+// errOverranBefore refuses an object whose AnnotationEvaluationOverran is
+// current.
+var errOverranBefore = errors.New("this object's evaluation ran past --evaluation-timeout before, with this template and this generation of its spec (annotation " +
+	contract.AnnotationEvaluationOverran + "); it is not evaluated again until its spec or the template changes: change its spec, or remove the annotation to retry")
+
+// OverranBefore reports whether Render refused because the object's
+// contract.AnnotationEvaluationOverran says it overran with the same
+// template and generation: only a change of either, or of the annotation,
+// makes it evaluated again.
+func OverranBefore(err error) bool { return errors.Is(err, errOverranBefore) }
+
+// overFresh says why no object may be evaluated now, or nil; b.mu is held.
+func (b *Budget) overFresh(heap uint64) error {
+	switch {
+	case b.overrunning >= b.limits.freshOverrunning():
+		return &Error{Reason: contract.ReasonEvaluationBudgetExceeded, Err: &freshRefusal{fmt.Errorf(
+			"%d evaluations that ran past --evaluation-timeout are still running, the most there may be (twice --max-overrunning-evaluations, %d); no evaluation starts until fewer run", b.overrunning, b.limits.MaxOverrunning)}}
+	}
+	return b.overHeap(heap)
+}
+
+// overHeap says why no object may be evaluated now, for the heap, or nil.
+func (b *Budget) overHeap(heap uint64) error {
+	if b.limits.MaxHeapBytes > 0 && heap > b.limits.freshHeap() {
+		return &Error{Reason: contract.ReasonEvaluationBudgetExceeded, Err: &freshRefusal{fmt.Errorf(
+			"the engine's live heap is %d MiB, over the %d MiB past which no evaluation starts (--max-evaluation-heap and a sixth); this object is evaluated once the heap is under it", heap>>20, b.limits.freshHeap()>>20)}}
+	}
+	return nil
+}
+
+// overKnown says why an object whose last evaluation ended within the
+// limits may not be evaluated now, or nil; b.mu is held.
+func (b *Budget) overKnown(heap uint64) error {
+	if b.overrunning >= b.limits.knownOverrunning() {
+		return &Error{Reason: contract.ReasonEvaluationBudgetExceeded, Err: &freshRefusal{fmt.Errorf(
+			"%d evaluations that ran past --evaluation-timeout are still running, the most there may be even for an object that evaluated within the limits before (three times --max-overrunning-evaluations, %d); no evaluation starts until fewer run", b.overrunning, b.limits.MaxOverrunning)}}
+	}
+	return b.overHeap(heap)
+}
+
+// freshRefusal is a refusal of an object never seen to overrun.
+type freshRefusal struct{ error }
+
+func (e *freshRefusal) Unwrap() error { return e.error }
+
+// RefusedFresh reports whether Render refused an object never seen to
+// overrun, over the budget: most such objects are healthy, and are worth
+// retrying sooner than the suspects.
+func RefusedFresh(err error) bool {
+	f := (*freshRefusal)(nil)
+	return errors.As(err, &f)
+}
+
 // overBudget says why a suspect may not be evaluated now, or nil; b.mu is
 // held.
-func (b *Budget) overBudget() error {
+func (b *Budget) overBudget(heap uint64) error {
 	switch {
 	case b.overrunning >= b.limits.MaxOverrunning:
 		return &Error{Reason: contract.ReasonEvaluationBudgetExceeded, Err: fmt.Errorf(
 			"%d evaluations that ran past --evaluation-timeout are still running (--max-overrunning-evaluations allows %d), and this object's evaluation ran past it before; it is evaluated again once fewer run", b.overrunning, b.limits.MaxOverrunning)}
-	case b.limits.MaxHeapBytes > 0:
-		if heap := b.heap(); heap > b.limits.MaxHeapBytes {
-			return &Error{Reason: contract.ReasonEvaluationBudgetExceeded, Err: fmt.Errorf(
-				"the engine's live heap is %d MiB, over the %d MiB evaluations may reach (--max-evaluation-heap), and this object's evaluation ran past --evaluation-timeout before; it is evaluated again once the heap is under it", heap>>20, b.limits.MaxHeapBytes>>20)}
-		}
+	case b.limits.MaxHeapBytes > 0 && heap > b.limits.MaxHeapBytes:
+		return &Error{Reason: contract.ReasonEvaluationBudgetExceeded, Err: fmt.Errorf(
+			"the engine's live heap is %d MiB, over the %d MiB evaluations may reach (--max-evaluation-heap), and this object's evaluation ran past --evaluation-timeout before; it is evaluated again once the heap is under it", heap>>20, b.limits.MaxHeapBytes>>20)}
 	}
 	return nil
 }
@@ -259,7 +372,7 @@ func (c *budgetCall) overran() (done func()) {
 		defer b.mu.Unlock()
 		b.overrunning--
 		e.running--
-		if b.objects[c.key] == e && e.running == 0 && !e.overran {
+		if b.objects[c.key] == e && e.running == 0 && !e.overran && !e.good {
 			delete(b.objects, c.key) // it evaluated within the limits meanwhile
 		}
 	}
@@ -278,6 +391,12 @@ func (c *budgetCall) done(err error) {
 	if errors.As(err, &re) && re.Reason != contract.ReasonEvaluationBudgetExceeded && re.Reason != contract.ReasonChildRefused {
 		e := c.entry()
 		e.inputs, e.template, e.err = c.inputs, c.template, err
+		return
+	}
+	if err == nil {
+		// Within the limits: no suspect, and one known to evaluate.
+		e := c.entry()
+		e.overran, e.err, e.good = false, nil, true
 		return
 	}
 	e := b.objects[c.key]

@@ -2,6 +2,7 @@ package render
 
 import (
 	"context"
+	"fmt"
 	"runtime/debug"
 	"testing"
 	"time"
@@ -144,9 +145,11 @@ func TestBudgetRefusesSuspects(t *testing.T) {
 	heavy := testParent(greedyGVK, "heavy", map[string]any{"quad": int64(41)})
 	b = NewBudget(BudgetLimits{MaxHeapBytes: 512 << 20})
 	b.heap = func() uint64 { return 900 << 20 }
+	b.heap = func() uint64 { return 550 << 20 }
 	_, err = Render(tpl, other, nil, Options{Budget: b})
-	require.NoError(t, err, "over the heap bound, an object never seen to overrun is evaluated")
+	require.NoError(t, err, "over the heap bound (but not a sixth over it), an object never seen to overrun is evaluated")
 	overrunOnce(t, b, tpl, heavy)
+	b.heap = func() uint64 { return 900 << 20 }
 	heavy.SetGeneration(2)
 	_, err = Render(tpl, heavy, nil, Options{Budget: b})
 	require.EqualError(t, err, "the engine's live heap is 900 MiB, over the 512 MiB evaluations may reach (--max-evaluation-heap), and this object's evaluation ran past --evaluation-timeout before; it is evaluated again once the heap is under it")
@@ -164,4 +167,131 @@ func TestBudgetDefaults(t *testing.T) {
 	defer debug.SetMemoryLimit(prev)
 	assert.Equal(t, BudgetLimits{MaxOverrunning: DefaultMaxOverrunning, MaxHeapBytes: 768 << 20}, NewBudget(BudgetLimits{}).Limits())
 	assert.Positive(t, liveHeap(), "the live heap is read from runtime/metrics")
+}
+
+// TestBudgetCapsFreshInputs: inputs never seen to overrun are evaluated
+// past the suspects' cap, up to twice it, and past the suspects' heap bar
+// up to a sixth more; an object whose last evaluation ended within the
+// limits up to three times the cap; beyond those nothing is evaluated, so
+// objects that overran the first time they were seen cannot hold the
+// engine's memory without bound.
+func TestBudgetCapsFreshInputs(t *testing.T) {
+	tpl := testTemplate(t, greedyGVK)
+	b := NewBudget(BudgetLimits{MaxOverrunning: 2})
+	suspect := testParent(greedyGVK, "cap-suspect", map[string]any{"quad": int64(100)})
+	overrunOnce(t, b, tpl, suspect)
+	suspect.SetGeneration(2)
+	fresh := testParent(greedyGVK, "fresh", map[string]any{})
+	known := testParent(greedyGVK, "known", map[string]any{})
+	_, err := Render(tpl, known, nil, Options{Budget: b})
+	require.NoError(t, err)
+
+	var ended []func()
+	for i := range 3 {
+		ended = append(ended, b.call(tpl, testParent(greedyGVK, fmt.Sprintf("runaway-%d", i), nil)).overran())
+	}
+	_, err = Render(tpl, suspect, nil, Options{Budget: b})
+	require.EqualError(t, err, "3 evaluations that ran past --evaluation-timeout are still running (--max-overrunning-evaluations allows 2), and this object's evaluation ran past it before; it is evaluated again once fewer run")
+	_, err = Render(tpl, fresh, nil, Options{Budget: b})
+	require.NoError(t, err, "an input never seen to overrun does not starve behind the suspects")
+
+	ended = append(ended, b.call(tpl, testParent(greedyGVK, "runaway-3", nil)).overran())
+	evaluated := b.Stats().Evaluated
+	fresh = testParent(greedyGVK, "fresh-2", map[string]any{}) // the first evaluated within the limits: known
+	_, err = Render(tpl, fresh, nil, Options{Budget: b})
+	require.EqualError(t, err, "4 evaluations that ran past --evaluation-timeout are still running, the most there may be (twice --max-overrunning-evaluations, 2); no evaluation starts until fewer run")
+	var re *Error
+	require.ErrorAs(t, err, &re)
+	assert.Equal(t, contract.ReasonEvaluationBudgetExceeded, re.Reason)
+	assert.True(t, Unevaluated(err))
+	assert.True(t, RefusedFresh(err))
+	assert.Equal(t, evaluated, b.Stats().Evaluated, "refused without evaluating")
+	assert.NoError(t, b.Remembered(tpl, fresh), "and retried later")
+	_, err = Render(tpl, suspect, nil, Options{Budget: b})
+	assert.False(t, RefusedFresh(err), "a suspect is not fresh")
+
+	known.SetGeneration(2)
+	_, err = Render(tpl, known, nil, Options{Budget: b})
+	require.NoError(t, err, "an object that evaluated within the limits before has a bar higher still")
+	ended = append(ended, b.call(tpl, testParent(greedyGVK, "runaway-4", nil)).overran(), b.call(tpl, testParent(greedyGVK, "runaway-5", nil)).overran())
+	known.SetGeneration(3)
+	_, err = Render(tpl, known, nil, Options{Budget: b})
+	require.EqualError(t, err, "6 evaluations that ran past --evaluation-timeout are still running, the most there may be even for an object that evaluated within the limits before (three times --max-overrunning-evaluations, 2); no evaluation starts until fewer run")
+	assert.True(t, RefusedFresh(err))
+	ended[5]()
+	ended[4]()
+
+	ended[3]()
+	_, err = Render(tpl, fresh, nil, Options{Budget: b})
+	require.NoError(t, err, "under twice the cap, a fresh input is evaluated again")
+	for _, end := range ended[:3] {
+		end()
+	}
+}
+
+// TestBudgetChecksTheHeapOfEveryEvaluation: over --max-evaluation-heap a
+// suspect is refused; a sixth above it, every evaluation is.
+func TestBudgetChecksTheHeapOfEveryEvaluation(t *testing.T) {
+	tpl := testTemplate(t, greedyGVK)
+	b := NewBudget(BudgetLimits{MaxHeapBytes: 600 << 20})
+	suspect := testParent(greedyGVK, "heap-suspect", map[string]any{"quad": int64(100)})
+	overrunOnce(t, b, tpl, suspect)
+	suspect.SetGeneration(2)
+	fresh := testParent(greedyGVK, "fresh", map[string]any{})
+
+	b.heap = func() uint64 { return 650 << 20 }
+	_, err := Render(tpl, suspect, nil, Options{Budget: b})
+	require.EqualError(t, err, "the engine's live heap is 650 MiB, over the 600 MiB evaluations may reach (--max-evaluation-heap), and this object's evaluation ran past --evaluation-timeout before; it is evaluated again once the heap is under it")
+	_, err = Render(tpl, fresh, nil, Options{Budget: b})
+	require.NoError(t, err, "between the bars, an input never seen to overrun is evaluated")
+
+	b.heap = func() uint64 { return 750 << 20 }
+	evaluated := b.Stats().Evaluated
+	_, err = Render(tpl, fresh, nil, Options{Budget: b})
+	require.EqualError(t, err, "the engine's live heap is 750 MiB, over the 700 MiB past which no evaluation starts (--max-evaluation-heap and a sixth); this object is evaluated once the heap is under it")
+	var re *Error
+	require.ErrorAs(t, err, &re)
+	assert.Equal(t, contract.ReasonEvaluationBudgetExceeded, re.Reason)
+	assert.Equal(t, evaluated, b.Stats().Evaluated, "refused without evaluating")
+
+	b.heap = func() uint64 { return 100 << 20 }
+	_, err = Render(tpl, fresh, nil, Options{Budget: b})
+	require.NoError(t, err)
+	_, err = Render(tpl, suspect, nil, Options{Limits: Limits{EvaluationTimeout: time.Minute}, Budget: b})
+	require.NoError(t, err)
+}
+
+// TestBudgetRefusesWhatOverranBefore: a parent whose annotation says its
+// evaluation overran with this template and this generation is refused
+// without evaluating, by a budget that never saw it (a restarted engine);
+// one whose annotation names another template or generation is evaluated,
+// as a suspect.
+func TestBudgetRefusesWhatOverranBefore(t *testing.T) {
+	tpl := testTemplate(t, greedyGVK)
+	b := NewBudget(BudgetLimits{MaxOverrunning: 1})
+	p := testParent(greedyGVK, "runaway", map[string]any{"quad": int64(400)})
+	p.SetGeneration(3)
+	p.SetAnnotations(map[string]string{contract.AnnotationEvaluationOverran: contract.EvaluationOverranValue(tpl.Hash, 3)})
+
+	_, err := Render(tpl, p, nil, Options{Budget: b})
+	require.EqualError(t, err, "this object's evaluation ran past --evaluation-timeout before, with this template and this generation of its spec (annotation engine.cuengine.dev/evaluation-overran); it is not evaluated again until its spec or the template changes: change its spec, or remove the annotation to retry")
+	var re *Error
+	require.ErrorAs(t, err, &re)
+	assert.Equal(t, contract.ReasonEvaluationBudgetExceeded, re.Reason)
+	assert.True(t, Unevaluated(err))
+	assert.True(t, OverranBefore(err))
+	assert.Equal(t, BudgetStats{Remembered: 1}, b.Stats(), "not evaluated")
+
+	ended := b.call(tpl, testParent(greedyGVK, "other", nil)).overran()
+	for _, stale := range []string{contract.EvaluationOverranValue("another", 3), contract.EvaluationOverranValue(tpl.Hash, 2)} {
+		p.SetAnnotations(map[string]string{contract.AnnotationEvaluationOverran: stale})
+		_, err = Render(tpl, p, nil, Options{Budget: b})
+		require.EqualError(t, err, "1 evaluations that ran past --evaluation-timeout are still running (--max-overrunning-evaluations allows 1), and this object's evaluation ran past it before; it is evaluated again once fewer run", "%s: a suspect", stale)
+		assert.False(t, OverranBefore(err))
+	}
+	ended()
+	p.Object["spec"] = map[string]any{}
+	_, err = Render(tpl, p, nil, Options{Budget: b})
+	require.NoError(t, err, "under the cap, evaluated")
+	assert.Equal(t, 1, b.Stats().Suspects, "and within the limits, no suspect: other is the only one")
 }

@@ -56,8 +56,8 @@ func greedyTemplate(t *testing.T) *templates.Template {
 // reconcile, and counts no deletion.
 func TestUnitHoldSharesTheBudget(t *testing.T) {
 	tpl := greedyTemplate(t)
-	// Any live heap is over one byte: the budget is spent for suspects.
-	b := render.NewBudget(render.BudgetLimits{MaxHeapBytes: 1})
+	// One evaluation past the timeout spends the budget for suspects.
+	b := render.NewBudget(render.BudgetLimits{MaxOverrunning: 1})
 	hold := Hold{Limits: render.Limits{MaxChildren: 3}, Budget: b}
 
 	big, children := greedyParent("big", map[string]any{"count": int64(4)})
@@ -79,6 +79,16 @@ func TestUnitHoldSharesTheBudget(t *testing.T) {
 	assert.Equal(t, 1, b.Stats().Suspects)
 	evaluated := b.Stats().Evaluated
 
+	// Another runaway, far longer, still runs past the timeout.
+	longer, _ := greedyParent("longer", map[string]any{"quad": int64(200)})
+	_, err := render.Render(tpl, longer, nil, render.Options{Limits: render.Limits{EvaluationTimeout: time.Millisecond}, Budget: b})
+	require.Error(t, err)
+	defer func() {
+		require.NoError(t, wait.PollUntilContextCancel(ctx, 10*time.Millisecond, true, func(context.Context) (bool, error) {
+			return b.Stats().Overrunning == 0, nil
+		}), "the longer runaway ends")
+	}()
+	evaluated = b.Stats().Evaluated
 	runaway.Object["spec"] = map[string]any{"quad": int64(45)}
 	runaway.SetGeneration(2)
 	require.NoError(t, hold.countDeletes(tpl, runaway, children, held))

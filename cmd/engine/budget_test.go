@@ -67,3 +67,17 @@ func TestVetRefusesTemplatesTooLargeToStore(t *testing.T) {
 	assert.Equal(t, 1, code)
 	assert.Regexp(t, `^greedy\.cue: the template's files take 17\d{5} bytes \(1\.6\d MiB\) as a stored revision, more than the 1310720 \(1\.25 MiB\) allowed: etcd refuses requests over 1\.5 MiB`, errOut)
 }
+
+// TestVetWarnsOfUnboundedRanges: `engine vet` warns, at its line, of each
+// list.Range whose size comes from a parent field the schema does not
+// bound, and still succeeds.
+func TestVetWarnsOfUnboundedRanges(t *testing.T) {
+	dir, _ := greedyDir(t)
+	out, errOut, code := run(t, "vet", "--templates", dir)
+	assert.Equal(t, 0, code, errOut)
+	assert.Contains(t, out, "ok  greedy.cue")
+	const tail = ", which the schema does not bound: a parent can make this evaluation as large as it likes, and one past --evaluation-timeout still runs to its end, holding its memory; bound the field, as in "
+	assert.Equal(t, "warning: greedy.cue:19:11: list.Range over parent.spec.count"+tail+"count: *0 | int & >=0 & <=1000\n"+
+		"warning: greedy.cue:30:34: list.Range over parent.spec.quad"+tail+"quad: *0 | int & >=0 & <=1000\n"+
+		"warning: greedy.cue:30:78: list.Range over parent.spec.quad"+tail+"quad: *0 | int & >=0 & <=1000\n", errOut)
+}

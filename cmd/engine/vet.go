@@ -30,6 +30,9 @@ func newVetCommand() *cobra.Command {
 				for _, w := range t.DefaultWarnings() {
 					fmt.Fprintf(cmd.ErrOrStderr(), "warning: %s\n", w)
 				}
+				for _, w := range t.GrowthWarnings() {
+					fmt.Fprintf(cmd.ErrOrStderr(), "warning: %s\n", w)
+				}
 				fmt.Fprintf(cmd.OutOrStdout(), "ok  %-24s %s (template hash %s)\n", t.Path, t.GVK.GroupKind().String()+"/"+t.GVK.Version, t.Hash)
 			}
 			return nil

@@ -59,3 +59,17 @@ the chart's copy of examples/templates.
 {{- end }}
 {{- toYaml $files }}
 {{- end }}
+
+{{/*
+GOMEMLIMIT: nine tenths of the container's memory limit, in MiB, when
+resources.limits.memory is given in Mi or Gi; empty otherwise (the
+Deployment then sets the whole limit, from the pod's resources).
+*/}}
+{{- define "engine.goMemLimit" -}}
+{{- $mem := toString (dig "limits" "memory" "" (.Values.resources | default dict)) -}}
+{{- if regexMatch "^[0-9]+(Mi|Gi)$" $mem -}}
+{{- $mib := regexFind "^[0-9]+" $mem | atoi -}}
+{{- if hasSuffix "Gi" $mem }}{{ $mib = mul $mib 1024 }}{{ end -}}
+{{- printf "%dMiB" (div (mul $mib 9) 10) -}}
+{{- end -}}
+{{- end -}}

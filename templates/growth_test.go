@@ -1,0 +1,59 @@
+package templates
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// TestGrowthWarnings: a list.Range whose size a parent field decides is
+// flagged at its position when the schema leaves the field unbounded
+// above, through a default or not, alone or in an expression; a bound
+// (<=, <, a type such as uint8, a definition's value) or a field not from
+// the parent is not.
+func TestGrowthWarnings(t *testing.T) {
+	dir := t.TempDir()
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "t.cue"), []byte(`import "list"
+
+#Max: 100
+parent: {
+	apiVersion: "x.dev/v1"
+	kind:       "Gr"
+	spec: {
+		quad:    *0 | int & >=0
+		count:   int & >=0
+		nested: n: *1 | int
+		small:   *1 | int & >=0 & <=#Max
+		tiny:    uint8
+		under:   *0 | int & <1000
+		either:  *0 | int & <10 | int & <=20
+		name:    *"x" | string
+	}
+}
+children: {
+	for i in list.Range(0, parent.spec.small*parent.spec.tiny+parent.spec.under, 1) {
+		"c\(i)": {apiVersion: "v1", kind: "ConfigMap", metadata: name: "x\(i)"}
+	}
+}
+status: {
+	sum: list.Sum([for i in list.Range(0, parent.spec.quad, 1) for j in list.Range(0, parent.spec.quad, 1) {i + j}])
+	n: len([for i in list.Range(0, parent.spec.count*2, 1) {i}])
+	deep: len(list.Range(parent.spec.nested.n, 10, 1))
+	either: len(list.Range(0, parent.spec.either, 1))
+	fixed: len(list.Range(0, 10, 1))
+}
+`), 0o644))
+	set, err := Load(dir)
+	require.NoError(t, err)
+	tpl := set.Templates()[0]
+	const tail = ", which the schema does not bound: a parent can make this evaluation as large as it likes, and one past --evaluation-timeout still runs to its end, holding its memory; bound the field, as in "
+	assert.Equal(t, []string{
+		"t.cue:24:26: list.Range over parent.spec.quad" + tail + "quad: *0 | int & >=0 & <=1000",
+		"t.cue:24:70: list.Range over parent.spec.quad" + tail + "quad: *0 | int & >=0 & <=1000",
+		"t.cue:25:19: list.Range over parent.spec.count" + tail + "count: *0 | int & >=0 & <=1000",
+		"t.cue:26:12: list.Range over parent.spec.nested.n" + tail + "n: *0 | int & >=0 & <=1000",
+	}, tpl.GrowthWarnings())
+}
