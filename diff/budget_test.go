@@ -27,8 +27,8 @@ func TestDiffSharesTheBudget(t *testing.T) {
 	scheme := runtime.NewScheme()
 	require.NoError(t, clientgoscheme.AddToScheme(scheme))
 	store := fake.NewClientBuilder().WithScheme(scheme).WithObjects(big, runaway).Build()
-	// Any live heap is over one byte: the budget is spent for suspects.
-	b := render.NewBudget(render.BudgetLimits{MaxHeapBytes: 1})
+	// One evaluation past the timeout spends the budget for suspects.
+	b := render.NewBudget(render.BudgetLimits{MaxOverrunning: 1})
 	tpl := testTemplate(t, greedyGVK)
 	diffOne := func(limits render.Limits, p *unstructured.Unstructured) string {
 		var out strings.Builder
@@ -50,9 +50,17 @@ func TestDiffSharesTheBudget(t *testing.T) {
 	require.NoError(t, wait.PollUntilContextCancel(ctx, 10*time.Millisecond, true, func(context.Context) (bool, error) {
 		return b.Stats().Overrunning == 0, nil
 	}), "the background evaluation ends")
+	// Another runaway, far longer, still runs past the timeout.
+	longer := testParent(greedyGVK, "longer", map[string]any{"quad": int64(200)})
+	assert.Contains(t, diffOne(render.Limits{EvaluationTimeout: time.Millisecond}, longer), "took longer than 1ms")
+	defer func() {
+		require.NoError(t, wait.PollUntilContextCancel(ctx, 10*time.Millisecond, true, func(context.Context) (bool, error) {
+			return b.Stats().Overrunning == 0, nil
+		}), "the longer runaway ends")
+	}()
 	evaluated := b.Stats().Evaluated
 	runaway.Object["spec"] = map[string]any{"quad": int64(47)}
 	runaway.SetGeneration(2)
-	assert.Regexp(t, `^# Greedy ns/runaway: the new template fails: the engine's live heap is \d+ MiB, over the 0 MiB evaluations may reach \(--max-evaluation-heap\)`, diffOne(render.Limits{}, runaway))
+	assert.Equal(t, "# Greedy ns/runaway: the new template fails: 1 evaluations that ran past --evaluation-timeout are still running (--max-overrunning-evaluations allows 1), and this object's evaluation ran past it before; it is evaluated again once fewer run\n", diffOne(render.Limits{}, runaway))
 	assert.Equal(t, evaluated, b.Stats().Evaluated, "not evaluated")
 }
