@@ -16,9 +16,11 @@ const (
 	// ConditionStalled: the parent cannot make progress until a human
 	// changes it, its template or what they name (a terminal problem: see
 	// kstatus, sigs.k8s.io/cli-utils/pkg/kstatus, which reports Failed).
+	// Present only while True.
 	ConditionStalled = "Stalled"
 	// ConditionReconciling: the engine is still converging the parent
-	// (kstatus reports InProgress); False once it is Ready or Stalled.
+	// (kstatus reports InProgress). Present only while True: it goes once
+	// the parent is Ready or Stalled.
 	ConditionReconciling = "Reconciling"
 	// ConditionPaused: True while the parent carries AnnotationPaused;
 	// absent otherwise.
@@ -64,10 +66,6 @@ const (
 	// ReasonReferenceRefused: the template references an object its policy
 	// does not let it read (another namespace, a cluster-scoped kind).
 	ReasonReferenceRefused = "ReferenceRefused"
-	// ReasonProgressing: Stalled False while the parent converges.
-	ReasonProgressing = "Progressing"
-	// ReasonStalled: Reconciling False while the parent is Stalled.
-	ReasonStalled = "Stalled"
 	// ReasonPaused: Paused True, and Stalled True, while the parent carries
 	// AnnotationPaused; also the reason of the events.
 	ReasonPaused = "Paused"

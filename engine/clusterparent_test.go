@@ -2,8 +2,6 @@ package engine_test
 
 import (
 	"context"
-	"os"
-	"path/filepath"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -14,13 +12,10 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/cuengine/engine/contract"
 	"github.com/cuengine/engine/engine"
-	"github.com/cuengine/engine/templates"
 )
 
 // realmTemplates are cluster-scoped kinds whose targets come from the
@@ -70,25 +65,8 @@ status: found: references.token.metadata.name
 // policy, all three are written and read.
 func TestClusterParentNeedsAPolicy(t *testing.T) {
 	controlPlane(t)
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	dir := t.TempDir()
-	for name, src := range realmTemplates {
-		require.NoError(t, os.WriteFile(filepath.Join(dir, name), []byte(src), 0o644))
-	}
-	set, err := templates.Load(dir)
-	require.NoError(t, err)
-	for _, tpl := range set.Templates() {
-		installCRD(t, tpl.CRD())
-	}
-	mgr, err := ctrl.NewManager(cfg, ctrl.Options{Metrics: metricsserver.Options{BindAddress: "0"}, HealthProbeBindAddress: "0", MapperProvider: engine.NewRESTMapper})
-	require.NoError(t, err)
-	eng, err := engine.New(mgr, engine.Options{})
-	require.NoError(t, err)
-	eng.SetTemplates(set)
-	done := make(chan error)
-	go func() { done <- mgr.Start(ctx) }()
-	defer func() { cancel(); <-done }()
+	ctx := context.Background()
+	serveTemplates(t, realmTemplates, engine.Options{})
 
 	vault := namespace(t)
 	require.NoError(t, k8s.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: vault, Name: "token"}, StringData: map[string]string{"token": "s3cr3t"}}))
@@ -123,7 +101,7 @@ func TestClusterParentNeedsAPolicy(t *testing.T) {
 			assert.Contains(t, c.Message, `reference token: Secret `+vault+`/token is in namespace "`+vault+`"; a cluster-scoped parent has no namespace of its own: list the namespace in policy: crossNamespace in the template to allow it`)
 		}
 	}
-	err = k8s.Get(ctx, client.ObjectKey{Namespace: "kube-system", Name: "realm-closed"}, &corev1.ConfigMap{})
+	err := k8s.Get(ctx, client.ObjectKey{Namespace: "kube-system", Name: "realm-closed"}, &corev1.ConfigMap{})
 	assert.True(t, apierrors.IsNotFound(err), "no ConfigMap in kube-system: %v", err)
 	err = k8s.Get(ctx, client.ObjectKey{Name: "realm-closed"}, &rbacv1.ClusterRole{})
 	assert.True(t, apierrors.IsNotFound(err), "no ClusterRole: %v", err)

@@ -15,9 +15,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/cuengine/engine/contract"
 	"github.com/cuengine/engine/engine"
@@ -48,16 +46,7 @@ ready: !parent.spec.broken && parent.metadata.name != "` + regress + `"
 // own, its revisions in revisionNS, until the test ends.
 func startEngine(t *testing.T, ev templates.ReloadEvent, revisionNS string) (*engine.Engine, context.Context) {
 	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	mgr, err := ctrl.NewManager(cfg, ctrl.Options{Metrics: metricsserver.Options{BindAddress: "0"}, HealthProbeBindAddress: "0", MapperProvider: engine.NewRESTMapper})
-	require.NoError(t, err)
-	eng, err := engine.New(mgr, engine.Options{RevisionNamespace: revisionNS})
-	require.NoError(t, err)
-	eng.SetTemplates(ev.Set)
-	done := make(chan error)
-	go func() { done <- mgr.Start(ctx) }()
-	t.Cleanup(func() { cancel(); <-done })
-	return eng, ctx
+	return runEngine(t, ev.Set, engine.Options{RevisionNamespace: revisionNS})
 }
 
 // templateFile loads one version of a one-file template as the watcher would.

@@ -2,8 +2,6 @@ package engine_test
 
 import (
 	"context"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -14,13 +12,10 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/cuengine/engine/contract"
 	"github.com/cuengine/engine/engine"
-	"github.com/cuengine/engine/templates"
 )
 
 // hatcherTemplate has a child of a kind (Egg.late.cuengine.dev) whose CRD
@@ -56,25 +51,11 @@ func eggCRD() *apiextensionsv1.CustomResourceDefinition {
 // and the child is created within seconds.
 func TestChildOfALateCRD(t *testing.T) {
 	controlPlane(t)
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	dir := t.TempDir()
-	require.NoError(t, os.WriteFile(filepath.Join(dir, "hatcher.cue"), []byte(hatcherTemplate), 0o644))
-	set, err := templates.Load(dir)
-	require.NoError(t, err)
+	ctx := context.Background()
+	set := serveTemplates(t, map[string]string{"hatcher.cue": hatcherTemplate}, engine.Options{})
 	hatcherGVK := schema.GroupVersionKind{Group: "hatch.cuengine.dev", Version: "v1", Kind: "Hatcher"}
-	hatcher, ok := set.Lookup(hatcherGVK)
+	_, ok := set.Lookup(hatcherGVK)
 	require.True(t, ok)
-	installCRD(t, hatcher.CRD())
-
-	mgr, err := ctrl.NewManager(cfg, ctrl.Options{Metrics: metricsserver.Options{BindAddress: "0"}, HealthProbeBindAddress: "0", MapperProvider: engine.NewRESTMapper})
-	require.NoError(t, err)
-	eng, err := engine.New(mgr, engine.Options{})
-	require.NoError(t, err)
-	eng.SetTemplates(set)
-	done := make(chan error)
-	go func() { done <- mgr.Start(ctx) }()
-	defer func() { cancel(); <-done }()
 
 	ns := namespace(t)
 	p := parent(hatcherGVK, ns, "h", map[string]any{})

@@ -3,8 +3,6 @@ package engine_test
 import (
 	"context"
 	"fmt"
-	"os"
-	"path/filepath"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -17,14 +15,11 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
-	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/cuengine/engine/contract"
 	"github.com/cuengine/engine/engine"
 	"github.com/cuengine/engine/providers"
-	"github.com/cuengine/engine/templates"
 )
 
 // annotate merge-patches one annotation of a parent (null removes it).
@@ -168,33 +163,12 @@ resources: thing: {
 // status.lastHandledReconcileAt says which value it handled.
 func TestReconcileRequestedAtObservesNow(t *testing.T) {
 	controlPlane(t)
-	ctx, cancel := context.WithCancel(context.Background())
-	dir := t.TempDir()
-	require.NoError(t, os.WriteFile(filepath.Join(dir, "watched.cue"), []byte(watched), 0o644))
-	set, err := templates.Load(dir)
-	require.NoError(t, err)
-	for _, tm := range set.Templates() {
-		if err := k8s.Create(ctx, tm.CRD()); !apierrors.IsAlreadyExists(err) {
-			require.NoError(t, err)
-		}
-	}
-	gvk := schema.GroupVersionKind{Group: "test.cuengine.dev", Version: "v1", Kind: "Watched"}
-	eventually(t, "the CRD served", func(ctx context.Context) (bool, error) {
-		l := &unstructured.UnstructuredList{}
-		l.SetGroupVersionKind(gvk.GroupVersion().WithKind("WatchedList"))
-		return k8s.List(ctx, l) == nil, nil
-	})
+	ctx := context.Background()
 	obs := &observer{}
 	reg := providers.NewRegistry()
 	reg.Register("observer", obs)
-	mgr, err := ctrl.NewManager(cfg, ctrl.Options{Metrics: metricsserver.Options{BindAddress: "0"}, HealthProbeBindAddress: "0", MapperProvider: engine.NewRESTMapper})
-	require.NoError(t, err)
-	eng, err := engine.New(mgr, engine.Options{Providers: reg, MaxConcurrentReconciles: 2, ResourceResync: 10 * time.Minute})
-	require.NoError(t, err)
-	eng.SetTemplates(set)
-	done := make(chan error)
-	go func() { done <- mgr.Start(ctx) }()
-	t.Cleanup(func() { cancel(); <-done })
+	serveTemplates(t, map[string]string{"watched.cue": watched}, engine.Options{Providers: reg, MaxConcurrentReconciles: 2, ResourceResync: 10 * time.Minute})
+	gvk := schema.GroupVersionKind{Group: "test.cuengine.dev", Version: "v1", Kind: "Watched"}
 
 	ns := namespace(t)
 	p := parent(gvk, ns, "w", map[string]any{"size": int64(1)})

@@ -94,3 +94,36 @@ func installCRD(t *testing.T, crd *apiextensionsv1.CustomResourceDefinition) {
 		return false, nil
 	})
 }
+
+// serveTemplates runs a second engine, beside the package's, serving the
+// templates in files (name -> source) with opts, their CRDs installed and
+// established first. It stops when the test ends.
+func serveTemplates(t *testing.T, files map[string]string, opts engine.Options) *templates.Set {
+	t.Helper()
+	dir := t.TempDir()
+	for name, src := range files {
+		require.NoError(t, os.WriteFile(filepath.Join(dir, name), []byte(src), 0o644))
+	}
+	set, err := templates.Load(dir)
+	require.NoError(t, err)
+	for _, tpl := range set.Templates() {
+		installCRD(t, tpl.CRD())
+	}
+	runEngine(t, set, opts)
+	return set
+}
+
+// runEngine runs an engine with opts over set until the test ends.
+func runEngine(t *testing.T, set *templates.Set, opts engine.Options) (*engine.Engine, context.Context) {
+	t.Helper()
+	mgr, err := ctrl.NewManager(cfg, ctrl.Options{Metrics: metricsserver.Options{BindAddress: "0"}, HealthProbeBindAddress: "0", MapperProvider: engine.NewRESTMapper})
+	require.NoError(t, err)
+	eng, err := engine.New(mgr, opts)
+	require.NoError(t, err)
+	eng.SetTemplates(set)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error)
+	go func() { done <- mgr.Start(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+	return eng, ctx
+}

@@ -31,14 +31,21 @@ func (c condition) as(condType string, generation int64) metav1.Condition {
 	return metav1.Condition{Type: condType, Status: c.status, Reason: c.reason, Message: c.message, ObservedGeneration: generation}
 }
 
-// setConditions returns the stored conditions with Synced, Ready, Stalled
-// and Reconciling set (their transition times move only when their status
-// does) and Paused gone, sorted by type, as JSON values.
+// setConditions returns the stored conditions with Synced and Ready set
+// (their transition times move only when their status does), Stalled and
+// Reconciling present only while True (Flux's convention for conditions
+// of abnormal polarity: a healthy parent carries neither, nor their
+// bytes), and Paused gone, sorted by type, as JSON values.
 func setConditions(stored []metav1.Condition, generation int64, synced, ready, stalled, reconciling condition) []any {
 	meta.SetStatusCondition(&stored, synced.as(contract.ConditionSynced, generation))
 	meta.SetStatusCondition(&stored, ready.as(contract.ConditionReady, generation))
-	meta.SetStatusCondition(&stored, stalled.as(contract.ConditionStalled, generation))
-	meta.SetStatusCondition(&stored, reconciling.as(contract.ConditionReconciling, generation))
+	for condType, c := range map[string]condition{contract.ConditionStalled: stalled, contract.ConditionReconciling: reconciling} {
+		if c.ok() {
+			meta.SetStatusCondition(&stored, c.as(condType, generation))
+		} else {
+			meta.RemoveStatusCondition(&stored, condType)
+		}
+	}
 	meta.RemoveStatusCondition(&stored, contract.ConditionPaused)
 	return conditionValues(stored)
 }

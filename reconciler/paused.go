@@ -38,8 +38,8 @@ func pausedMessage(parent *unstructured.Unstructured) string {
 }
 
 // pausedStatus is the status of a paused parent: the stored one, its
-// Ready and Synced as they were, with Paused and Stalled True and
-// Reconciling False.
+// Ready and Synced as they were, with Paused and Stalled True and no
+// Reconciling.
 func pausedStatus(parent *unstructured.Unstructured, stored map[string]any, message string) map[string]any {
 	next := maps.Clone(stored)
 	if next == nil {
@@ -49,7 +49,7 @@ func pausedStatus(parent *unstructured.Unstructured, stored map[string]any, mess
 	gen := parent.GetGeneration()
 	meta.SetStatusCondition(&conds, metav1.Condition{Type: contract.ConditionPaused, Status: metav1.ConditionTrue, Reason: contract.ReasonPaused, Message: message, ObservedGeneration: gen})
 	meta.SetStatusCondition(&conds, metav1.Condition{Type: contract.ConditionStalled, Status: metav1.ConditionTrue, Reason: contract.ReasonPaused, Message: message, ObservedGeneration: gen})
-	meta.SetStatusCondition(&conds, metav1.Condition{Type: contract.ConditionReconciling, Status: metav1.ConditionFalse, Reason: contract.ReasonPaused, Message: "paused", ObservedGeneration: gen})
+	meta.RemoveStatusCondition(&conds, contract.ConditionReconciling)
 	next[contract.StatusConditions] = conditionValues(conds)
 	return next
 }

@@ -126,23 +126,21 @@ func (s *status) err(resourceResync time.Duration) error {
 // Failed on Stalled, InProgress on Reconciling, Current once Ready):
 // Stalled while a problem needs a human (the first such one's reason and
 // message), otherwise Reconciling until Synced and Ready are both True.
+// Only a True one is stored (setConditions).
 func (s *status) progress() (stalled, reconciling condition) {
 	for _, p := range s.problems {
 		if p.stalls {
-			return condition{status: metav1.ConditionTrue, reason: p.reason, message: SafeMessage(p.message)},
-				condition{status: metav1.ConditionFalse, reason: contract.ReasonStalled, message: "stalled: waits for a change of the object, its template or what they name"}
+			return condition{status: metav1.ConditionTrue, reason: p.reason, message: SafeMessage(p.message)}, condition{}
 		}
 	}
 	if s.synced.ok() && s.ready.ok() {
-		return condition{status: metav1.ConditionFalse, reason: contract.ReasonReady, message: "nothing needs a human"},
-			condition{status: metav1.ConditionFalse, reason: contract.ReasonReady, message: "synced and ready"}
+		return condition{}, condition{}
 	}
 	why := s.ready
 	if !s.synced.ok() {
 		why = s.synced
 	}
-	return condition{status: metav1.ConditionFalse, reason: contract.ReasonProgressing, message: "nothing needs a human"},
-		condition{status: metav1.ConditionTrue, reason: why.reason, message: why.message}
+	return condition{}, condition{status: metav1.ConditionTrue, reason: why.reason, message: why.message}
 }
 
 // setResource records a resource's entry for status.resources.<name>.
