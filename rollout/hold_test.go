@@ -77,7 +77,6 @@ func TestUnitHoldSharesTheBudget(t *testing.T) {
 		return b.Stats().Overrunning == 0, nil
 	}), "the background evaluation ends")
 	assert.Equal(t, 1, b.Stats().Suspects)
-	evaluated := b.Stats().Evaluated
 
 	// Another runaway, far longer, still runs past the timeout.
 	longer, _ := greedyParent("longer", map[string]any{"quad": int64(200)})
@@ -88,7 +87,7 @@ func TestUnitHoldSharesTheBudget(t *testing.T) {
 			return b.Stats().Overrunning == 0, nil
 		}), "the longer runaway ends")
 	}()
-	evaluated = b.Stats().Evaluated
+	evaluated := b.Stats().Evaluated
 	runaway.Object["spec"] = map[string]any{"quad": int64(45)}
 	runaway.SetGeneration(2)
 	require.NoError(t, hold.countDeletes(tpl, runaway, children, held))
