@@ -292,8 +292,10 @@ func TestRunawayParentsAreBoundedAndRememberedAcrossRestart(t *testing.T) {
 	for i := range healthy {
 		noted(fmt.Sprintf("healthy-%d", i), "a")
 	}
+	// quad 150 runs past the 500 ms timeout with and without -race (100
+	// ends within it without -race on an idle machine).
 	for i := range runaways {
-		require.NoError(t, k8s.Create(context.Background(), parent(tarnGVK, ns, fmt.Sprintf("runaway-%d", i), map[string]any{"quad": int64(100)})))
+		require.NoError(t, k8s.Create(context.Background(), parent(tarnGVK, ns, fmt.Sprintf("runaway-%d", i), map[string]any{"quad": int64(150)})))
 	}
 	setNote("healthy-0", "b")
 	noted("healthy-0", "b")
