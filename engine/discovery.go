@@ -22,12 +22,14 @@ import (
 // only (a CRD's schema can be megabytes): a CRD's creation and the status
 // write that establishes it each change it. The REST mapper learns the new
 // kind on the retry's first question about it (restmapper.go).
-func (e *Engine) watchCRDs(ctx context.Context) error {
+//
+// It returns the loop that retries; the caller runs it and waits for it.
+func (e *Engine) watchCRDs(ctx context.Context) (func(), error) {
 	crd := &metav1.PartialObjectMetadata{}
 	crd.SetGroupVersionKind(apiextensionsv1.SchemeGroupVersion.WithKind("CustomResourceDefinition"))
 	inf, err := e.mgr.GetCache().GetInformer(ctx, crd, cache.BlockUntilSynced(false))
 	if err != nil {
-		return fmt.Errorf("watching CustomResourceDefinitions: %w", err)
+		return nil, fmt.Errorf("watching CustomResourceDefinitions: %w", err)
 	}
 	changed := make(chan struct{}, 1)
 	poke := func() {
@@ -44,9 +46,9 @@ func (e *Engine) watchCRDs(ctx context.Context) error {
 		},
 		UpdateFunc: func(_, _ any) { poke() },
 	}); err != nil {
-		return fmt.Errorf("watching CustomResourceDefinitions: %w", err)
+		return nil, fmt.Errorf("watching CustomResourceDefinitions: %w", err)
 	}
-	go func() {
+	return func() {
 		for {
 			select {
 			case <-ctx.Done():
@@ -55,8 +57,7 @@ func (e *Engine) watchCRDs(ctx context.Context) error {
 				e.retryUnserved(ctx)
 			}
 		}
-	}()
-	return nil
+	}, nil
 }
 
 // retryUnserved queues every parent whose last reconcile was refused

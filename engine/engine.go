@@ -265,11 +265,16 @@ func (e *Engine) Start(ctx context.Context) error {
 	if set != nil {
 		e.SetTemplates(set)
 	}
-	if err := e.watchCRDs(ctx); err != nil { // discovery.go
+	// The engine's own loops end with ctx; Start waits for them.
+	var loops sync.WaitGroup
+	defer loops.Wait()
+	if retry, err := e.watchCRDs(ctx); err != nil { // discovery.go
 		log.FromContext(ctx).Error(err, "parents refused for a kind not served yet are not retried when its CRD is installed")
+	} else {
+		loops.Go(retry)
 	}
 	if e.sharded() {
-		go e.countShardParents(ctx)
+		loops.Go(func() { e.countShardParents(ctx) })
 	}
 	<-ctx.Done()
 	e.mu.Lock()
