@@ -210,7 +210,7 @@ $`), hashes.Replace(out))
 
 		out, _, code = rolloutCLI("status", "mk")
 		require.Equal(t, 0, code)
-		assert.Contains(t, squash(hashes.Replace(out)), "3* <v3> Paused 2/3 2 1 0\nrevision 3 (*) is paused at wave 2/3: `engine rollout resume mk` continues it\n")
+		assert.Contains(t, squash(hashes.Replace(out)), "3* <v3> Paused 2/3 2 1 0 0\nrevision 3 (*) is paused at wave 2/3: `engine rollout resume mk` continues it\n")
 
 		_, errOut, code = rolloutCLI("pause", "mk")
 		assert.Equal(t, 1, code)
@@ -246,7 +246,7 @@ $`), hashes.Replace(out))
 		r4 = rc.recordHeld(t, "engine-system", v4, 4, hold)
 		out, errOut, code := rolloutCLI("status", "mk")
 		require.Equal(t, 0, code, errOut)
-		assert.Contains(t, squash(hashes.Replace(out)), "4* <v4> Held - 0 0 0\nrevision 4 (*) is held: "+held+"\n`engine rollout resume mk` confirms it\n")
+		assert.Contains(t, squash(hashes.Replace(out)), "4* <v4> Held - 0 0 0 0\nrevision 4 (*) is held: "+held+"\n`engine rollout resume mk` confirms it\n")
 
 		_, errOut, code = rolloutCLI("undo", "mk")
 		assert.Equal(t, 1, code)
