@@ -95,6 +95,13 @@ func (w *fenceWatch) found() []string {
 	return append([]string(nil), w.violations...)
 }
 
+// seen is the number of updates watched so far.
+func (w *fenceWatch) seen() int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.updates
+}
+
 // start watches the namespace until the test ends.
 func (w *fenceWatch) start(t *testing.T, ns string) {
 	w.replicas, w.shards = map[string]int32{}, map[string][]string{}
@@ -269,7 +276,7 @@ func TestShardingFence(t *testing.T) {
 	assert.Contains(t, s1.log.String(), "shard s1 lost its lease: last renewed ")
 	settled("every parent still on s2 at its replicas", "s2")
 	assert.Empty(t, w.found(), "no replica count went back, no shard label returned")
-	t.Logf("%d updates of Deployments and parents watched", w.updates)
+	t.Logf("%d updates of Deployments and parents watched", w.seen())
 
 	// s2 stops cleanly: its twin takes the shard over and reconciles.
 	s2.stop()
