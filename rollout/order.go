@@ -28,6 +28,12 @@ func rolloutOrder(parents []unstructured.Unstructured, canary templates.Canary) 
 		if n, err := contract.PinnedRevision(p); n > 0 || err != nil {
 			continue // pinned: not part of the rollout
 		}
+		if contract.Paused(p) {
+			// Not reconciled, so never healthy on the target: it would
+			// hold its wave to the progress deadline. Resumed, it takes
+			// the stable revision of that time.
+			continue
+		}
 		out = append(out, p)
 	}
 	isCanary := func(p *unstructured.Unstructured) bool { return canary.Includes(p.GetNamespace(), p.GetLabels()) }

@@ -144,17 +144,20 @@ func TestUnitTemplateFor(t *testing.T) {
 	})
 }
 
-// TestUnitRolloutOrder: canaries first, then a stable order by UID; pinned
-// and deleted parents take no part.
+// TestUnitRolloutOrder: canaries first, then a stable order by UID; pinned,
+// paused and deleted parents take no part.
 func TestUnitRolloutOrder(t *testing.T) {
 	var parents []unstructured.Unstructured
-	for _, name := range []string{"a", "b", "c", "d", "e"} {
+	for _, name := range []string{"a", "b", "c", "d", "e", "f"} {
 		parents = append(parents, *rolloutParent(name, "h1", metav1.ConditionTrue, metav1.ConditionTrue))
 	}
 	parents[3].SetLabels(map[string]string{contract.LabelCanary: "true"})
 	parents[1].SetAnnotations(map[string]string{contract.AnnotationTemplateRevision: "1"})
 	now := metav1.Now()
 	parents[4].SetDeletionTimestamp(&now)
+	// A paused parent would never become healthy on the target, and hold
+	// its wave until the progress deadline rolled everything back.
+	parents[5].SetAnnotations(map[string]string{contract.AnnotationPaused: "true"})
 
 	names := func(ps []*unstructured.Unstructured) []string {
 		var out []string
