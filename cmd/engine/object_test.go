@@ -10,6 +10,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -98,5 +100,64 @@ func TestObjectCommands(t *testing.T) {
 
 	_, errOut, code = run(t, "pause", "web", "--kubeconfig", kubeconfig)
 	assert.Equal(t, 1, code)
-	assert.Contains(t, errOut, fmt.Sprintf("%q is not KIND/NAME (for example mykind/web)", "web"))
+	assert.Contains(t, errOut, fmt.Sprintf("%q is not KIND/NAME (for example mykind/web), nor KIND with --all", "web"))
+	_, errOut, code = run(t, "pause", "mykind/web", "--all", "--kubeconfig", kubeconfig)
+	assert.Equal(t, 1, code)
+	assert.Contains(t, errOut, `--all takes KIND alone, not "mykind/web"`)
+}
+
+// TestObjectCommandsAll: KIND --all acts on every object of the kind in the
+// namespace, -A in every namespace, and says so when there is none.
+func TestObjectCommandsAll(t *testing.T) {
+	set, err := templates.Load(examples)
+	require.NoError(t, err)
+	tpl, ok := set.Lookup(myKindGVK)
+	require.True(t, ok)
+	rc := startRolloutCluster(t, tpl.CRD())
+	ctx := context.Background()
+	require.NoError(t, rc.c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "other"}}))
+	objects := []client.ObjectKey{{Namespace: "apps", Name: "web"}, {Namespace: "apps", Name: "api"}, {Namespace: "other", Name: "web"}}
+	for _, key := range objects {
+		mk := &unstructured.Unstructured{}
+		mk.SetGroupVersionKind(myKindGVK)
+		mk.SetNamespace(key.Namespace)
+		mk.SetName(key.Name)
+		require.NoError(t, unstructured.SetNestedField(mk.Object, key.Name, "spec", "deploymentName"))
+		require.NoError(t, rc.c.Create(ctx, mk))
+	}
+	paused := func() []string {
+		var out []string
+		for _, key := range objects {
+			got := &unstructured.Unstructured{}
+			got.SetGroupVersionKind(myKindGVK)
+			require.NoError(t, rc.c.Get(ctx, key, got))
+			if contract.Paused(got) {
+				out = append(out, key.String())
+			}
+		}
+		return out
+	}
+
+	out, errOut, code := run(t, "pause", "mykind", "--all", "-n", "apps", "--kubeconfig", rc.kubeconfig)
+	require.Equal(t, 0, code, errOut)
+	assert.Equal(t, "MyKind apps/api paused: the engine writes nothing for it until `engine resume`\n"+
+		"MyKind apps/web paused: the engine writes nothing for it until `engine resume`\n", out)
+	assert.Equal(t, []string{"apps/web", "apps/api"}, paused())
+
+	out, errOut, code = run(t, "pause", "mykind", "--all", "-A", "--kubeconfig", rc.kubeconfig)
+	require.Equal(t, 0, code, errOut)
+	assert.Contains(t, out, "MyKind other/web paused")
+	assert.Equal(t, []string{"apps/web", "apps/api", "other/web"}, paused())
+
+	_, errOut, code = run(t, "resume", "mykind", "--all", "-A", "--kubeconfig", rc.kubeconfig)
+	require.Equal(t, 0, code, errOut)
+	assert.Empty(t, paused())
+
+	out, errOut, code = run(t, "pause", "mykind", "--all", "-n", "empty", "--kubeconfig", rc.kubeconfig)
+	require.Equal(t, 0, code, errOut)
+	assert.Equal(t, "no MyKind in namespace empty\n", out)
+
+	_, errOut, code = run(t, "pause", "mykind/web", "-A", "--kubeconfig", rc.kubeconfig)
+	assert.Equal(t, 1, code)
+	assert.Contains(t, errOut, "--all-namespaces goes with --all")
 }
