@@ -20,7 +20,12 @@
 //     rollout's health gates apply and `engine rollout status` counts;
 //   - the one rule for the revision a rollback returns to (UndoTarget),
 //     which the rollout coordinator moves the parents to and `engine
-//     rollout undo` names.
+//     rollout undo` names;
+//   - how a reader outside the engine finds a kind's revisions (Find,
+//     Select: one namespace, the template's current version) and the
+//     fleet view of them (FleetOf: per revision, the parents that run it,
+//     are healthy on it, stalled or pinned to it), which `engine rollout`
+//     and `engine diff --revision` print.
 //
 // It does not own moving parents from one revision to another: that is the
 // rollout coordinator's (package rollout), which decides the

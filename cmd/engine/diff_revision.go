@@ -139,25 +139,25 @@ func (o *revisionDiffOptions) run(cmd *cobra.Command, kubeconfig string, limits 
 	}
 	if err := c.Get(ctx, key, parent); err != nil {
 		if apierrors.IsNotFound(err) {
-			return fail(fmt.Errorf("%s %q not found%s", kindName(gvk.GroupKind()), o.name, where))
+			return fail(fmt.Errorf("%s %q not found%s", gvk.GroupKind(), o.name, where))
 		}
-		return fail(fmt.Errorf("reading %s %q%s: %w", kindName(gvk.GroupKind()), o.name, where, err))
+		return fail(fmt.Errorf("reading %s %q%s: %w", gvk.GroupKind(), o.name, where, err))
 	}
-	kr, err := findRevisions(ctx, c, gvk.GroupKind(), o.revisionNamespace)
+	kr, err := revisions.Find(ctx, c, gvk.GroupKind(), o.revisionNamespace)
 	if err != nil {
 		return fail(err)
 	}
-	to, err := kr.numbered(o.a, o.kind)
+	to, err := numbered(kr, o.a, o.kind)
 	if err != nil {
 		return fail(err)
 	}
-	from, err := kr.base(parent, o.b, o.kind)
+	from, err := base(kr, parent, o.b, o.kind)
 	if err != nil {
 		return fail(err)
 	}
 	var renderings [2]diff.Rendering
 	for i, rev := range []revisions.Revision{from, to} {
-		t, err := revisions.LoadRevision(kr.objects[rev.Name], gvk)
+		t, err := revisions.LoadRevision(kr.Object(rev.Name), gvk)
 		if err != nil {
 			return fail(err)
 		}
@@ -190,11 +190,9 @@ func (o *revisionDiffOptions) objectNamespace(kubeconfig string) (string, error)
 }
 
 // numbered returns the stored revision with a number.
-func (k *kindRevisions) numbered(n int64, arg string) (revisions.Revision, error) {
-	for _, rev := range k.Revisions {
-		if rev.Number == n {
-			return rev, nil
-		}
+func numbered(k *revisions.Stored, n int64, arg string) (revisions.Revision, error) {
+	if rev, ok := k.ByNumber(n); ok {
+		return rev, nil
 	}
 	numbers := make([]string, len(k.Revisions))
 	for i, rev := range k.Revisions {
@@ -207,22 +205,20 @@ func (k *kindRevisions) numbered(n int64, arg string) (revisions.Revision, error
 // base returns the revision a diff starts from: number n, or, when n is 0,
 // the one the object runs, found by its hash (a revision renumbered since
 // keeps its hash).
-func (k *kindRevisions) base(parent *unstructured.Unstructured, n int64, arg string) (revisions.Revision, error) {
+func base(k *revisions.Stored, parent *unstructured.Unstructured, n int64, arg string) (revisions.Revision, error) {
 	if n > 0 {
-		return k.numbered(n, arg)
+		return numbered(k, n, arg)
 	}
 	object := fmt.Sprintf("%s %s", parent.GetKind(), objectName(parent))
 	number, hash := contract.ParentRevision(parent)
 	switch {
 	case hash != "":
-		for _, rev := range k.Revisions {
-			if rev.Hash == hash {
-				return rev, nil
-			}
+		if rev, ok := k.ByHash(hash); ok {
+			return rev, nil
 		}
 		return revisions.Revision{}, fmt.Errorf("%s runs revision %d (%s), which is no longer stored: name the revision to compare with, --against B", object, number, hash)
 	case number > 0:
-		return k.numbered(number, arg)
+		return numbered(k, number, arg)
 	}
 	return revisions.Revision{}, fmt.Errorf("%s runs no revision yet (its status.templateRevision is empty): name the revision to compare with, --against B", object)
 }

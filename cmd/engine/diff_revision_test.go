@@ -60,7 +60,7 @@ func TestUnitDiffRevisionArgs(t *testing.T) {
 }
 
 func TestUnitDiffRevisionBase(t *testing.T) {
-	kr := &kindRevisions{Kind: "MyKind.webapp.my.domain/v1", Revisions: []revisions.Revision{
+	kr := &revisions.Stored{Kind: "MyKind.webapp.my.domain/v1", Revisions: []revisions.Revision{
 		{Number: 2, Hash: "h2"}, {Number: 5, Hash: "h1"}, // h1 renumbered from 1 to 5
 	}}
 	for _, tc := range []struct {
@@ -80,7 +80,7 @@ func TestUnitDiffRevisionBase(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			p := myKind("a", tc.number, tc.hash, true, false, "")
-			rev, err := kr.base(&p, tc.against, "mk")
+			rev, err := base(kr, &p, tc.against, "mk")
 			if tc.err != "" {
 				assert.EqualError(t, err, tc.err)
 				return

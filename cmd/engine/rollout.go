@@ -102,7 +102,7 @@ type rolloutSession struct {
 	// arg is the KIND as typed, to suggest commands.
 	arg  string
 	gvk  schema.GroupVersionKind
-	revs *kindRevisions
+	revs *revisions.Stored
 	// waves caches the number of waves of each revision's rollout policy.
 	waves map[string]int
 }
@@ -127,7 +127,7 @@ func (o *rolloutOptions) connect(ctx context.Context, arg string) (*rolloutSessi
 	if err != nil {
 		return nil, err
 	}
-	revs, err := findRevisions(ctx, c, gvk.GroupKind(), o.revisionNamespace)
+	revs, err := revisions.Find(ctx, c, gvk.GroupKind(), o.revisionNamespace)
 	if err != nil {
 		return nil, err
 	}
@@ -139,7 +139,7 @@ func (s *rolloutSession) parents(ctx context.Context) ([]unstructured.Unstructur
 	list := &unstructured.UnstructuredList{}
 	list.SetGroupVersionKind(s.gvk.GroupVersion().WithKind(s.gvk.Kind + "List"))
 	if err := s.c.List(ctx, list); err != nil {
-		return nil, fmt.Errorf("listing the %s objects: %w", kindName(s.gvk.GroupKind()), err)
+		return nil, fmt.Errorf("listing the %s objects: %w", s.gvk.GroupKind().String(), err)
 	}
 	return list.Items, nil
 }
@@ -151,7 +151,7 @@ func (s *rolloutSession) wavesOf(rev revisions.Revision) int {
 		return n
 	}
 	n := 0
-	if cr := s.revs.objects[rev.Name]; cr != nil {
+	if cr := s.revs.Object(rev.Name); cr != nil {
 		if t, err := revisions.LoadRevision(cr, s.gvk); err == nil {
 			n = len(t.Rollout.Waves)
 		}
@@ -165,7 +165,7 @@ func (o *rolloutOptions) status(ctx context.Context, w io.Writer, s *rolloutSess
 	if err != nil {
 		return err
 	}
-	st := fleetOf(s.revs, parents, s.wavesOf)
+	st := revisions.FleetOf(s.revs, parents, s.wavesOf)
 	if o.output == "json" {
 		return printJSON(w, st)
 	}
@@ -178,7 +178,7 @@ func (o *rolloutOptions) history(ctx context.Context, w io.Writer, s *rolloutSes
 	if err != nil {
 		return err
 	}
-	on := objectsOn(parents)
+	on := revisions.ObjectsOn(parents)
 	pv := s.pinView(parents)
 	if o.output == "json" {
 		return printJSON(w, historyOf(s.revs, on, pv))
@@ -190,9 +190,9 @@ func (o *rolloutOptions) history(ctx context.Context, w io.Writer, s *rolloutSes
 // pinView reads the newest revision's rollout policy for pins from the
 // template it stores (unknown when this engine cannot compile it).
 func (s *rolloutSession) pinView(parents []unstructured.Unstructured) pinView {
-	target := s.revs.target()
-	pv := pinView{pinned: pinnedTo(parents), newest: target.Number}
-	if cr := s.revs.objects[target.Name]; cr != nil {
+	target := s.revs.Target()
+	pv := pinView{pinned: revisions.PinnedTo(parents), newest: target.Number}
+	if cr := s.revs.Object(target.Name); cr != nil {
 		if t, err := revisions.LoadRevision(cr, s.gvk); err == nil {
 			pv.pins = &t.Rollout.Pins
 		}
@@ -234,7 +234,7 @@ func (o *rolloutOptions) undo(ctx context.Context, w io.Writer, s *rolloutSessio
 // send writes a request into the target's annotations, with a merge patch
 // of those annotations alone, and says what was done.
 func (s *rolloutSession) send(ctx context.Context, w io.Writer, req request) error {
-	target := s.revs.target()
+	target := s.revs.Target()
 	body, err := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": req.annotations}})
 	if err != nil {
 		return err

@@ -183,9 +183,9 @@ revision 3 (*) is Progressing: wave 2 of 3
 
 		out, errOut, code = rolloutCLI("status", "mk", "-o", "json")
 		require.Equal(t, 0, code, errOut)
-		var st fleetStatus
+		var st revisions.Fleet
 		require.NoError(t, json.Unmarshal([]byte(out), &st))
-		assert.Equal(t, fleetRevision{Number: 3, Hash: v3.Hash, Phase: "Progressing", Wave: 2, Waves: 3, Objects: 2, Ready: 1, Target: true, Message: "wave 2 of 3"}, st.Target)
+		assert.Equal(t, revisions.FleetRevision{Number: 3, Hash: v3.Hash, Phase: "Progressing", Wave: 2, Waves: 3, Objects: 2, Ready: 1, Target: true, Message: "wave 2 of 3"}, st.Target)
 		assert.Len(t, st.Revisions, 3)
 	})
 

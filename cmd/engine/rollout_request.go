@@ -25,15 +25,15 @@ type request struct {
 }
 
 // revisionName is how the commands name a revision: "revision 3 of MyKind.webapp.my.domain".
-func (k *kindRevisions) revisionName(rev revisions.Revision) string {
+func revisionName(k *revisions.Stored, rev revisions.Revision) string {
 	kind, _, _ := strings.Cut(k.Kind, "/")
 	return fmt.Sprintf("revision %d of %s", rev.Number, kind)
 }
 
 // pauseRequest pauses the target's rollout between waves.
-func pauseRequest(kr *kindRevisions, arg string) (request, error) {
-	t := kr.target()
-	name := kr.revisionName(t)
+func pauseRequest(kr *revisions.Stored, arg string) (request, error) {
+	t := kr.Target()
+	name := revisionName(kr, t)
 	switch {
 	case t.Paused && (t.Phase == revisions.PhasePending || t.Phase == revisions.PhaseProgressing):
 		return request{}, fmt.Errorf("%s is already paused; `engine rollout resume %s` continues it", name, arg)
@@ -49,9 +49,9 @@ func pauseRequest(kr *kindRevisions, arg string) (request, error) {
 }
 
 // resumeRequest continues a paused rollout, or confirms a held revision.
-func resumeRequest(kr *kindRevisions, arg string) (request, error) {
-	t := kr.target()
-	name := kr.revisionName(t)
+func resumeRequest(kr *revisions.Stored, arg string) (request, error) {
+	t := kr.Target()
+	name := revisionName(kr, t)
 	switch {
 	case t.Phase == revisions.PhaseHeld && t.Approved:
 		return request{}, fmt.Errorf("%s is already approved; the engine has not acted on it yet (is it running?)", name)
@@ -78,9 +78,9 @@ func resumeRequest(kr *kindRevisions, arg string) (request, error) {
 
 // undoRequest rolls the target back to the revision the engine returns
 // its objects to (revisions.UndoTarget): the previous complete one.
-func undoRequest(kr *kindRevisions, arg string) (request, error) {
-	t := kr.target()
-	name := kr.revisionName(t)
+func undoRequest(kr *revisions.Stored, arg string) (request, error) {
+	t := kr.Target()
+	name := revisionName(kr, t)
 	switch t.Phase {
 	case revisions.PhaseProgressing, revisions.PhaseComplete:
 	case revisions.PhaseRolledBack:
@@ -117,7 +117,7 @@ func (o *rolloutOptions) waitFor(ctx context.Context, w io.Writer, s *rolloutSes
 	}
 	ctx, cancel := context.WithTimeout(ctx, o.wait)
 	defer cancel()
-	target := s.revs.target()
+	target := s.revs.Target()
 	tick := time.NewTicker(rolloutPollInterval)
 	defer tick.Stop()
 	last := ""
@@ -126,7 +126,7 @@ func (o *rolloutOptions) waitFor(ctx context.Context, w io.Writer, s *rolloutSes
 		err := s.c.Get(ctx, client.ObjectKey{Namespace: s.revs.Namespace, Name: target.Name}, cr)
 		switch {
 		case apierrors.IsNotFound(err):
-			return fmt.Errorf("%s was deleted", s.revs.revisionName(target))
+			return fmt.Errorf("%s was deleted", revisionName(s.revs, target))
 		case err != nil && ctx.Err() == nil:
 			return err
 		case err == nil:
@@ -140,7 +140,7 @@ func (o *rolloutOptions) waitFor(ctx context.Context, w io.Writer, s *rolloutSes
 			case rev.Phase == want:
 				return nil
 			case slices.Contains(fail, rev.Phase):
-				return fmt.Errorf("%s ended %s, not %s: %s", s.revs.revisionName(rev), rev.Phase, want, rev.Message)
+				return fmt.Errorf("%s ended %s, not %s: %s", revisionName(s.revs, rev), rev.Phase, want, rev.Message)
 			}
 		}
 		select {
@@ -156,8 +156,8 @@ func (o *rolloutOptions) waitFor(ctx context.Context, w io.Writer, s *rolloutSes
 
 // progressLine is one line of --wait: "revision 3: Progressing, wave 2/3: wave 2 of 3".
 func (s *rolloutSession) progressLine(rev revisions.Revision) string {
-	line := fmt.Sprintf("revision %d: %s", rev.Number, displayPhase(rev))
-	if wave, of := waveOf(rev, s.wavesOf); of > 0 {
+	line := fmt.Sprintf("revision %d: %s", rev.Number, revisions.DisplayPhase(rev))
+	if wave, of := revisions.WaveOf(rev, s.wavesOf); of > 0 {
 		line += fmt.Sprintf(", wave %d/%d", wave, of)
 	}
 	if rev.Message != "" {

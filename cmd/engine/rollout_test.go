@@ -145,14 +145,14 @@ func TestUnitRolloutSelectRevisions(t *testing.T) {
 			*otherRev,
 			*storedRevision("engine-system", myKindGVK, 1, "aaaaaaaaaaaa", revisions.PhaseComplete, 0, "the first revision of the kind", t0),
 		}
-		kr, err := selectRevisions(crs, myKindGVK.GroupKind(), "")
+		kr, err := revisions.Select(crs, myKindGVK.GroupKind(), "")
 		require.NoError(t, err)
 		assert.Equal(t, "MyKind.webapp.my.domain/v1", kr.Kind)
 		assert.Equal(t, "engine-system", kr.Namespace)
 		require.Len(t, kr.Revisions, 2)
 		assert.Equal(t, []int64{1, 2}, []int64{kr.Revisions[0].Number, kr.Revisions[1].Number})
-		assert.Equal(t, "bbbbbbbbbbbb", kr.target().Hash)
-		assert.Equal(t, "revision 2 of MyKind.webapp.my.domain", kr.revisionName(kr.target()))
+		assert.Equal(t, "bbbbbbbbbbbb", kr.Target().Hash)
+		assert.Equal(t, "revision 2 of MyKind.webapp.my.domain", revisionName(kr, kr.Target()))
 	})
 	t.Run("the template's current version", func(t *testing.T) {
 		crs := []appsv1.ControllerRevision{
@@ -160,31 +160,31 @@ func TestUnitRolloutSelectRevisions(t *testing.T) {
 			*storedRevision("engine-system", myKindGVK, 2, "bbbbbbbbbbbb", revisions.PhaseComplete, 0, "", t0.Add(time.Hour)),
 			*storedRevision("engine-system", v2, 1, "cccccccccccc", revisions.PhaseComplete, 0, "", t0.Add(2*time.Hour)),
 		}
-		kr, err := selectRevisions(crs, myKindGVK.GroupKind(), "")
+		kr, err := revisions.Select(crs, myKindGVK.GroupKind(), "")
 		require.NoError(t, err)
 		assert.Equal(t, "MyKind.webapp.my.domain/v2", kr.Kind)
 		require.Len(t, kr.Revisions, 1)
-		assert.Equal(t, "cccccccccccc", kr.target().Hash)
+		assert.Equal(t, "cccccccccccc", kr.Target().Hash)
 	})
 	t.Run("several namespaces", func(t *testing.T) {
 		crs := []appsv1.ControllerRevision{
 			*storedRevision("engine-system", myKindGVK, 1, "aaaaaaaaaaaa", revisions.PhaseComplete, 0, "", t0),
 			*storedRevision("default", myKindGVK, 1, "aaaaaaaaaaaa", revisions.PhaseComplete, 0, "", t0),
 		}
-		_, err := selectRevisions(crs, myKindGVK.GroupKind(), "")
+		_, err := revisions.Select(crs, myKindGVK.GroupKind(), "")
 		require.EqualError(t, err, "revisions of MyKind.webapp.my.domain are in several namespaces (default, engine-system): choose the engine's with --revision-namespace")
 	})
 	t.Run("none", func(t *testing.T) {
-		_, err := selectRevisions([]appsv1.ControllerRevision{*otherRev}, myKindGVK.GroupKind(), "")
+		_, err := revisions.Select([]appsv1.ControllerRevision{*otherRev}, myKindGVK.GroupKind(), "")
 		require.EqualError(t, err, "no revisions of MyKind.webapp.my.domain in any namespace: the engine records one when it serves the kind's template (is it running, with this kind's template?)")
-		_, err = selectRevisions(nil, myKindGVK.GroupKind(), "engine-system")
+		_, err = revisions.Select(nil, myKindGVK.GroupKind(), "engine-system")
 		require.EqualError(t, err, "no revisions of MyKind.webapp.my.domain in namespace engine-system: the engine records one when it serves the kind's template (is it running, with this kind's template?)")
 	})
 }
 
 // fleetFixture: revision 1 and 2 complete, 3 rolling out (paused in its
 // second wave), and objects on each, one pinned, one not reconciled yet.
-func fleetFixture(t *testing.T, targetPhase revisions.Phase, requests ...string) *kindRevisions {
+func fleetFixture(t *testing.T, targetPhase revisions.Phase, requests ...string) *revisions.Stored {
 	t.Helper()
 	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	crs := []appsv1.ControllerRevision{
@@ -192,7 +192,7 @@ func fleetFixture(t *testing.T, targetPhase revisions.Phase, requests ...string)
 		*storedRevision("engine-system", myKindGVK, 2, "bbbbbbbbbbbb", revisions.PhaseComplete, 0, "rolled out to every object at once (strategy Immediate)", t0.Add(time.Hour)),
 		*storedRevision("engine-system", myKindGVK, 3, "cccccccccccc", targetPhase, 1, "wave 2 of 3", t0.Add(49*time.Hour), requests...),
 	}
-	kr, err := selectRevisions(crs, myKindGVK.GroupKind(), "engine-system")
+	kr, err := revisions.Select(crs, myKindGVK.GroupKind(), "engine-system")
 	require.NoError(t, err)
 	return kr
 }
@@ -245,7 +245,7 @@ revision 3 (*) is paused at wave 2/3: ` + "`engine rollout resume mk`" + ` conti
 	}} {
 		t.Run(tc.name, func(t *testing.T) {
 			kr := fleetFixture(t, tc.phase, tc.requests...)
-			st := fleetOf(kr, parents, waves)
+			st := revisions.FleetOf(kr, parents, waves)
 			var out bytes.Buffer
 			printStatus(&out, st, "mk")
 			assert.Contains(t, out.String(), tc.want)
@@ -269,13 +269,13 @@ func TestUnitRolloutStatusMessages(t *testing.T) {
 		{revisions.PhasePending, "", "revision 2 (*) is Pending: the engine has not looked at it yet\n"},
 	} {
 		t.Run(string(tc.phase), func(t *testing.T) {
-			kr, err := selectRevisions([]appsv1.ControllerRevision{
+			kr, err := revisions.Select([]appsv1.ControllerRevision{
 				*storedRevision("engine-system", myKindGVK, 1, "aaaaaaaaaaaa", revisions.PhaseComplete, 0, "", t0),
 				*storedRevision("engine-system", myKindGVK, 2, "bbbbbbbbbbbb", tc.phase, 0, tc.message, t0),
 			}, myKindGVK.GroupKind(), "")
 			require.NoError(t, err)
 			var out bytes.Buffer
-			printStatus(&out, fleetOf(kr, nil, func(revisions.Revision) int { return 0 }), "mykind")
+			printStatus(&out, revisions.FleetOf(kr, nil, func(revisions.Revision) int { return 0 }), "mykind")
 			assert.True(t, bytes.HasSuffix(out.Bytes(), []byte(tc.want)), out.String())
 		})
 	}
@@ -285,8 +285,8 @@ func TestUnitRolloutHistoryTable(t *testing.T) {
 	kr := fleetFixture(t, revisions.PhaseProgressing, contract.AnnotationRolloutPaused)
 	now := time.Date(2026, 1, 3, 2, 0, 0, 0, time.UTC)
 	var out bytes.Buffer
-	on := objectsOn(fleetParents())
-	pv := pinView{pinned: pinnedTo(fleetParents()), pins: &templates.DefaultPins, newest: 3}
+	on := revisions.ObjectsOn(fleetParents())
+	pv := pinView{pinned: revisions.PinnedTo(fleetParents()), pins: &templates.DefaultPins, newest: 3}
 	printHistory(&out, kr, on, pv, now)
 	assert.Equal(t, `REVISION  HASH          PHASE     CREATED  OBJECTS  PINNED  MESSAGE
 1         aaaaaaaaaaaa  Complete  2d2h     1        1       the first revision of the kind
@@ -333,11 +333,11 @@ func TestUnitRolloutStatusFailingBefore(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			two := revisions.ObjectOf("engine-system", myKindGVK, revisions.Revision{Number: 2, Hash: "bbbbbbbbbbbb", Path: "mykind.cue", Created: t0,
 				Phase: revisions.PhaseComplete, Message: "rolled out in 2 waves", HeldDeletes: -1, FailingBefore: tc.failing}, nil)
-			kr, err := selectRevisions([]appsv1.ControllerRevision{
+			kr, err := revisions.Select([]appsv1.ControllerRevision{
 				*storedRevision("engine-system", myKindGVK, 1, "aaaaaaaaaaaa", revisions.PhaseComplete, 0, "", t0), *two,
 			}, myKindGVK.GroupKind(), "")
 			require.NoError(t, err)
-			st := fleetOf(kr, nil, func(revisions.Revision) int { return 0 })
+			st := revisions.FleetOf(kr, nil, func(revisions.Revision) int { return 0 })
 			assert.Equal(t, tc.failing, st.Target.FailingBefore)
 			var out bytes.Buffer
 			printStatus(&out, st, "mykind")
@@ -408,7 +408,7 @@ func TestUnitRolloutRequests(t *testing.T) {
 			}
 			for _, step := range []struct {
 				name string
-				do   func(*kindRevisions, string) (request, error)
+				do   func(*revisions.Stored, string) (request, error)
 				want want
 			}{{"pause", pauseRequest, tc.pause}, {"resume", resumeRequest, tc.resume}, {"undo", undoRequest, tc.undo}} {
 				if step.want.err == "" && step.want.done == "" {
@@ -434,7 +434,7 @@ func TestUnitRolloutRequests(t *testing.T) {
 // there is nothing to go back to.
 func TestUnitRolloutUndoWithoutACompleteRevision(t *testing.T) {
 	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	kr, err := selectRevisions([]appsv1.ControllerRevision{
+	kr, err := revisions.Select([]appsv1.ControllerRevision{
 		*storedRevision("engine-system", myKindGVK, 1, "aaaaaaaaaaaa", revisions.PhaseRolledBack, 0, "", t0),
 		*storedRevision("engine-system", myKindGVK, 2, "bbbbbbbbbbbb", revisions.PhaseSuperseded, 0, "", t0),
 		*storedRevision("engine-system", myKindGVK, 3, "cccccccccccc", revisions.PhaseProgressing, 0, "", t0),
@@ -444,7 +444,7 @@ func TestUnitRolloutUndoWithoutACompleteRevision(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, "revision 3 of MyKind.webapp.my.domain undone: the engine returns its objects to revision 2 (Superseded: no other revision is Complete)", req.done)
 
-	kr, err = selectRevisions([]appsv1.ControllerRevision{
+	kr, err = revisions.Select([]appsv1.ControllerRevision{
 		*storedRevision("engine-system", myKindGVK, 1, "aaaaaaaaaaaa", revisions.PhaseComplete, 0, "the first revision of the kind", t0),
 	}, myKindGVK.GroupKind(), "")
 	require.NoError(t, err)

@@ -12,8 +12,6 @@ import (
 	"text/tabwriter"
 	"time"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/util/duration"
 
 	"github.com/cuengine/engine/contract"
@@ -21,157 +19,9 @@ import (
 	"github.com/cuengine/engine/templates"
 )
 
-// phasePaused is how status shows a Progressing revision that a user
-// paused: the engine records no phase for it.
-const phasePaused = "Paused"
-
-// fleetRevision is one revision in `engine rollout status`.
-type fleetRevision struct {
-	Number int64  `json:"number"`
-	Hash   string `json:"hash"`
-	// Phase is the revision's rollout phase, Paused, or "" for a revision
-	// that objects report but that is no longer stored.
-	Phase string `json:"phase"`
-	// Wave is the wave in progress (1-based) out of Waves, for a revision
-	// that has started rolling out; 0 otherwise, or when its template
-	// cannot be read back.
-	Wave  int `json:"wave,omitempty"`
-	Waves int `json:"waves,omitempty"`
-	// Objects run the revision; Ready of them are healthy on it by the
-	// rule the rollout's health gates use (revisions.ReadyOn: reconciled
-	// at their current generation, Synced and Ready); Pinned are pinned to
-	// it (they may run another one until the engine reconciles them);
-	// Stalled of them wait for a person (their Stalled condition).
-	Objects int    `json:"objects"`
-	Ready   int    `json:"ready"`
-	Stalled int    `json:"stalled"`
-	Pinned  int    `json:"pinned"`
-	Target  bool   `json:"target,omitempty"`
-	Message string `json:"message,omitempty"`
-	// FailingBefore are the objects ("namespace/name") that were not
-	// healthy on their previous revision when the rollout moved them to
-	// this one: the health gates do not count them against it.
-	FailingBefore []string `json:"failingBefore,omitempty"`
-}
-
-// fleetStatus is `engine rollout status`: the revisions the kind's objects
-// run, and the target's rollout.
-type fleetStatus struct {
-	Kind              string          `json:"kind"`
-	RevisionNamespace string          `json:"revisionNamespace"`
-	Objects           int             `json:"objects"`
-	Target            fleetRevision   `json:"target"`
-	Revisions         []fleetRevision `json:"revisions"`
-	// Unrevisioned objects report no revision (not reconciled yet).
-	Unrevisioned int `json:"unrevisioned,omitempty"`
-	// PinnedToMissing counts objects pinned to revision numbers that are
-	// not stored; BadPins objects whose pin is not a number.
-	PinnedToMissing map[int64]int `json:"pinnedToMissing,omitempty"`
-	BadPins         int           `json:"badPins,omitempty"`
-}
-
-// fleetOf counts, per revision, the objects that run it, are healthy on
-// it (revisions.ReadyOn), or are pinned to it. The rows are the revisions in use and the target,
-// by number. waves returns the number of waves of a revision's rollout
-// policy (0 when unknown).
-func fleetOf(kr *kindRevisions, parents []unstructured.Unstructured, waves func(revisions.Revision) int) fleetStatus {
-	st := fleetStatus{Kind: kr.Kind, RevisionNamespace: kr.Namespace, Objects: len(parents)}
-	rows := map[string]*fleetRevision{}
-	byNumber := map[int64]*fleetRevision{}
-	row := func(rev revisions.Revision) *fleetRevision {
-		if r := rows[rev.Hash]; r != nil {
-			return r
-		}
-		r := &fleetRevision{Number: rev.Number, Hash: rev.Hash, Phase: displayPhase(rev), Message: rev.Message, FailingBefore: rev.FailingBefore}
-		r.Wave, r.Waves = waveOf(rev, waves)
-		rows[rev.Hash] = r
-		byNumber[rev.Number] = r
-		return r
-	}
-	stored := map[string]revisions.Revision{}
-	storedNumbers := map[int64]revisions.Revision{}
-	for _, rev := range kr.Revisions {
-		stored[rev.Hash] = rev
-		storedNumbers[rev.Number] = rev
-	}
-	target := row(kr.target())
-	target.Target = true
-	for i := range parents {
-		p := &parents[i]
-		if pin, err := contract.PinnedRevision(p); err != nil {
-			st.BadPins++
-		} else if pin > 0 {
-			if rev, ok := storedNumbers[pin]; ok {
-				row(rev).Pinned++
-			} else {
-				if st.PinnedToMissing == nil {
-					st.PinnedToMissing = map[int64]int{}
-				}
-				st.PinnedToMissing[pin]++
-			}
-		}
-		number, hash := contract.ParentRevision(p)
-		if hash == "" {
-			st.Unrevisioned++
-			continue
-		}
-		rev, ok := stored[hash]
-		if !ok {
-			rev = revisions.Revision{Number: number, Hash: hash}
-		}
-		r := row(rev)
-		if !ok {
-			r.Phase = ""
-		}
-		r.Objects++
-		if revisions.ReadyOn(p, hash) {
-			r.Ready++
-		}
-		if contract.ConditionIs(p, contract.ConditionStalled, metav1.ConditionTrue) {
-			r.Stalled++
-		}
-	}
-	for _, r := range rows {
-		st.Revisions = append(st.Revisions, *r)
-	}
-	slices.SortFunc(st.Revisions, func(a, b fleetRevision) int {
-		return cmp.Or(cmp.Compare(a.Number, b.Number), cmp.Compare(a.Hash, b.Hash))
-	})
-	st.Target = *target
-	return st
-}
-
-// displayPhase is a revision's phase as status shows it.
-func displayPhase(rev revisions.Revision) string {
-	if rev.Phase == revisions.PhaseProgressing && rev.Paused {
-		return phasePaused
-	}
-	return string(rev.Phase)
-}
-
-// waveOf returns the wave a revision's rollout is at (1-based) and how
-// many its policy has, once it has started: 0, 0 before, or when waves
-// cannot tell. A complete revision is at its last wave (the engine records
-// the first revision of a kind as complete at wave 0).
-func waveOf(rev revisions.Revision, waves func(revisions.Revision) int) (wave, of int) {
-	switch rev.Phase {
-	case revisions.PhaseProgressing, revisions.PhaseComplete, revisions.PhaseRolledBack:
-	default:
-		return 0, 0
-	}
-	n := waves(rev)
-	if n == 0 {
-		return 0, 0
-	}
-	if rev.Phase == revisions.PhaseComplete {
-		return n, n
-	}
-	return min(rev.Wave+1, n), n
-}
-
 // printStatus writes the fleet view as a table, then what the target's
 // rollout is waiting for.
-func printStatus(w io.Writer, st fleetStatus, cmdKind string) {
+func printStatus(w io.Writer, st revisions.Fleet, cmdKind string) {
 	fmt.Fprintf(w, "%s: %d objects, revisions in namespace %s\n", st.Kind, st.Objects, st.RevisionNamespace)
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "REVISION\tHASH\tPHASE\tWAVE\tOBJECTS\tREADY\tSTALLED\tPINNED")
@@ -197,7 +47,7 @@ func printStatus(w io.Writer, st fleetStatus, cmdKind string) {
 	switch t.Phase {
 	case string(revisions.PhaseHeld):
 		fmt.Fprintf(w, "revision %d (*) is held: %s\n`engine rollout resume %s` confirms it\n", t.Number, t.Message, cmdKind)
-	case phasePaused:
+	case revisions.PhasePausedShown:
 		fmt.Fprintf(w, "revision %d (*) is paused at wave %s: `engine rollout resume %s` continues it\n", t.Number, waveString(t), cmdKind)
 	case string(revisions.PhaseRolledBack):
 		fmt.Fprintf(w, "revision %d (*) was rolled back: %s\n", t.Number, t.Message)
@@ -212,7 +62,7 @@ const maxFailingBeforeShown = 10
 
 // printFailingBefore names the objects the target's health gates do not
 // count: they were failing before they moved.
-func printFailingBefore(w io.Writer, t fleetRevision) {
+func printFailingBefore(w io.Writer, t revisions.FleetRevision) {
 	n := len(t.FailingBefore)
 	if n == 0 {
 		return
@@ -247,7 +97,7 @@ func (pv pinView) refused(rev revisions.Revision) string {
 
 // printHistory writes every stored revision, oldest first, with the
 // objects pinned to each, then which revisions pins may select.
-func printHistory(w io.Writer, kr *kindRevisions, objectsOn map[string]int, pv pinView, now time.Time) {
+func printHistory(w io.Writer, kr *revisions.Stored, objectsOn map[string]int, pv pinView, now time.Time) {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "REVISION\tHASH\tPHASE\tCREATED\tOBJECTS\tPINNED\tMESSAGE")
 	for _, rev := range kr.Revisions {
@@ -255,7 +105,7 @@ func printHistory(w io.Writer, kr *kindRevisions, objectsOn map[string]int, pv p
 		if pv.pinned[rev.Number] > 0 && pv.refused(rev) != "" {
 			pinned += " (refused)"
 		}
-		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%d\t%s\t%s\n", rev.Number, rev.Hash, displayPhase(rev), duration.HumanDuration(now.Sub(rev.Created)), objectsOn[rev.Hash], pinned, rev.Message)
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%d\t%s\t%s\n", rev.Number, rev.Hash, revisions.DisplayPhase(rev), duration.HumanDuration(now.Sub(rev.Created)), objectsOn[rev.Hash], pinned, rev.Message)
 	}
 	tw.Flush()
 	switch {
@@ -286,39 +136,17 @@ type historyEntry struct {
 	Undo     bool `json:"undo,omitempty"`
 }
 
-func historyOf(kr *kindRevisions, objectsOn map[string]int, pv pinView) []historyEntry {
+func historyOf(kr *revisions.Stored, objectsOn map[string]int, pv pinView) []historyEntry {
 	out := make([]historyEntry, 0, len(kr.Revisions))
 	for _, rev := range kr.Revisions {
 		e := historyEntry{
-			Name: rev.Name, Number: rev.Number, Hash: rev.Hash, Phase: displayPhase(rev), Created: rev.Created,
+			Name: rev.Name, Number: rev.Number, Hash: rev.Hash, Phase: revisions.DisplayPhase(rev), Created: rev.Created,
 			Objects: objectsOn[rev.Hash], Pinned: pv.pinned[rev.Number], Message: rev.Message, Paused: rev.Paused, Approved: rev.Approved, Undo: rev.Undo,
 		}
 		if e.Pinned > 0 {
 			e.PinRefused = pv.refused(rev)
 		}
 		out = append(out, e)
-	}
-	return out
-}
-
-// pinnedTo counts the objects pinned to each revision number.
-func pinnedTo(parents []unstructured.Unstructured) map[int64]int {
-	out := map[int64]int{}
-	for i := range parents {
-		if n, err := contract.PinnedRevision(&parents[i]); err == nil && n > 0 {
-			out[n]++
-		}
-	}
-	return out
-}
-
-// objectsOn counts the objects that report each revision hash.
-func objectsOn(parents []unstructured.Unstructured) map[string]int {
-	out := map[string]int{}
-	for i := range parents {
-		if _, hash := contract.ParentRevision(&parents[i]); hash != "" {
-			out[hash]++
-		}
 	}
 	return out
 }
@@ -330,7 +158,7 @@ func printJSON(w io.Writer, v any) error {
 }
 
 // waveString is "2/3", or "-" before a rollout starts.
-func waveString(r fleetRevision) string {
+func waveString(r revisions.FleetRevision) string {
 	if r.Waves == 0 {
 		return "-"
 	}
