@@ -54,6 +54,10 @@ func TestDiffSharesTheBudget(t *testing.T) {
 	longer := testParent(greedyGVK, "longer", map[string]any{"quad": int64(200)})
 	assert.Contains(t, diffOne(render.Limits{EvaluationTimeout: time.Millisecond}, longer), "took longer than 1ms")
 	defer func() {
+		// Its own bound: quad 200 under -race on a loaded machine runs for
+		// minutes, and the test must not leave it burning the CPU.
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+		defer cancel()
 		require.NoError(t, wait.PollUntilContextCancel(ctx, 10*time.Millisecond, true, func(context.Context) (bool, error) {
 			return b.Stats().Overrunning == 0, nil
 		}), "the longer runaway ends")

@@ -96,8 +96,12 @@ func kubectl(t *testing.T, args ...string) string {
 	return out
 }
 
+// kubectlTimeout bounds one kubectl command: an apply of a hundred
+// objects on a loaded machine takes more than a minute.
+const kubectlTimeout = 3 * time.Minute
+
 func kubectlErr(args ...string) (string, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), kubectlTimeout)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, filepath.Join(bin, "kubectl"), append([]string{"--kubeconfig", cluster.Kubeconfig}, args...)...)
 	out, err := cmd.CombinedOutput()
@@ -107,7 +111,7 @@ func kubectlErr(args ...string) (string, error) {
 // kubectlApply pipes a manifest into kubectl apply.
 func kubectlApply(t *testing.T, ns, manifest string) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), kubectlTimeout)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, filepath.Join(bin, "kubectl"), "--kubeconfig", cluster.Kubeconfig, "-n", ns, "apply", "-f", "-")
 	cmd.Stdin = strings.NewReader(manifest)

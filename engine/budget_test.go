@@ -299,7 +299,7 @@ func TestRunawayParentsAreBoundedAndRememberedAcrossRestart(t *testing.T) {
 	}
 	setNote("healthy-0", "b")
 	noted("healthy-0", "b")
-	eventuallyWithin(t, "every runaway annotated with the template it overran on", 3*time.Minute, func(ctx context.Context) (bool, error) {
+	eventuallyWithin(t, "every runaway annotated with the template it overran on", 5*time.Minute, func(ctx context.Context) (bool, error) {
 		for i := range runaways {
 			p, err := get(ctx, fmt.Sprintf("runaway-%d", i))
 			if err != nil || p.GetAnnotations()[contract.AnnotationEvaluationOverran] != contract.EvaluationOverranValue(tpl.Hash, p.GetGeneration()) {

@@ -111,25 +111,25 @@ func hasEvent(ctx context.Context, ns, name, reason string) (bool, error) {
 	return false, nil
 }
 
-// consistently fails the test if cond is ever false during d.
+// consistently fails the test if cond is ever false during d. Each check
+// has a context of its own, so a request near the end of d is not refused
+// for want of time (client-go's rate limiter refuses a wait that would
+// pass the deadline).
 func consistently(t *testing.T, what string, d time.Duration, cond func(ctx context.Context) (bool, error)) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), d)
-	defer cancel()
+	end := time.Now().Add(d)
 	tick := time.NewTicker(500 * time.Millisecond)
 	defer tick.Stop()
 	for {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		ok, err := cond(ctx)
-		if ctx.Err() != nil {
-			return
-		}
+		cancel()
 		require.NoError(t, err, what)
 		require.True(t, ok, what)
-		select {
-		case <-ctx.Done():
+		if time.Now().After(end) {
 			return
-		case <-tick.C:
 		}
+		<-tick.C
 	}
 }
 

@@ -108,20 +108,30 @@ func eventCount(t *testing.T, ns string) int {
 
 // settle waits until the write counters stop moving for a while: the engine
 // has finished reacting. Bounded; it checks a condition, it does not sleep
-// for a fixed time to synchronize. Leases are not counted: any manager the
-// package has running renews its own every few seconds.
-func settle(t *testing.T) map[string]int {
+// for a fixed time to synchronize. Leases and events are not counted
+// cluster-wide, since any engine the package has running renews its leases
+// and records events of its own parents; the events of namespace ns (when
+// given) must be still too.
+func settle(t *testing.T, ns ...string) map[string]int {
 	t.Helper()
+	read := func() (map[string]int, int) {
+		cur := writes(t)
+		delete(cur, "leases")
+		delete(cur, "events")
+		n := 0
+		for _, namespace := range ns {
+			n += eventCount(t, namespace)
+		}
+		return cur, n
+	}
 	deadline := time.Now().Add(30 * time.Second)
-	last := writes(t)
-	delete(last, "leases")
+	last, lastEvents := read()
 	moved := map[string]int{}
 	stable := 0
 	for time.Now().Before(deadline) {
 		time.Sleep(200 * time.Millisecond)
-		cur := writes(t)
-		delete(cur, "leases")
-		if fmt.Sprint(cur) == fmt.Sprint(last) {
+		cur, events := read()
+		if fmt.Sprint(cur) == fmt.Sprint(last) && events == lastEvents {
 			stable++
 			if stable == 5 { // one second without a write
 				return cur
@@ -133,7 +143,10 @@ func settle(t *testing.T) map[string]int {
 				moved[k] += v - last[k]
 			}
 		}
-		stable, last = 0, cur
+		if events != lastEvents {
+			moved["events in "+strings.Join(ns, ",")] += events - lastEvents
+		}
+		stable, last, lastEvents = 0, cur, events
 	}
 	t.Fatalf("writes did not settle in 30 s; writes meanwhile, by resource: %v", moved)
 	return nil
@@ -150,7 +163,7 @@ func TestWriteDiscipline(t *testing.T) {
 		c, err := condition(ctx, mk, contract.ConditionSynced)
 		return c != nil && c.Status == metav1.ConditionTrue, err
 	})
-	before := settle(t)
+	before := settle(t, ns)
 	// The test reads no Deployment itself until here: the engine created
 	// the child without reading it first (the create-only apply).
 	assert.Equal(t, 0, delta(getsBefore, requests(t, getVerb), "deployments"), "no read of a new child")
@@ -163,7 +176,7 @@ func TestWriteDiscipline(t *testing.T) {
 		d, err := getDeployment(ctx, ns, "counted")
 		require.NoError(t, err)
 		require.NoError(t, k8s.Patch(ctx, d, client.RawPatch("application/merge-patch+json", []byte(`{"metadata":{"annotations":{"note":"x"}}}`))))
-		after := settle(t)
+		after := settle(t, ns)
 		assert.Equal(t, 1, delta(before, after, "deployments"), "only the test's own patch of the Deployment")
 		assert.Equal(t, 1, delta(before, after, "mykinds"), "only the test's own patch of the MyKind")
 		assert.Equal(t, 0, delta(before, after, "mykinds/status"), "no status write")
@@ -177,7 +190,7 @@ func TestWriteDiscipline(t *testing.T) {
 			d, err := getDeployment(ctx, ns, "counted")
 			return err == nil && *d.Spec.Replicas == 2, err
 		})
-		after := settle(t)
+		after := settle(t, ns)
 		assert.Equal(t, 1, delta(before, after, "mykinds"), "the test's patch")
 		assert.Equal(t, 1, delta(before, after, "deployments"), "one apply of the changed child")
 		assert.Equal(t, 1, delta(before, after, "mykinds/status"), "one status write (observedGeneration)")
@@ -190,7 +203,7 @@ func TestWriteDiscipline(t *testing.T) {
 			n, err := readyReplicas(ctx, mk)
 			return n == 2, err
 		})
-		after := settle(t)
+		after := settle(t, ns)
 		assert.Equal(t, 0, delta(before, after, "deployments"), "no apply")
 		assert.Equal(t, 1, delta(before, after, "deployments/status"), "the test's own status update")
 		assert.Equal(t, 1, delta(before, after, "mykinds/status"), "one status write")

@@ -219,6 +219,10 @@ func TestUnitBudgetShared(t *testing.T) {
 	require.ErrorAs(t, err, &re)
 	require.Equal(t, contract.ReasonEvaluationTimeout, re.Reason)
 	defer func() {
+		// Its own bound: quad 200 under -race on a loaded machine runs for
+		// minutes, and the test must not leave it burning the CPU.
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+		defer cancel()
 		require.NoError(t, wait.PollUntilContextCancel(ctx, 10*time.Millisecond, true, func(context.Context) (bool, error) {
 			return e.r.budget.Stats().Overrunning == 0, nil
 		}), "the longer runaway ends")

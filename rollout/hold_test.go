@@ -83,6 +83,10 @@ func TestUnitHoldSharesTheBudget(t *testing.T) {
 	_, err := render.Render(tpl, longer, nil, render.Options{Limits: render.Limits{EvaluationTimeout: time.Millisecond}, Budget: b})
 	require.Error(t, err)
 	defer func() {
+		// Its own bound: quad 200 under -race on a loaded machine runs for
+		// minutes, and the test must not leave it burning the CPU.
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+		defer cancel()
 		require.NoError(t, wait.PollUntilContextCancel(ctx, 10*time.Millisecond, true, func(context.Context) (bool, error) {
 			return b.Stats().Overrunning == 0, nil
 		}), "the longer runaway ends")
