@@ -1,13 +1,10 @@
 package render
 
 import (
-	"context"
 	"encoding/json"
-	"fmt"
 	"maps"
 	"slices"
 
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -84,28 +81,4 @@ func NextInventory(desired []*unstructured.Unstructured, live *LiveChildren) Inv
 		}
 	}
 	return next
-}
-
-// ForeignOwner reads the object a new child would replace, from the
-// apiserver (the child cache holds only the engine's objects). It returns
-// the live object, or nil when there is none, and "" when it belongs to
-// this parent or else a description of who controls it. The reconciler and
-// engine diff decide "ours or not" here, and nowhere else.
-func ForeignOwner(ctx context.Context, reader client.Reader, parent, desired *unstructured.Unstructured) (*unstructured.Unstructured, string, error) {
-	live := &unstructured.Unstructured{}
-	live.SetGroupVersionKind(desired.GroupVersionKind())
-	err := reader.Get(ctx, client.ObjectKeyFromObject(desired), live)
-	if apierrors.IsNotFound(err) {
-		return nil, "", nil
-	}
-	if err != nil {
-		return nil, "", fmt.Errorf("reading %s %s: %w", desired.GetKind(), desired.GetName(), err)
-	}
-	if IsOurs(parent, live, InventoryOf(parent)) {
-		return live, "", nil
-	}
-	if ref := metav1.GetControllerOfNoCopy(live); ref != nil {
-		return live, fmt.Sprintf("controlled by %s %s", ref.Kind, ref.Name), nil
-	}
-	return live, "not created by the engine for it", nil
 }
