@@ -191,7 +191,8 @@ func testNoAdoptionWithoutGrant(t *testing.T, tpl *templates.Template) {
 		grant string // "" for none
 		why   string
 	}{
-		{name: "no grant", why: ". To hand it over to this Adopter, its owner runs: kubectl annotate configmap legacy -n %[1]s engine.cuengine.dev/adopt-by=Adopter.adopt.cuengine.dev/%[1]s/adopter"},
+		{name: "no grant", why: ". To hand it over to this Adopter, its owner runs: kubectl annotate configmap/legacy -n %[1]s engine.cuengine.dev/adopt-by=Adopter.adopt.cuengine.dev/%[1]s/adopter; " +
+			"then engine reconcile adopter.adopt.cuengine.dev/adopter -n %[1]s adopts it"},
 		{name: "another parent", grant: "Adopter.adopt.cuengine.dev/%[1]s/other",
 			why: `: its engine.cuengine.dev/adopt-by grant names "Adopter.adopt.cuengine.dev/%[1]s/other", not this Adopter (Adopter.adopt.cuengine.dev/%[1]s/adopter)`},
 	} {

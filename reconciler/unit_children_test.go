@@ -41,7 +41,7 @@ func TestUnitChildConflict(t *testing.T) {
 			name:  "not created by the engine",
 			meta:  metav1.ObjectMeta{Namespace: unitNamespace, Name: "site-content"},
 			owner: "not created by the engine for it",
-			hint:  ". To hand it over to this Website, its owner runs: kubectl annotate configmap site-content -n ns engine.cuengine.dev/adopt-by=Website.test.cuengine.dev/ns/site",
+			hint:  ". To hand it over to this Website, its owner runs: kubectl annotate configmap/site-content -n ns engine.cuengine.dev/adopt-by=Website.test.cuengine.dev/ns/site; then engine reconcile website.test.cuengine.dev/site -n ns adopts it",
 		},
 		{
 			name: "controlled by another parent",
@@ -55,7 +55,7 @@ func TestUnitChildConflict(t *testing.T) {
 			meta: metav1.ObjectMeta{Namespace: unitNamespace, Name: "site-content",
 				Labels: map[string]string{contract.LabelManagedBy: contract.ManagedByValue, contract.LabelParentUID: "uid-site", contract.LabelChild: "config"}},
 			owner: "not created by the engine for it",
-			hint:  ". To hand it over to this Website, its owner runs: kubectl annotate configmap site-content -n ns engine.cuengine.dev/adopt-by=Website.test.cuengine.dev/ns/site",
+			hint:  ". To hand it over to this Website, its owner runs: kubectl annotate configmap/site-content -n ns engine.cuengine.dev/adopt-by=Website.test.cuengine.dev/ns/site; then engine reconcile website.test.cuengine.dev/site -n ns adopts it",
 		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

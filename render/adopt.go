@@ -59,7 +59,8 @@ func HolderOf(ctx context.Context, reader client.Reader, parent, desired *unstru
 	grant, granted := live.GetAnnotations()[contract.AnnotationAdoptBy]
 	switch {
 	case !granted:
-		h.Conflict = fmt.Sprintf("%s (not created by the engine for it); it is left untouched. To hand it over to this %s, its owner runs: %s", taken, parent.GetKind(), GrantCommand(parent, desired))
+		h.Conflict = fmt.Sprintf("%s (not created by the engine for it); it is left untouched. To hand it over to this %s, its owner runs: %s; then %s adopts it",
+			taken, parent.GetKind(), GrantCommand(parent, desired), ReconcileCommand(parent))
 	case Grants(grant, parent):
 		h.Adopt = true
 	default:
@@ -77,14 +78,27 @@ func Grants(grant string, parent *unstructured.Unstructured) bool {
 
 // GrantCommand is the kubectl command that grants obj to the parent.
 func GrantCommand(parent, obj *unstructured.Unstructured) string {
+	return "kubectl annotate " + commandArgs(obj) + " " + contract.AnnotationAdoptBy + "=" + contract.ParentRef(parent)
+}
+
+// ReconcileCommand is the engine command that reconciles the parent now:
+// a conflict is terminal, and a grant written on the object is no change
+// the engine sees (it watches its own objects only).
+func ReconcileCommand(parent *unstructured.Unstructured) string {
+	return "engine reconcile " + commandArgs(parent)
+}
+
+// commandArgs names obj as kubectl and the engine's object commands take
+// it: kind.group/name [-n namespace].
+func commandArgs(obj *unstructured.Unstructured) string {
 	gk := obj.GroupVersionKind().GroupKind()
 	resource := strings.ToLower(gk.Kind)
 	if gk.Group != "" {
 		resource += "." + gk.Group
 	}
-	cmd := "kubectl annotate " + resource + " " + obj.GetName()
+	args := resource + "/" + obj.GetName()
 	if obj.GetNamespace() != "" {
-		cmd += " -n " + obj.GetNamespace()
+		args += " -n " + obj.GetNamespace()
 	}
-	return cmd + " " + contract.AnnotationAdoptBy + "=" + contract.ParentRef(parent)
+	return args
 }

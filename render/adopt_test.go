@@ -56,7 +56,8 @@ func TestHolderOf(t *testing.T) {
 			conflict: "ConfigMap ns/controlled-granted exists and is not controlled by this Tenant (controlled by Tenant globex); it is left untouched: an object another controller controls is never adopted"},
 		{name: "forged", found: true,
 			conflict: "ConfigMap ns/forged exists and is not controlled by this Tenant (not created by the engine for it); it is left untouched. " +
-				"To hand it over to this Tenant, its owner runs: kubectl annotate configmap forged -n ns engine.cuengine.dev/adopt-by=Tenant.test.cuengine.dev/ns/acme"},
+				"To hand it over to this Tenant, its owner runs: kubectl annotate configmap/forged -n ns engine.cuengine.dev/adopt-by=Tenant.test.cuengine.dev/ns/acme; " +
+				"then engine reconcile tenant.test.cuengine.dev/acme -n ns adopts it"},
 		{name: "granted", found: true, adopt: true},
 		{name: "granted-uid", found: true, adopt: true},
 		{name: "granted-other", found: true,
@@ -92,9 +93,10 @@ func TestHolderOf(t *testing.T) {
 	})
 }
 
-// TestGrantCommand: the command the conflict message gives names the
-// object's resource as kubectl takes it, its namespace when it has one,
-// and the parent in the grant's format.
+// TestGrantCommand: the commands the conflict message gives name the
+// object as kubectl takes it, its namespace when it has one, and the
+// parent in the grant's format; then the parent as engine reconcile takes
+// it.
 func TestGrantCommand(t *testing.T) {
 	parent := testParent(tenantGVK, "acme", map[string]any{})
 	deploy := &unstructured.Unstructured{}
@@ -102,10 +104,11 @@ func TestGrantCommand(t *testing.T) {
 	deploy.SetKind("Deployment")
 	deploy.SetNamespace("web")
 	deploy.SetName("site")
-	assert.Equal(t, "kubectl annotate deployment.apps site -n web engine.cuengine.dev/adopt-by=Tenant.test.cuengine.dev/ns/acme", GrantCommand(parent, deploy))
+	assert.Equal(t, "kubectl annotate deployment.apps/site -n web engine.cuengine.dev/adopt-by=Tenant.test.cuengine.dev/ns/acme", GrantCommand(parent, deploy))
 	ns := &unstructured.Unstructured{}
 	ns.SetAPIVersion("v1")
 	ns.SetKind("Namespace")
 	ns.SetName("team")
-	assert.Equal(t, "kubectl annotate namespace team engine.cuengine.dev/adopt-by=Tenant.test.cuengine.dev/ns/acme", GrantCommand(parent, ns))
+	assert.Equal(t, "kubectl annotate namespace/team engine.cuengine.dev/adopt-by=Tenant.test.cuengine.dev/ns/acme", GrantCommand(parent, ns))
+	assert.Equal(t, "engine reconcile tenant.test.cuengine.dev/acme -n ns", ReconcileCommand(parent))
 }
