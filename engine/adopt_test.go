@@ -50,6 +50,32 @@ children: settings: {
 
 var adopterGVK = schema.GroupVersionKind{Group: "adopt.cuengine.dev", Version: "v1", Kind: "Adopter"}
 
+// farAdopterTemplate puts its child in another namespace, where it cannot
+// carry an owner reference: the parent's inventory records it.
+const farAdopterTemplate = `package faradopter
+
+parent: {
+	apiVersion: "adopt.cuengine.dev/v1"
+	kind:       "FarAdopter"
+	spec: {
+		namespace: string
+		data: [string]: string
+	}
+}
+policy: crossNamespace: true
+children: settings: {
+	apiVersion: "v1"
+	kind:       "ConfigMap"
+	metadata: {
+		name:      "legacy"
+		namespace: parent.spec.namespace
+	}
+	data: parent.spec.data
+}
+`
+
+var farAdopterGVK = schema.GroupVersionKind{Group: "adopt.cuengine.dev", Version: "v1", Kind: "FarAdopter"}
+
 // lastApplied is the annotation kubectl's client-side apply keeps.
 const lastApplied = "kubectl.kubernetes.io/last-applied-configuration"
 
@@ -116,7 +142,7 @@ func managers(obj metav1.Object) []string {
 // Refused: testNoAdoptionWithoutGrant.
 func TestAdoptionByGrant(t *testing.T) {
 	controlPlane(t)
-	set := serveTemplates(t, map[string]string{"adopter.cue": adopterTemplate}, engine.Options{})
+	set := serveTemplates(t, map[string]string{"adopter.cue": adopterTemplate, "faradopter.cue": farAdopterTemplate}, engine.Options{})
 	tpl, ok := set.Lookup(adopterGVK)
 	require.True(t, ok)
 	for _, tool := range []string{"kubectl-client-side-apply", "helm"} {
@@ -176,6 +202,56 @@ func TestAdoptionByGrant(t *testing.T) {
 		})
 	}
 	t.Run("refused", func(t *testing.T) { testNoAdoptionWithoutGrant(t, tpl) })
+	t.Run("elsewhere", testAdoptionElsewhere)
+}
+
+// testAdoptionElsewhere: a child in another namespace is recorded in the
+// parent's inventory before it is created, so the inventory alone would
+// claim an object someone else made under its name: without a grant it is
+// left untouched, ChildConflict; granted, it is adopted (labelled, its
+// previous manager gone, no owner reference across namespaces) and stays
+// in the inventory.
+func testAdoptionElsewhere(t *testing.T) {
+	ctx := context.Background()
+	ns := namespace(t)
+	elsewhere := ns + "-far"
+	require.NoError(t, k8s.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: elsewhere}}))
+	cm := legacyConfigMap(elsewhere, "legacy")
+	require.NoError(t, createdBy["kubectl-client-side-apply"](ctx, cm))
+	before, err := getConfigMap(ctx, elsewhere, "legacy")
+	require.NoError(t, err)
+
+	p := parent(farAdopterGVK, ns, "far", map[string]any{"namespace": elsewhere, "data": map[string]any{"a": "1"}})
+	require.NoError(t, k8s.Create(ctx, p))
+	eventually(t, "Synced=False ChildConflict", func(ctx context.Context) (bool, error) {
+		c, err := condition(ctx, p, contract.ConditionSynced)
+		return c != nil && c.Status == metav1.ConditionFalse && c.Reason == contract.ReasonChildConflict, err
+	})
+	c, err := condition(ctx, p, contract.ConditionSynced)
+	require.NoError(t, err)
+	assert.Equal(t, "ConfigMap "+elsewhere+"/legacy exists and is not controlled by this FarAdopter (not created by the engine for it); it is left untouched. "+
+		"To hand it over to this FarAdopter, its owner runs: kubectl annotate configmap/legacy -n "+elsewhere+" engine.cuengine.dev/adopt-by=FarAdopter.adopt.cuengine.dev/"+ns+"/far; "+
+		"then engine reconcile faradopter.adopt.cuengine.dev/far -n "+ns+" adopts it", c.Message)
+	untouched, err := getConfigMap(ctx, elsewhere, "legacy")
+	require.NoError(t, err)
+	assert.Equal(t, before.ResourceVersion, untouched.ResourceVersion, "untouched without a grant")
+
+	grant(t, untouched, contract.ObjectRef(farAdopterGVK.GroupKind(), ns, "far"))
+	annotate(t, p, contract.AnnotationReconcileRequestedAt, "granted")
+	eventually(t, "adopted and synced", func(ctx context.Context) (bool, error) {
+		c, err := condition(ctx, p, contract.ConditionSynced)
+		return err == nil && c != nil && c.Status == metav1.ConditionTrue, err
+	})
+	after, err := getConfigMap(ctx, elsewhere, "legacy")
+	require.NoError(t, err)
+	assert.Equal(t, before.UID, after.UID)
+	assert.Equal(t, []string{"engine Apply", "kubectl-annotate Update"}, managers(after))
+	assert.Equal(t, map[string]string{"a": "1"}, after.Data, "b, the previous manager's and not the template's, pruned")
+	assert.Equal(t, string(p.GetUID()), after.Labels[contract.LabelParentUID])
+	live := &unstructured.Unstructured{}
+	live.SetGroupVersionKind(farAdopterGVK)
+	require.NoError(t, k8s.Get(ctx, client.ObjectKeyFromObject(p), live))
+	assert.Equal(t, `["ConfigMap/`+elsewhere+`/legacy"]`, live.GetAnnotations()[contract.AnnotationInventory])
 }
 
 func hasKey(m map[string]string, k string) bool { _, ok := m[k]; return ok }

@@ -49,9 +49,13 @@ func (inv Inventory) Encode() string {
 }
 
 // IsOurs reports whether obj is provably one of the parent's children.
-// Labels prove nothing (anyone who may create an object may write them);
-// the proof is a controller owner reference to the parent, or, for an
-// object that cannot carry one, the parent's inventory. A parent that has
+// Labels alone prove nothing (anyone who may create an object may write
+// them); the proof is a controller owner reference to the parent, or, for
+// an object that cannot carry one, the parent's inventory and the parent's
+// UID label together. The inventory names a child before it is created, so
+// alone it would claim an object someone else made under that name; the
+// engine creates its children with the label, and whoever labels an object
+// so may as well grant it (contract.AnnotationAdoptBy). A parent that has
 // the engine's finalizer but no inventory yet was created by an engine that
 // kept none: its labelled objects are trusted until its first reconcile
 // records the inventory.
@@ -59,10 +63,11 @@ func IsOurs(parent *unstructured.Unstructured, obj client.Object, inv Inventory)
 	if ref := metav1.GetControllerOfNoCopy(obj); ref != nil {
 		return ref.UID == parent.GetUID()
 	}
+	labelled := obj.GetLabels()[contract.LabelParentUID] == string(parent.GetUID())
 	if inv == nil {
-		return controllerutil.ContainsFinalizer(parent, contract.Finalizer) && obj.GetLabels()[contract.LabelParentUID] == string(parent.GetUID())
+		return controllerutil.ContainsFinalizer(parent, contract.Finalizer) && labelled
 	}
-	return inv[inventoryKey(obj)]
+	return inv[inventoryKey(obj)] && labelled
 }
 
 // NextInventory is the inventory the parent must carry: every desired child
