@@ -30,6 +30,7 @@ func TestWireValues(t *testing.T) {
 		{contract.Finalizer, "engine.cuengine.dev/finalizer"},
 		{contract.AnnotationResourcePrefix, "resources.engine.cuengine.dev/"},
 		{contract.AnnotationInventory, "engine.cuengine.dev/inventory"},
+		{contract.AnnotationAdoptBy, "engine.cuengine.dev/adopt-by"},
 		{contract.AnnotationDeletionPolicy, "engine.cuengine.dev/deletion-policy"},
 		{contract.AnnotationTemplateRevision, "engine.cuengine.dev/template-revision"},
 		{contract.AnnotationEvaluationOverran, "engine.cuengine.dev/evaluation-overran"},

@@ -48,6 +48,14 @@ const (
 	// that cannot carry an owner reference to it: those in other namespaces and
 	// cluster-scoped ones. An entry is recorded before the child is created.
 	AnnotationInventory = "engine.cuengine.dev/inventory"
+	// AnnotationAdoptBy, on an existing object that holds a child's name,
+	// grants it to a parent: its value names the parent in ParentRef's
+	// format, or is the parent's UID. Only someone who may write the object
+	// can write it, so the grant is its owner's word: the engine takes the
+	// object over (controller reference, labels, and the fields of its
+	// previous managers), and removes the grant as it does. An object
+	// another controller controls is never adopted.
+	AnnotationAdoptBy = "engine.cuengine.dev/adopt-by"
 	// AnnotationDeletionPolicy on a parent overrides the template's
 	// deletionPolicy for all its resources; "Orphan" keeps them.
 	AnnotationDeletionPolicy = "engine.cuengine.dev/deletion-policy"

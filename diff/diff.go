@@ -28,6 +28,7 @@ type Summary struct {
 	Pruned    int
 	Unchanged int
 	Conflicts int
+	Adopted   int // existing objects granted to their parent (also counted as changed or unchanged)
 	Failed    int // parents the new template cannot evaluate
 	Waiting   int // parents left alone: a reference of theirs does not exist
 }
@@ -126,17 +127,21 @@ func (d *Differ) renderOptions() render.Options {
 // against the live object.
 func (d *Differ) diffChild(ctx context.Context, parent, obj, live *unstructured.Unstructured, sum *Summary) error {
 	if live == nil {
-		cur, owner, err := render.ForeignOwner(ctx, d.Client, parent, obj)
+		holder, err := render.HolderOf(ctx, d.Client, parent, obj)
 		if err != nil {
 			return err
 		}
-		if owner != "" {
+		if holder.Conflict != "" {
 			sum.Conflicts++
-			fmt.Fprintf(d.Out, "# %s %s/%s: %s %s/%s exists and is not controlled by it: left untouched\n",
-				parent.GetKind(), parent.GetNamespace(), parent.GetName(), obj.GetKind(), obj.GetNamespace(), obj.GetName())
+			fmt.Fprintf(d.Out, "# %s %s/%s: %s\n", parent.GetKind(), parent.GetNamespace(), parent.GetName(), holder.Conflict)
 			return nil
 		}
-		live = cur
+		if holder.Adopt {
+			sum.Adopted++
+			fmt.Fprintf(d.Out, "# %s %s/%s: %s %s/%s would be adopted: its owner granted it (%s); the fields only its previous managers set are removed then, and not shown below\n",
+				parent.GetKind(), parent.GetNamespace(), parent.GetName(), obj.GetKind(), obj.GetNamespace(), obj.GetName(), contract.AnnotationAdoptBy)
+		}
+		live = holder.Live
 	}
 	applied := render.WithAppliedHash(obj, render.AppliedHash(obj))
 	err := d.Client.Apply(ctx, client.ApplyConfigurationFromUnstructured(applied), client.FieldOwner(contract.FieldManager), client.ForceOwnership, client.DryRunAll)
@@ -249,7 +254,7 @@ func FormatSummary(w io.Writer, sums []Summary) {
 		for _, p := range []struct {
 			n    int
 			what string
-		}{{s.Created, "created"}, {s.Changed, "changed"}, {s.Pruned, "pruned"}, {s.Unchanged, "unchanged"}, {s.Conflicts, "conflicts"}, {s.Failed, "failed"}, {s.Waiting, "waiting for references"}} {
+		}{{s.Created, "created"}, {s.Changed, "changed"}, {s.Pruned, "pruned"}, {s.Unchanged, "unchanged"}, {s.Adopted, "adopted"}, {s.Conflicts, "conflicts"}, {s.Failed, "failed"}, {s.Waiting, "waiting for references"}} {
 			if p.n > 0 {
 				parts = append(parts, fmt.Sprintf("%d %s", p.n, p.what))
 			}

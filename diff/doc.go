@@ -20,8 +20,9 @@
 //     the engine applies it (its field manager, forced ownership,
 //     render.WithAppliedHash) and compared with the live object; a name
 //     held by an object the parent does not control is a conflict, left
-//     untouched, as the reconciler decides it (render.ForeignOwner); a
-//     live child the template no longer produces would be pruned;
+//     untouched, or would be adopted when its owner granted it to the
+//     parent, as the reconciler decides it (render.HolderOf); a live child
+//     the template no longer produces would be pruned;
 //   - Differ.DiffRenderings, Rendering and RenderError: one parent
 //     rendered by two templates that see the same observed state (its
 //     live children, its external resources as its status records them),

@@ -2,6 +2,7 @@ package reconciler
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -50,20 +51,26 @@ func (r *Reconciler) applyChildren(ctx context.Context, parent *unstructured.Uns
 				continue
 			}
 			// The name is taken: the object is this parent's (the cache
-			// has not shown it yet) or someone else's, never touched.
-			owned, owner, err := render.ForeignOwner(ctx, r.live, parent, d)
+			// has not shown it yet), granted to it (adopt.go), or someone
+			// else's, never touched.
+			holder, err := render.HolderOf(ctx, r.live, parent, d)
 			if err != nil {
 				return writes, err
 			}
-			if owner != "" {
-				st.fail(contract.ReasonChildConflict, terminalError(contract.ReasonChildConflict, fmt.Errorf("%s %s/%s exists and is not controlled by this %s (%s); it is left untouched",
-					d.GetKind(), d.GetNamespace(), d.GetName(), parent.GetKind(), owner)))
+			if holder.Conflict != "" {
+				st.fail(contract.ReasonChildConflict, terminalError(contract.ReasonChildConflict, errors.New(holder.Conflict)))
 				continue
 			}
-			if owned == nil {
+			if holder.Live == nil {
 				return writes, fmt.Errorf("creating %s %s: %w (it was deleted since)", d.GetKind(), d.GetName(), taken)
 			}
-			cur = owned
+			cur = holder.Live
+			if holder.Adopt {
+				if cur, err = r.takeOver(ctx, parent, cur); err != nil {
+					return writes, err
+				}
+				writes++
+			}
 		}
 		seen = append(seen, cur.GetUID())
 		var obj *unstructured.Unstructured // what is applied, made once

@@ -58,7 +58,9 @@
 //  8. apply.go: server-side apply of each child that is missing or drifted,
 //     drift judged as the apiserver stores values (drift.go: a dry-run
 //     apply, its verdict remembered per child version); an object this
-//     parent does not control is never touched.
+//     parent does not control is never touched, unless its owner granted
+//     it to the parent (adopt.go: its fields taken over from the previous
+//     managers, then applied as a child).
 //  9. prune.go: children the template no longer produces are deleted,
 //     dependents first (order.go), as resources the template dropped are
 //     in step 5.

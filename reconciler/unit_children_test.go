@@ -35,23 +35,27 @@ func TestUnitChildConflict(t *testing.T) {
 		name  string
 		meta  metav1.ObjectMeta
 		owner string
+		hint  string
 	}{
 		{
 			name:  "not created by the engine",
 			meta:  metav1.ObjectMeta{Namespace: unitNamespace, Name: "site-content"},
 			owner: "not created by the engine for it",
+			hint:  ". To hand it over to this Website, its owner runs: kubectl annotate configmap/site-content -n ns engine.cuengine.dev/adopt-by=Website.test.cuengine.dev/ns/site; then engine reconcile website.test.cuengine.dev/site -n ns adopts it",
 		},
 		{
 			name: "controlled by another parent",
 			meta: metav1.ObjectMeta{Namespace: unitNamespace, Name: "site-content",
 				OwnerReferences: []metav1.OwnerReference{{APIVersion: "webapp.my.domain/v1", Kind: "MyKind", Name: "other", UID: "uid-other", Controller: new(true)}}},
 			owner: "controlled by MyKind other",
+			hint:  ": an object another controller controls is never adopted",
 		},
 		{
 			name: "labelled as this parent's child, without proof",
 			meta: metav1.ObjectMeta{Namespace: unitNamespace, Name: "site-content",
 				Labels: map[string]string{contract.LabelManagedBy: contract.ManagedByValue, contract.LabelParentUID: "uid-site", contract.LabelChild: "config"}},
 			owner: "not created by the engine for it",
+			hint:  ". To hand it over to this Website, its owner runs: kubectl annotate configmap/site-content -n ns engine.cuengine.dev/adopt-by=Website.test.cuengine.dev/ns/site; then engine reconcile website.test.cuengine.dev/site -n ns adopts it",
 		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -63,7 +67,7 @@ func TestUnitChildConflict(t *testing.T) {
 			require.Error(t, err)
 			assert.True(t, isTerminal(err), "a conflict is terminal: %v", err)
 
-			msg := "ConfigMap ns/site-content exists and is not controlled by this Website (" + tc.owner + "); it is left untouched"
+			msg := "ConfigMap ns/site-content exists and is not controlled by this Website (" + tc.owner + "); it is left untouched" + tc.hint
 			assert.Equal(t, cond{metav1.ConditionFalse, contract.ReasonChildConflict, msg}, condOf(e.condition(site, contract.ConditionSynced)))
 			assert.Equal(t, cond{metav1.ConditionFalse, contract.ReasonNotSynced, "not synced: ChildConflict"}, condOf(e.condition(site, contract.ConditionReady)))
 			// The ConfigMap's one request is the create-only apply, which

@@ -39,7 +39,8 @@ func names(list []client.Object) []string {
 }
 
 // TestOwnedOf: an object is the parent's own by a controller reference to
-// it, or, when it carries none, by the parent's inventory; labels alone
+// it, or, when it carries none, by the parent's inventory and its label;
+// labels alone
 // prove nothing, except on a parent with the finalizer and no inventory
 // yet (kept by an engine that recorded none).
 func TestOwnedOf(t *testing.T) {
@@ -51,12 +52,14 @@ func TestOwnedOf(t *testing.T) {
 			owned(other, labelled(parent, testNamespace, "someone-elses", "b")),
 			labelled(parent, "elsewhere", "recorded", "c"),
 			labelled(parent, "elsewhere", "forged", "d"),
+			labelled(other, "elsewhere", "unlabelled", "e"),
 		}
 	}
 	t.Run("inventory", func(t *testing.T) {
 		p := parent.DeepCopy()
-		p.SetAnnotations(map[string]string{contract.AnnotationInventory: Inventory{"ConfigMap/elsewhere/recorded": true, "ConfigMap/ns/someone-elses": true}.Encode()})
-		assert.Equal(t, []string{"controlled", "recorded"}, names(OwnedOf(p, list())), "a controller reference to another parent wins over the inventory")
+		p.SetAnnotations(map[string]string{contract.AnnotationInventory: Inventory{"ConfigMap/elsewhere/recorded": true, "ConfigMap/ns/someone-elses": true, "ConfigMap/elsewhere/unlabelled": true}.Encode()})
+		assert.Equal(t, []string{"controlled", "recorded"}, names(OwnedOf(p, list())),
+			"a controller reference to another parent wins over the inventory; an inventory entry (written before the create) without the parent's label is someone else's object")
 	})
 	t.Run("no inventory", func(t *testing.T) {
 		assert.Equal(t, []string{"controlled"}, names(OwnedOf(parent, list())))

@@ -34,7 +34,9 @@
 //     status.resources last recorded it);
 //   - the two answers the reconciler's apply and engine diff's dry run must
 //     give alike: whose is the object that already holds a new child's name
-//     (ForeignOwner, by the same proof as IsOurs), and what is sent of a
+//     and whether the parent adopts it (HolderOf: by the same proof as
+//     IsOurs, or a grant, contract.AnnotationAdoptBy, written on the object
+//     for this parent; the conflict's text otherwise), and what is sent of a
 //     desired child (WithAppliedHash: annotated with its AppliedHash, by
 //     which an unchanged child is not applied again);
 //   - Offline and Given, the rendering of `engine render --observed` and
@@ -52,7 +54,7 @@
 //
 // It does not write to the apiserver and keeps no reconcile state but the
 // Budget its callers share: it reads the objects it is given and returns
-// what to apply; its one read of the cluster is ForeignOwner's get,
+// what to apply; its one read of the cluster is HolderOf's get,
 // through the reader its caller passes. Applying, pruning, recording the inventory and the resources on
 // the parent, the status and its conditions are package reconciler's. It
 // imports templates and contract, never reconciler, engine or providers.

@@ -1,13 +1,10 @@
 package render
 
 import (
-	"context"
 	"encoding/json"
-	"fmt"
 	"maps"
 	"slices"
 
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -52,9 +49,13 @@ func (inv Inventory) Encode() string {
 }
 
 // IsOurs reports whether obj is provably one of the parent's children.
-// Labels prove nothing (anyone who may create an object may write them);
-// the proof is a controller owner reference to the parent, or, for an
-// object that cannot carry one, the parent's inventory. A parent that has
+// Labels alone prove nothing (anyone who may create an object may write
+// them); the proof is a controller owner reference to the parent, or, for
+// an object that cannot carry one, the parent's inventory and the parent's
+// UID label together. The inventory names a child before it is created, so
+// alone it would claim an object someone else made under that name; the
+// engine creates its children with the label, and whoever labels an object
+// so may as well grant it (contract.AnnotationAdoptBy). A parent that has
 // the engine's finalizer but no inventory yet was created by an engine that
 // kept none: its labelled objects are trusted until its first reconcile
 // records the inventory.
@@ -62,10 +63,11 @@ func IsOurs(parent *unstructured.Unstructured, obj client.Object, inv Inventory)
 	if ref := metav1.GetControllerOfNoCopy(obj); ref != nil {
 		return ref.UID == parent.GetUID()
 	}
+	labelled := obj.GetLabels()[contract.LabelParentUID] == string(parent.GetUID())
 	if inv == nil {
-		return controllerutil.ContainsFinalizer(parent, contract.Finalizer) && obj.GetLabels()[contract.LabelParentUID] == string(parent.GetUID())
+		return controllerutil.ContainsFinalizer(parent, contract.Finalizer) && labelled
 	}
-	return inv[inventoryKey(obj)]
+	return inv[inventoryKey(obj)] && labelled
 }
 
 // NextInventory is the inventory the parent must carry: every desired child
@@ -84,28 +86,4 @@ func NextInventory(desired []*unstructured.Unstructured, live *LiveChildren) Inv
 		}
 	}
 	return next
-}
-
-// ForeignOwner reads the object a new child would replace, from the
-// apiserver (the child cache holds only the engine's objects). It returns
-// the live object, or nil when there is none, and "" when it belongs to
-// this parent or else a description of who controls it. The reconciler and
-// engine diff decide "ours or not" here, and nowhere else.
-func ForeignOwner(ctx context.Context, reader client.Reader, parent, desired *unstructured.Unstructured) (*unstructured.Unstructured, string, error) {
-	live := &unstructured.Unstructured{}
-	live.SetGroupVersionKind(desired.GroupVersionKind())
-	err := reader.Get(ctx, client.ObjectKeyFromObject(desired), live)
-	if apierrors.IsNotFound(err) {
-		return nil, "", nil
-	}
-	if err != nil {
-		return nil, "", fmt.Errorf("reading %s %s: %w", desired.GetKind(), desired.GetName(), err)
-	}
-	if IsOurs(parent, live, InventoryOf(parent)) {
-		return live, "", nil
-	}
-	if ref := metav1.GetControllerOfNoCopy(live); ref != nil {
-		return live, fmt.Sprintf("controlled by %s %s", ref.Kind, ref.Name), nil
-	}
-	return live, "not created by the engine for it", nil
 }
