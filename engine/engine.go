@@ -99,6 +99,10 @@ type Engine struct {
 	ctx       context.Context // set once the engine runs (is leader)
 	reloadErr error           // why the templates on disk are not served
 	reloadGen uint64          // counts reload events; a retry stops when it moves
+	// failure is the newest reload failure not yet reported, for the
+	// worker failureWake wakes (reportReloadFailures).
+	failure     *reloadFailure
+	failureWake chan struct{}
 
 	acceptMu sync.Mutex // serializes reloads: one set is checked and swapped at a time
 	indexMu  sync.Mutex // held while registering an index
@@ -197,6 +201,7 @@ func New(mgr manager.Manager, opts Options) (*Engine, error) {
 		recorder:     mgr.GetEventRecorder("engine"),
 		kinds:        map[schema.GroupVersionKind]*kindController{},
 		indexed:      map[schema.GroupVersionKind]bool{},
+		failureWake:  make(chan struct{}, 1),
 	}
 	if err := mgr.Add(e); err != nil {
 		return nil, err
@@ -276,6 +281,7 @@ func (e *Engine) Start(ctx context.Context) error {
 	if e.sharded() {
 		loops.Go(func() { e.countShardParents(ctx) })
 	}
+	loops.Go(func() { e.reportReloadFailures(ctx) })
 	<-ctx.Done()
 	e.mu.Lock()
 	defer e.mu.Unlock()
