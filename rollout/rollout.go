@@ -22,7 +22,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/cuengine/engine/contract"
-	"github.com/cuengine/engine/render"
 	"github.com/cuengine/engine/revisions"
 	"github.com/cuengine/engine/templates"
 )
@@ -171,7 +170,7 @@ func (ro *Rollout) TemplateFor(parent *unstructured.Unstructured) (*templates.Te
 func (ro *Rollout) templateFor(parent *unstructured.Unstructured) (*loadedRevision, error) {
 	pin, err := contract.PinnedRevision(parent)
 	if err != nil {
-		return nil, &render.Error{Reason: contract.ReasonRevisionNotFound, Err: err}
+		return nil, &revisions.PinError{Err: err}
 	}
 	v := ro.view.Load()
 	if v == nil || v.target == nil {
@@ -208,12 +207,12 @@ func (ro *Rollout) pinned(v *rolloutView, pin int64) (*loadedRevision, error) {
 			continue
 		}
 		if err := revisions.PinRefused(v.target.tpl.Rollout.Pins, v.target.Number, r.Revision); err != nil {
-			return nil, &render.Error{Reason: contract.ReasonRevisionNotFound, Err: fmt.Errorf(
+			return nil, &revisions.PinError{Err: fmt.Errorf(
 				"the object is pinned (%s) to revision %d, which the engine does not run: %w", contract.AnnotationTemplateRevision, pin, err)}
 		}
 		return r, nil
 	}
-	return nil, &render.Error{Reason: contract.ReasonRevisionNotFound, Err: fmt.Errorf(
+	return nil, &revisions.PinError{Err: fmt.Errorf(
 		"the object is pinned (%s) to revision %d, which is not stored; `engine rollout history %s` lists the revisions", contract.AnnotationTemplateRevision, pin, ro.gvk.Kind)}
 }
 
