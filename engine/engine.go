@@ -129,15 +129,7 @@ func New(mgr manager.Manager, opts Options) (*Engine, error) {
 	if opts.ResourceResync <= 0 {
 		opts.ResourceResync = 10 * time.Minute
 	}
-	if opts.Limits.EvaluationTimeout == 0 {
-		opts.Limits.EvaluationTimeout = render.DefaultLimits.EvaluationTimeout
-	}
-	if opts.Limits.MaxChildren == 0 {
-		opts.Limits.MaxChildren = render.DefaultLimits.MaxChildren
-	}
-	if opts.Limits.MaxRenderedBytes == 0 {
-		opts.Limits.MaxRenderedBytes = render.DefaultLimits.MaxRenderedBytes
-	}
+	opts.Limits = opts.Limits.WithDefaults()
 	if opts.RevisionNamespace == "" {
 		opts.RevisionNamespace = "default"
 	}
