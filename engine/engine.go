@@ -276,10 +276,11 @@ func (e *Engine) Start(ctx context.Context) error {
 	loops.Go(func() { e.reportReloadFailures(ctx) })
 	<-ctx.Done()
 	e.mu.Lock()
-	defer e.mu.Unlock()
-	for gvk, kc := range e.kinds {
-		kc.stop()
-		delete(e.kinds, gvk)
+	kinds := e.kinds
+	e.kinds = map[schema.GroupVersionKind]*kindController{}
+	e.mu.Unlock()
+	for _, kc := range kinds {
+		kc.stop() // outside the engine's lock: it releases the kind's references
 	}
 	return nil
 }
@@ -290,19 +291,23 @@ func (e *Engine) Start(ctx context.Context) error {
 // they are. Before the engine starts, it only records the set.
 func (e *Engine) SetTemplates(set *templates.Set) {
 	// The changed kinds take their template once the lock is released:
-	// it may start watching a child kind, which waits for its cache.
+	// it may start watching a child kind, which waits for its cache. The
+	// removed kinds stop then too (a stop releases their references).
 	type change struct {
 		kc *kindController
 		t  *templates.Template
 	}
 	var changed []change
-	var retired []*kindController
+	var retired, stopped []*kindController
 	defer func() {
 		for _, c := range changed {
 			c.kc.update(c.t)
 		}
 		for _, kc := range retired {
 			kc.dropReferences() // references.go
+		}
+		for _, kc := range stopped {
+			kc.stop()
 		}
 	}()
 	e.mu.Lock()
@@ -330,7 +335,7 @@ func (e *Engine) SetTemplates(set *templates.Set) {
 			continue
 		}
 		logger.Info("template removed: stopping its controller, leaving its children in place", "kind", contract.KindString(gvk), "template", t.Path)
-		kc.stop()
+		stopped = append(stopped, kc)
 		delete(e.kinds, gvk)
 	}
 	metricRevision.Reset()
