@@ -50,9 +50,6 @@ type kindController struct {
 	// gone: the template was removed; only deletions are finished.
 	gone atomic.Bool
 
-	// requeue carries parents to reconcile again after a template change.
-	requeue chan event.TypedGenericEvent[*unstructured.Unstructured]
-
 	mu      sync.Mutex
 	ctx     context.Context // the kind's, from start until stop
 	ctrl    controller.TypedController[reconcile.Request]
@@ -63,17 +60,19 @@ type kindController struct {
 	// the kind serves its newest stored one instead (storedfallback.go).
 	stored   string
 	watching map[schema.GroupVersionKind]bool
-	// refQueue is the controller's queue, for the reference cache's
-	// events (references.go).
-	refQueue workqueue.TypedRateLimitingInterface[reconcile.Request]
+	// queue is the running controller's queue, for the parents queued
+	// from outside its sources (enqueueRequest); nil while none runs.
+	queue workqueue.TypedRateLimitingInterface[reconcile.Request]
+	// pending are the parents queued while no controller runs, handed to
+	// the next one's queue (queueSource).
+	pending map[types.NamespacedName]struct{}
 	// refsClosed: the kind's parents hold no reference (its template was
 	// removed); set and read by the engine's reference cache.
 	refsClosed atomic.Bool
 }
 
 func newKindController(e *Engine, t *templates.Template) *kindController {
-	kc := &kindController{e: e, gvk: t.GVK, watching: map[schema.GroupVersionKind]bool{},
-		requeue: make(chan event.TypedGenericEvent[*unstructured.Unstructured])}
+	kc := &kindController{e: e, gvk: t.GVK, watching: map[schema.GroupVersionKind]bool{}}
 	kc.tpl.Store(t)
 	kc.busy = newWorkers(e.opts.MaxConcurrentReconciles, e.opts.StallAfter)
 	kc.store = &revisions.Store{Client: e.writer, Reader: e.apiReader, Namespace: e.opts.RevisionNamespace, GVK: t.GVK}
@@ -153,17 +152,10 @@ func (kc *kindController) TemplateFor(parent *unstructured.Unstructured) (*templ
 	return kc.ro.TemplateFor(parent)
 }
 
-// Enqueue queues a parent for a reconcile, without waiting for the queue;
-// it implements rollout.Kind.
+// Enqueue queues a parent for a reconcile, without waiting; it implements
+// rollout.Kind.
 func (kc *kindController) Enqueue(parent *unstructured.Unstructured) {
-	ctx := kc.context()
-	ev := event.TypedGenericEvent[*unstructured.Unstructured]{Object: parent}
-	go func() {
-		select {
-		case kc.requeue <- ev:
-		case <-ctx.Done():
-		}
-	}()
+	kc.enqueueRequest(types.NamespacedName{Namespace: parent.GetNamespace(), Name: parent.GetName()})
 }
 
 // requeueAfterConflict queues a parent for a reconcile once the cache has
@@ -258,10 +250,7 @@ func (kc *kindController) run(ctx context.Context) error {
 		&handler.TypedEnqueueRequestForObject[*unstructured.Unstructured]{}, parentChanged())); err != nil {
 		return err
 	}
-	if err := ctrl.Watch(source.Channel(kc.requeue, &handler.TypedEnqueueRequestForObject[*unstructured.Unstructured]{})); err != nil {
-		return err
-	}
-	if err := ctrl.Watch(kc.referenceSource()); err != nil { // references.go
+	if err := ctrl.Watch(kc.queueSource()); err != nil {
 		return err
 	}
 	kc.mu.Lock()
@@ -295,6 +284,9 @@ func (kc *kindController) run(ctx context.Context) error {
 	kc.mu.Unlock()
 	stopStatus := kc.rec.StartStatus(ctx, kc.e.opts.MaxConcurrentReconciles)
 	err = ctrl.Start(ctx) // returns once its workers are done
+	kc.mu.Lock()
+	kc.queue = nil // shut down: the next controller's takes the parents queued meanwhile
+	kc.mu.Unlock()
 	stopStatus()
 	if ctx.Err() == nil && err == nil {
 		err = fmt.Errorf("controller stopped")
@@ -443,11 +435,42 @@ func (kc *kindController) RequeueAll(ctx context.Context) {
 		if err := limiter.Wait(ctx); err != nil {
 			return
 		}
-		select {
-		case kc.requeue <- event.TypedGenericEvent[*unstructured.Unstructured]{Object: &parents[i]}:
-		case <-ctx.Done():
-			return
+		kc.Enqueue(&parents[i])
+	}
+}
+
+// queueSource hands the controller's queue to the kind when the
+// controller starts, with the parents queued before (enqueueRequest).
+func (kc *kindController) queueSource() source.TypedSource[reconcile.Request] {
+	return source.TypedFunc[reconcile.Request](func(_ context.Context, q workqueue.TypedRateLimitingInterface[reconcile.Request]) error {
+		kc.mu.Lock()
+		kc.queue = q
+		pending := kc.pending
+		kc.pending = nil
+		kc.mu.Unlock()
+		for key := range pending {
+			q.Add(reconcile.Request{NamespacedName: key})
 		}
+		return nil
+	})
+}
+
+// enqueueRequest queues a parent for a reconcile without waiting: into the
+// running controller's queue, or, while none runs, into pending for the
+// next one. It parks nothing: the queue does not block, and pending holds
+// each parent once.
+func (kc *kindController) enqueueRequest(parent types.NamespacedName) {
+	kc.mu.Lock()
+	q := kc.queue
+	if q == nil {
+		if kc.pending == nil {
+			kc.pending = map[types.NamespacedName]struct{}{}
+		}
+		kc.pending[parent] = struct{}{}
+	}
+	kc.mu.Unlock()
+	if q != nil {
+		q.Add(reconcile.Request{NamespacedName: parent})
 	}
 }
 

@@ -99,6 +99,10 @@ type Engine struct {
 	ctx       context.Context // set once the engine runs (is leader)
 	reloadErr error           // why the templates on disk are not served
 	reloadGen uint64          // counts reload events; a retry stops when it moves
+	// failure is the newest reload failure not yet reported, for the
+	// worker failureWake wakes (reportReloadFailures).
+	failure     *reloadFailure
+	failureWake chan struct{}
 
 	acceptMu sync.Mutex // serializes reloads: one set is checked and swapped at a time
 	indexMu  sync.Mutex // held while registering an index
@@ -125,15 +129,7 @@ func New(mgr manager.Manager, opts Options) (*Engine, error) {
 	if opts.ResourceResync <= 0 {
 		opts.ResourceResync = 10 * time.Minute
 	}
-	if opts.Limits.EvaluationTimeout == 0 {
-		opts.Limits.EvaluationTimeout = render.DefaultLimits.EvaluationTimeout
-	}
-	if opts.Limits.MaxChildren == 0 {
-		opts.Limits.MaxChildren = render.DefaultLimits.MaxChildren
-	}
-	if opts.Limits.MaxRenderedBytes == 0 {
-		opts.Limits.MaxRenderedBytes = render.DefaultLimits.MaxRenderedBytes
-	}
+	opts.Limits = opts.Limits.WithDefaults()
 	if opts.RevisionNamespace == "" {
 		opts.RevisionNamespace = "default"
 	}
@@ -197,6 +193,7 @@ func New(mgr manager.Manager, opts Options) (*Engine, error) {
 		recorder:     mgr.GetEventRecorder("engine"),
 		kinds:        map[schema.GroupVersionKind]*kindController{},
 		indexed:      map[schema.GroupVersionKind]bool{},
+		failureWake:  make(chan struct{}, 1),
 	}
 	if err := mgr.Add(e); err != nil {
 		return nil, err
@@ -276,12 +273,14 @@ func (e *Engine) Start(ctx context.Context) error {
 	if e.sharded() {
 		loops.Go(func() { e.countShardParents(ctx) })
 	}
+	loops.Go(func() { e.reportReloadFailures(ctx) })
 	<-ctx.Done()
 	e.mu.Lock()
-	defer e.mu.Unlock()
-	for gvk, kc := range e.kinds {
-		kc.stop()
-		delete(e.kinds, gvk)
+	kinds := e.kinds
+	e.kinds = map[schema.GroupVersionKind]*kindController{}
+	e.mu.Unlock()
+	for _, kc := range kinds {
+		kc.stop() // outside the engine's lock: it releases the kind's references
 	}
 	return nil
 }
@@ -292,19 +291,23 @@ func (e *Engine) Start(ctx context.Context) error {
 // they are. Before the engine starts, it only records the set.
 func (e *Engine) SetTemplates(set *templates.Set) {
 	// The changed kinds take their template once the lock is released:
-	// it may start watching a child kind, which waits for its cache.
+	// it may start watching a child kind, which waits for its cache. The
+	// removed kinds stop then too (a stop releases their references).
 	type change struct {
 		kc *kindController
 		t  *templates.Template
 	}
 	var changed []change
-	var retired []*kindController
+	var retired, stopped []*kindController
 	defer func() {
 		for _, c := range changed {
 			c.kc.update(c.t)
 		}
 		for _, kc := range retired {
 			kc.dropReferences() // references.go
+		}
+		for _, kc := range stopped {
+			kc.stop()
 		}
 	}()
 	e.mu.Lock()
@@ -332,7 +335,7 @@ func (e *Engine) SetTemplates(set *templates.Set) {
 			continue
 		}
 		logger.Info("template removed: stopping its controller, leaving its children in place", "kind", contract.KindString(gvk), "template", t.Path)
-		kc.stop()
+		stopped = append(stopped, kc)
 		delete(e.kinds, gvk)
 	}
 	metricRevision.Reset()

@@ -137,7 +137,7 @@ func consistently(t *testing.T, what string, d time.Duration, cond func(ctx cont
 // what the engine does, not what the provider does, is under test.
 type observer struct{ applies atomic.Int64 }
 
-func (o *observer) ExternalName(req providers.Request, _ int) (string, map[string]string, error) {
+func (o *observer) ExternalName(_ context.Context, req providers.Request, _ int) (string, map[string]string, error) {
 	return "thing-" + string(req.Owner.UID)[:8], nil, nil
 }
 

@@ -17,10 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/dynamic"
 	toolscache "k8s.io/client-go/tools/cache"
-	"k8s.io/client-go/util/workqueue"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/reconcile"
-	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	"github.com/cuengine/engine/render"
 	"github.com/cuengine/engine/templates"
@@ -344,27 +341,6 @@ func (kc *kindController) Read(ctx context.Context, ref templates.Reference) ([]
 // deletions, which never read references.
 func (kc *kindController) dropReferences() {
 	kc.e.refs.releaseKind(kc)
-}
-
-// referenceSource hands the controller's queue to the kind, for the
-// reference cache's events (enqueueRequest).
-func (kc *kindController) referenceSource() source.TypedSource[reconcile.Request] {
-	return source.TypedFunc[reconcile.Request](func(_ context.Context, q workqueue.TypedRateLimitingInterface[reconcile.Request]) error {
-		kc.mu.Lock()
-		defer kc.mu.Unlock()
-		kc.refQueue = q
-		return nil
-	})
-}
-
-// enqueueRequest queues a parent whose references changed.
-func (kc *kindController) enqueueRequest(parent types.NamespacedName) {
-	kc.mu.Lock()
-	q := kc.refQueue
-	kc.mu.Unlock()
-	if q != nil {
-		q.Add(reconcile.Request{NamespacedName: parent})
-	}
 }
 
 // referencedViews reads a parent's references for the rollout's hold check

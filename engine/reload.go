@@ -193,9 +193,16 @@ func (e *Engine) setReloadErr(err error) {
 	e.reloadErr = err
 }
 
-// reportReloadFailure records the error and, once per distinct error, puts
-// a Warning event on every parent of the affected kinds, at a bounded rate.
-func (e *Engine) reportReloadFailure(ctx context.Context, err error) {
+// reloadFailure is a reload failure to report on the parents of kinds.
+type reloadFailure struct {
+	msg   string
+	kinds []schema.GroupVersionKind
+}
+
+// reportReloadFailure records the error and, once per distinct error,
+// hands it to the one worker that puts a Warning event on every parent of
+// the affected kinds (reportReloadFailures).
+func (e *Engine) reportReloadFailure(_ context.Context, err error) {
 	e.mu.Lock()
 	same := e.reloadErr != nil && e.reloadErr.Error() == err.Error()
 	e.reloadErr = err
@@ -204,23 +211,69 @@ func (e *Engine) reportReloadFailure(ctx context.Context, err error) {
 	if same || !leader {
 		return
 	}
-	kinds := e.affectedKinds(err)
-	msg := "the template on disk cannot be served, this object is reconciled with the last good version: " + templates.Summary(err, 3)
-	go func() {
-		limiter := rate.NewLimiter(rate.Limit(e.opts.RequeueQPS), 1)
-		for _, gvk := range kinds {
-			parents, err := e.listParents(ctx, gvk)
-			if err != nil {
-				continue
-			}
-			for i := range parents {
-				if limiter.Wait(ctx) != nil {
-					return
-				}
-				e.recorder.Eventf(&parents[i], nil, corev1.EventTypeWarning, contract.ReasonTemplateReloadFailed, "Reload", "%s", reconciler.SafeMessage(msg))
-			}
+	f := &reloadFailure{
+		msg:   "the template on disk cannot be served, this object is reconciled with the last good version: " + templates.Summary(err, 3),
+		kinds: e.affectedKinds(err),
+	}
+	e.mu.Lock()
+	e.failure = f
+	e.mu.Unlock()
+	select {
+	case e.failureWake <- struct{}{}:
+	default:
+	}
+}
+
+// reportReloadFailures is the worker that puts the Warning events of the
+// reload failures on the parents, no faster than RequeueQPS. A newer
+// failure replaces the one being reported (what the files say now is what
+// the parents are told); the worker runs while the engine does, and Start
+// waits for it.
+func (e *Engine) reportReloadFailures(ctx context.Context) {
+	limiter := rate.NewLimiter(rate.Limit(e.opts.RequeueQPS), 1)
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-e.failureWake:
 		}
-	}()
+		for f := e.takeFailure(); f != nil && ctx.Err() == nil; f = e.takeFailure() {
+			e.reportFailure(ctx, limiter, f)
+		}
+	}
+}
+
+// takeFailure returns the failure to report next and forgets it; nil when
+// there is none.
+func (e *Engine) takeFailure() *reloadFailure {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	f := e.failure
+	e.failure = nil
+	return f
+}
+
+// reportFailure puts f's event on every parent of its kinds, until a
+// newer failure comes.
+func (e *Engine) reportFailure(ctx context.Context, limiter *rate.Limiter, f *reloadFailure) {
+	newer := func() bool {
+		e.mu.Lock()
+		defer e.mu.Unlock()
+		return e.failure != nil
+	}
+	for _, gvk := range f.kinds {
+		parents, err := e.listParents(ctx, gvk)
+		if err != nil {
+			log.FromContext(ctx).Error(err, "cannot list parents to report the template reload failure on", "kind", contract.KindString(gvk))
+			continue
+		}
+		for i := range parents {
+			if newer() || limiter.Wait(ctx) != nil {
+				return
+			}
+			e.recorder.Eventf(&parents[i], nil, corev1.EventTypeWarning, contract.ReasonTemplateReloadFailed, "Reload", "%s", reconciler.SafeMessage(f.msg))
+		}
+	}
 }
 
 // affectedKinds maps a reload error to the kinds whose templates failed;

@@ -27,7 +27,7 @@ resources: thing: {provider: "stuck", spec: {}}
 
 type stuckProvider struct{ release chan struct{} }
 
-func (p *stuckProvider) ExternalName(req providers.Request, _ int) (string, map[string]string, error) {
+func (p *stuckProvider) ExternalName(_ context.Context, req providers.Request, _ int) (string, map[string]string, error) {
 	return req.Owner.Name + "-thing", nil, nil
 }
 

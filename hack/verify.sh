@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # make verify: fails when a generated file of config/ or charts/engine/ is not
 # what hack/generate.sh writes from examples/templates today, when Go code is
-# not gofmt-ed, or when a package imports one of ours that hack/imports.sh does
-# not allow. It takes seconds, needs no cluster and changes nothing in the tree.
+# not gofmt-ed, when go.mod or go.sum is not what `go mod tidy` writes, or when
+# a package imports one of ours that hack/imports.sh does not allow. It takes seconds, needs no cluster and changes nothing in the tree.
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -41,6 +41,13 @@ mapfile -t unformatted < <(gofmt -l "${existing[@]}")
 if ((${#unformatted[@]} > 0)); then
   echo "verify: Go files are not gofmt-ed; run \`make fmt\`:"
   printf '  %s\n' "${unformatted[@]}"
+  failed=1
+fi
+
+# go.mod and go.sum as `go mod tidy` leaves them (-diff changes nothing).
+if ! tidy=$(go mod tidy -diff 2>&1); then
+  echo "verify: go.mod or go.sum is not tidy; run \`go mod tidy\` and commit:"
+  printf '%s\n' "$tidy" | sed 's/^/  /'
   failed=1
 fi
 

@@ -10,6 +10,11 @@ import (
 // building fails (no credentials yet, say), returns that error from every
 // call, so the engine reports it on each parent instead of refusing to
 // start. Building is retried on later calls, at most once per retryAfter.
+//
+// One call builds, with its own context and no lock held; the calls that
+// come meanwhile wait for that build, each within its own context. A build
+// cut short by its caller's context is not a failure of the provider: the
+// next call builds again.
 func Lazy(build func(ctx context.Context) (Provider, error), retryAfter time.Duration) Provider {
 	return &lazy{build: build, retryAfter: retryAfter}
 }
@@ -18,41 +23,64 @@ type lazy struct {
 	build      func(ctx context.Context) (Provider, error)
 	retryAfter time.Duration
 
+	// mu guards the fields below; nothing is called with it held.
 	mu      sync.Mutex
 	p       Provider
 	err     error
 	lastTry time.Time
+	// building is closed when the running build ends; nil when none runs.
+	building chan struct{}
 }
 
 var _ Provider = (*lazy)(nil)
 
 func (l *lazy) get(ctx context.Context) (Provider, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.p != nil {
-		return l.p, nil
+	for {
+		l.mu.Lock()
+		p, err, building := l.p, l.err, l.building
+		switch {
+		case p != nil:
+			l.mu.Unlock()
+			return p, nil
+		case building != nil:
+			l.mu.Unlock()
+			select {
+			case <-building:
+				continue
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			}
+		case err != nil && time.Since(l.lastTry) < l.retryAfter:
+			l.mu.Unlock()
+			return nil, err
+		}
+		done := make(chan struct{})
+		l.building = done
+		started := time.Now()
+		l.mu.Unlock()
+
+		p, err = l.build(ctx)
+
+		l.mu.Lock()
+		l.building = nil
+		switch {
+		case err == nil:
+			l.p, l.err = p, nil
+		case ctx.Err() == nil:
+			l.err, l.lastTry = err, started
+		}
+		l.mu.Unlock()
+		close(done)
+		return p, err
 	}
-	if l.err != nil && time.Since(l.lastTry) < l.retryAfter {
-		return nil, l.err
-	}
-	l.lastTry = time.Now()
-	p, err := l.build(ctx)
-	if err != nil {
-		l.err = err
-		return nil, err
-	}
-	l.p, l.err = p, nil
-	return p, nil
 }
 
-func (l *lazy) ExternalName(req Request, attempt int) (string, map[string]string, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
+func (l *lazy) ExternalName(ctx context.Context, req Request, attempt int) (string, map[string]string, error) {
 	p, err := l.get(ctx)
 	if err != nil {
 		return "", nil, err
 	}
-	return p.ExternalName(req, attempt)
+	return p.ExternalName(ctx, req, attempt)
 }
 
 func (l *lazy) Apply(ctx context.Context, req Request) (Observation, error) {

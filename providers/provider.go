@@ -68,8 +68,10 @@ type Provider interface {
 	// after a crash yields the same name. attempt is bumped by the engine
 	// after a NameConflict, to move to a new name. It validates the name
 	// against the external system's rules and returns a terminal error
-	// before any call is made. Settings are recorded with the name.
-	ExternalName(req Request, attempt int) (name string, settings map[string]string, err error)
+	// before any call is made. Settings are recorded with the name. It
+	// returns when ctx ends (a plugin's ExternalName is a call to another
+	// process).
+	ExternalName(ctx context.Context, req Request, attempt int) (name string, settings map[string]string, err error)
 	// Apply creates the resource or corrects its mutable fields to match the spec.
 	Apply(ctx context.Context, req Request) (Observation, error)
 	// Delete removes the resource. An absent resource is success.

@@ -13,6 +13,7 @@ import (
 	"github.com/cuengine/engine/contract"
 	"github.com/cuengine/engine/providers"
 	"github.com/cuengine/engine/render"
+	"github.com/cuengine/engine/revisions"
 )
 
 // errorClass says what a failed step needs before it can succeed.
@@ -70,7 +71,9 @@ func waitingError(reason string, after time.Duration, err error) error {
 }
 
 // classify is the one place that decides what an error means for the
-// reconcile: an error a step classified keeps its class; a rendering
+// reconcile: an error a step classified keeps its class; a pin the
+// rollout does not follow (revisions.PinError) is a terminal
+// RevisionNotFound; a rendering
 // refused (a *render.Error: a limit exceeded, a child the policy refuses)
 // is terminal with its reason, but over the evaluation budget it waits
 // BudgetRetry (FreshBudgetRetry for a parent never seen to overrun) unless
@@ -85,6 +88,10 @@ func classify(err error, resourceResync time.Duration) (errorClass, string, time
 	var se *stepError
 	if errors.As(err, &se) {
 		return se.class, se.reason, se.after
+	}
+	var pin *revisions.PinError
+	if errors.As(err, &pin) {
+		return terminal, contract.ReasonRevisionNotFound, 0
 	}
 	var re *render.Error
 	if errors.As(err, &re) {

@@ -139,7 +139,7 @@ type Kind interface {
 	// TemplateFor returns the template a parent is reconciled with: the
 	// revision it is pinned to or that the rollout puts it on (package
 	// rollout), never changed once returned. The revision is nil when the
-	// kind keeps none.
+	// kind keeps none. A pin it does not follow is a *revisions.PinError.
 	TemplateFor(parent *unstructured.Unstructured) (*templates.Template, *revisions.Revision, error)
 	// Retired reports that the template was removed: parents being
 	// deleted are still finished, nothing else is done.

@@ -94,7 +94,7 @@ func (r *Reconciler) reconcileResources(ctx context.Context, parent *unstructure
 		}
 		rec, ok := records[res.Name]
 		if !ok {
-			r.planName(parent, p, res, plan, st)
+			r.planName(ctx, parent, p, res, plan, st)
 			r.planConnectionSecret(parent, res, secret, nil, plan, st)
 			continue
 		}
@@ -121,7 +121,7 @@ func (r *Reconciler) reconcileResources(ctx context.Context, parent *unstructure
 		if !drift.none() {
 			st.fail(contract.ReasonConnectionSecretDrifted, fmt.Errorf("resource %s: connection Secret %s: %s changed by someone else; not put right while the provider fails", res.Name, res.ConnectionSecret, drift))
 		}
-		if renamed, ok := r.rename(parent, p, req, rec, stored[res.Name], err); ok {
+		if renamed, ok := r.rename(ctx, parent, p, req, rec, stored[res.Name], err); ok {
 			plan.set(renamed)
 			continue
 		}
@@ -155,8 +155,10 @@ func (r *Reconciler) reconcileResources(ctx context.Context, parent *unstructure
 // planName plans the record of a resource that has none: its external name,
 // deterministic for the parent and the spec, so a crash before the record
 // is stored yields the same name again.
-func (r *Reconciler) planName(parent *unstructured.Unstructured, p providers.Provider, res templates.Resource, plan *resourcePlan, st *status) {
-	name, settings, err := p.ExternalName(providers.Request{Name: res.Name, Owner: ownerOf(parent), Spec: res.Spec}, 0)
+func (r *Reconciler) planName(ctx context.Context, parent *unstructured.Unstructured, p providers.Provider, res templates.Resource, plan *resourcePlan, st *status) {
+	ctx, cancel := context.WithTimeout(ctx, providerCallTimeout)
+	defer cancel()
+	name, settings, err := p.ExternalName(ctx, providers.Request{Name: res.Name, Owner: ownerOf(parent), Spec: res.Spec}, 0)
 	if err != nil {
 		st.fail("", fmt.Errorf("resource %s: %w", res.Name, err))
 		return
@@ -169,13 +171,15 @@ func (r *Reconciler) planName(parent *unstructured.Unstructured, p providers.Pro
 // recorded before its create. Had the parent created it, the conflict means
 // its ownership mark was removed, and a new name would leak it: that stays
 // a problem for a person to look at.
-func (r *Reconciler) rename(parent *unstructured.Unstructured, p providers.Provider, req providers.Request, rec resourceRecord, stored resourceStatus, err error) (resourceRecord, bool) {
+func (r *Reconciler) rename(ctx context.Context, parent *unstructured.Unstructured, p providers.Provider, req providers.Request, rec resourceRecord, stored resourceStatus, err error) (resourceRecord, bool) {
 	reason, _ := providers.Classify(err)
 	everCreated := stored.ExternalName == rec.ExternalName && stored.Exists
 	if reason != providers.ReasonNameConflict || rec.Attempt+1 >= maxNameAttempts || everCreated {
 		return rec, false
 	}
-	name, settings, nameErr := p.ExternalName(req, rec.Attempt+1)
+	ctx, cancel := context.WithTimeout(ctx, providerCallTimeout)
+	defer cancel()
+	name, settings, nameErr := p.ExternalName(ctx, req, rec.Attempt+1)
 	if nameErr != nil {
 		return rec, false
 	}

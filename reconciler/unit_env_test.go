@@ -475,7 +475,7 @@ var _ providers.Provider = (*fakeProvider)(nil)
 
 func newFakeProvider() *fakeProvider { return &fakeProvider{fail: map[string]error{}} }
 
-func (p *fakeProvider) ExternalName(req providers.Request, attempt int) (string, map[string]string, error) {
+func (p *fakeProvider) ExternalName(_ context.Context, req providers.Request, attempt int) (string, map[string]string, error) {
 	name, _ := req.Spec["name"].(string)
 	return fmt.Sprintf("%s-%d", name, attempt), map[string]string{"zone": "test"}, nil
 }

@@ -19,6 +19,7 @@ import (
 	"github.com/cuengine/engine/contract"
 	"github.com/cuengine/engine/providers"
 	"github.com/cuengine/engine/render"
+	"github.com/cuengine/engine/revisions"
 )
 
 // TestUnitClassify: what each kind of error means for the reconcile, and
@@ -67,6 +68,8 @@ func TestUnitClassify(t *testing.T) {
 			class: terminal, reason: contract.ReasonRenderTooLarge, want: terminalErr},
 		{name: "refused child keeps its reason", err: &render.Error{Reason: contract.ReasonChildRefused, Err: &render.ChildError{Child: "c", Msg: "elsewhere"}},
 			class: terminal, reason: contract.ReasonChildRefused, want: terminalErr},
+		{name: "a pin not followed", err: fmt.Errorf("template: %w", &revisions.PinError{Err: errors.New("pinned to revision 7, which is not stored")}),
+			class: terminal, reason: contract.ReasonRevisionNotFound, want: terminalErr},
 		{name: "classified waiting keeps its delay", err: waitingErr("Dependency", 3*time.Second, errors.New("not yet")),
 			class: waiting, reason: "Dependency", after: 3 * time.Second, want: requeued, result: ctrl.Result{RequeueAfter: 3 * time.Second}},
 		{name: "classified waiting, later requeue asked", err: waitingErr("Dependency", 3*time.Second, errors.New("not yet")), res: ctrl.Result{RequeueAfter: time.Hour},

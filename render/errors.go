@@ -4,9 +4,7 @@ package render
 // names: a limit exceeded (contract.ReasonEvaluationTimeout,
 // ReasonTooManyChildren, ReasonRenderTooLarge), returned by Render, or a
 // child the template's policy refuses (contract.ReasonChildRefused), in
-// Rendered.Refused; or, from the engine's rollout, the revision a parent is
-// pinned to not being stored (contract.ReasonRevisionNotFound): nothing to
-// render it with. Retrying cannot help until the parent or the template
+// Rendered.Refused. Retrying cannot help until the parent or the template
 // changes: the reconciler classifies it terminal (reconciler/errors.go),
 // with Reason as Synced's reason and Err's message as its message.
 type Error struct {

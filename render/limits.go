@@ -33,6 +33,22 @@ type Limits struct {
 // small enough that one parent cannot take the engine down.
 var DefaultLimits = Limits{EvaluationTimeout: 10 * time.Second, MaxChildren: 1000, MaxRenderedBytes: 10 << 20}
 
+// WithDefaults fills the zero fields from DefaultLimits: the one place
+// limits are defaulted (Render does it, and so does the engine for what it
+// hands its reconcilers and rollouts).
+func (l Limits) WithDefaults() Limits {
+	if l.EvaluationTimeout == 0 {
+		l.EvaluationTimeout = DefaultLimits.EvaluationTimeout
+	}
+	if l.MaxChildren == 0 {
+		l.MaxChildren = DefaultLimits.MaxChildren
+	}
+	if l.MaxRenderedBytes == 0 {
+		l.MaxRenderedBytes = DefaultLimits.MaxRenderedBytes
+	}
+	return l
+}
+
 // evaluateWithin runs one evaluation and waits for it at most timeout.
 // An evaluation past the timeout is counted in the budget, if any, until
 // it ends.

@@ -30,7 +30,7 @@ func ResolveReferences(t *templates.Template, parent *unstructured.Unstructured,
 	if scoper == nil {
 		scoper = OfflineScoper{}
 	}
-	refs, err := within(limits.withDefaults().EvaluationTimeout, nil, func() ([]templates.Reference, error) { return t.References(parent) })
+	refs, err := within(limits.WithDefaults().EvaluationTimeout, nil, func() ([]templates.Reference, error) { return t.References(parent) })
 	if err != nil {
 		return nil, err
 	}

@@ -60,7 +60,7 @@ func Render(t *templates.Template, parent *unstructured.Unstructured, observed m
 	if err := call.admit(); err != nil {
 		return nil, err
 	}
-	out, err := evaluate(t, parent, observed, opts.Limits.withDefaults(), call)
+	out, err := evaluate(t, parent, observed, opts.Limits.WithDefaults(), call)
 	call.done(err)
 	if err != nil {
 		return nil, err
@@ -124,18 +124,4 @@ func namespaceFirst(obj *unstructured.Unstructured) int {
 		return 0
 	}
 	return 1
-}
-
-// withDefaults fills the zero fields from DefaultLimits.
-func (l Limits) withDefaults() Limits {
-	if l.EvaluationTimeout == 0 {
-		l.EvaluationTimeout = DefaultLimits.EvaluationTimeout
-	}
-	if l.MaxChildren == 0 {
-		l.MaxChildren = DefaultLimits.MaxChildren
-	}
-	if l.MaxRenderedBytes == 0 {
-		l.MaxRenderedBytes = DefaultLimits.MaxRenderedBytes
-	}
-	return l
 }

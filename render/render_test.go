@@ -89,9 +89,9 @@ func TestRenderLimits(t *testing.T) {
 		assert.Len(t, out.Children, 3)
 	})
 	t.Run("zero limits are the defaults", func(t *testing.T) {
-		assert.Equal(t, DefaultLimits, Limits{}.withDefaults())
+		assert.Equal(t, DefaultLimits, Limits{}.WithDefaults())
 		assert.Equal(t, Limits{EvaluationTimeout: time.Second, MaxChildren: DefaultLimits.MaxChildren, MaxRenderedBytes: 5},
-			Limits{EvaluationTimeout: time.Second, MaxRenderedBytes: 5}.withDefaults())
+			Limits{EvaluationTimeout: time.Second, MaxRenderedBytes: 5}.WithDefaults())
 	})
 }
 

@@ -6,6 +6,18 @@ import (
 	"github.com/cuengine/engine/templates"
 )
 
+// PinError is a pin (contract.AnnotationTemplateRevision) the engine does
+// not follow: not a revision number, a revision that is not stored, or one
+// PinRefused refuses. Nothing renders the parent until the pin or the
+// template changes: the reconciler makes it terminal, with the reason
+// contract.ReasonRevisionNotFound and Err's message.
+type PinError struct {
+	Err error
+}
+
+func (e *PinError) Error() string { return e.Err.Error() }
+func (e *PinError) Unwrap() error { return e.Err }
+
 // PinRefused is the one rule for a pin (contract.AnnotationTemplateRevision)
 // the engine does not follow: pins says which revisions the newest
 // template's rollout policy lets a parent be pinned to (by number, against

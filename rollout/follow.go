@@ -96,7 +96,7 @@ func (ro *Rollout) follow(ctx context.Context) (time.Duration, error) {
 	if changed {
 		log.FromContext(ctx).Info("template revision", "kind", contract.KindString(ro.gvk), "revision", newest.Number, "hash", newest.Hash, "phase", newest.Phase)
 		ro.publish()
-		go ro.kind.RequeueAll(ctx)
+		ro.requeueAll(ctx)
 	}
 	return rolloutTickActive, nil
 }

@@ -22,7 +22,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/cuengine/engine/contract"
-	"github.com/cuengine/engine/render"
 	"github.com/cuengine/engine/revisions"
 	"github.com/cuengine/engine/templates"
 )
@@ -75,6 +74,16 @@ type Rollout struct {
 	// view is the published copy: never changed once stored.
 	view atomic.Pointer[rolloutView]
 	wake chan struct{}
+
+	// requeue is the running fleet-wide requeue (requeueAll), if any.
+	requeue *requeue
+}
+
+// requeue is one fleet-wide requeue: stop cancels it, done is closed when
+// it has returned.
+type requeue struct {
+	stop context.CancelFunc
+	done chan struct{}
 }
 
 // Kind is what a rollout needs of its kind's controller.
@@ -161,7 +170,7 @@ func (ro *Rollout) TemplateFor(parent *unstructured.Unstructured) (*templates.Te
 func (ro *Rollout) templateFor(parent *unstructured.Unstructured) (*loadedRevision, error) {
 	pin, err := contract.PinnedRevision(parent)
 	if err != nil {
-		return nil, &render.Error{Reason: contract.ReasonRevisionNotFound, Err: err}
+		return nil, &revisions.PinError{Err: err}
 	}
 	v := ro.view.Load()
 	if v == nil || v.target == nil {
@@ -198,12 +207,12 @@ func (ro *Rollout) pinned(v *rolloutView, pin int64) (*loadedRevision, error) {
 			continue
 		}
 		if err := revisions.PinRefused(v.target.tpl.Rollout.Pins, v.target.Number, r.Revision); err != nil {
-			return nil, &render.Error{Reason: contract.ReasonRevisionNotFound, Err: fmt.Errorf(
+			return nil, &revisions.PinError{Err: fmt.Errorf(
 				"the object is pinned (%s) to revision %d, which the engine does not run: %w", contract.AnnotationTemplateRevision, pin, err)}
 		}
 		return r, nil
 	}
-	return nil, &render.Error{Reason: contract.ReasonRevisionNotFound, Err: fmt.Errorf(
+	return nil, &revisions.PinError{Err: fmt.Errorf(
 		"the object is pinned (%s) to revision %d, which is not stored; `engine rollout history %s` lists the revisions", contract.AnnotationTemplateRevision, pin, ro.gvk.Kind)}
 }
 
@@ -367,6 +376,7 @@ func (ro *Rollout) prune(ctx context.Context) {
 // revision as its policy says, until the kind's controller stops. Under
 // sharding only the sharder coordinates; the other replicas follow.
 func (ro *Rollout) Run(ctx context.Context) {
+	defer ro.stopRequeue()
 	for {
 		step := ro.step
 		if !ro.kind.Coordinates() {
@@ -383,6 +393,31 @@ func (ro *Rollout) Run(ctx context.Context) {
 		case <-ro.wake:
 		case <-time.After(next):
 		}
+	}
+}
+
+// requeueAll queues every parent of the kind in the background, one
+// fleet-wide requeue at a time: a new one cancels the running one (its
+// list covers the same parents, newer) and starts once it has returned.
+// Only the goroutine of Run calls it; Run waits for the last.
+func (ro *Rollout) requeueAll(ctx context.Context) {
+	ro.stopRequeue()
+	ctx, stop := context.WithCancel(ctx)
+	r := &requeue{stop: stop, done: make(chan struct{})}
+	ro.requeue = r
+	go func() {
+		defer close(r.done)
+		defer stop()
+		ro.kind.RequeueAll(ctx)
+	}()
+}
+
+// stopRequeue cancels the running fleet-wide requeue and waits for it.
+func (ro *Rollout) stopRequeue() {
+	if r := ro.requeue; r != nil {
+		r.stop()
+		<-r.done
+		ro.requeue = nil
 	}
 }
 
@@ -630,7 +665,7 @@ func (ro *Rollout) complete(ctx context.Context, msg string, done ...string) err
 	clear(ro.moving)
 	metricRollouts.WithLabelValues(contract.KindString(ro.gvk), string(revisions.PhaseComplete)).Inc()
 	ro.publish()
-	go ro.kind.RequeueAll(ctx)
+	ro.requeueAll(ctx)
 	return nil
 }
 
@@ -650,7 +685,7 @@ func (ro *Rollout) rollBack(ctx context.Context, parents []unstructured.Unstruct
 		// The shards see the phase and requeue their parents (follow).
 		clear(ro.moving)
 		ro.publish()
-		go ro.kind.RequeueAll(ctx)
+		ro.requeueAll(ctx)
 		return nil
 	}
 	var back []*unstructured.Unstructured

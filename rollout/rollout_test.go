@@ -17,7 +17,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	"github.com/cuengine/engine/contract"
-	"github.com/cuengine/engine/render"
 	"github.com/cuengine/engine/revisions"
 	"github.com/cuengine/engine/templates"
 )
@@ -100,9 +99,8 @@ func TestUnitTemplateFor(t *testing.T) {
 		_, err := testRollout(revisions.PhaseComplete, 0).templateFor(p)
 		require.Error(t, err)
 		assert.Contains(t, err.Error(), "pinned (engine.cuengine.dev/template-revision) to revision 7, which is not stored")
-		var re *render.Error
-		require.ErrorAs(t, err, &re, "terminal, with its reason, for the reconciler")
-		assert.Equal(t, contract.ReasonRevisionNotFound, re.Reason)
+		var pe *revisions.PinError
+		require.ErrorAs(t, err, &pe, "a pin not followed, for the reconciler")
 	})
 	t.Run("pins the policy does not follow", func(t *testing.T) {
 		for _, tc := range []struct {
@@ -129,9 +127,8 @@ func TestUnitTemplateFor(t *testing.T) {
 				p := on1.DeepCopy()
 				p.SetAnnotations(map[string]string{contract.AnnotationTemplateRevision: tc.pin})
 				_, err := ro.templateFor(p)
-				var re *render.Error
-				require.ErrorAs(t, err, &re)
-				assert.Equal(t, contract.ReasonRevisionNotFound, re.Reason)
+				var pe *revisions.PinError
+				require.ErrorAs(t, err, &pe)
 				assert.EqualError(t, err, tc.reason)
 			})
 		}
@@ -141,6 +138,8 @@ func TestUnitTemplateFor(t *testing.T) {
 		p.SetAnnotations(map[string]string{contract.AnnotationTemplateRevision: "latest"})
 		_, err := testRollout(revisions.PhaseComplete, 0).templateFor(p)
 		assert.ErrorContains(t, err, `annotation engine.cuengine.dev/template-revision="latest" is not a revision number`)
+		var pe *revisions.PinError
+		require.ErrorAs(t, err, &pe)
 	})
 }
 

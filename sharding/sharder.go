@@ -76,7 +76,7 @@ type Sharder struct {
 
 	wake     chan struct{}
 	mu       sync.Mutex
-	watching map[schema.GroupVersionKind]bool
+	watching map[schema.GroupVersionKind]*kindWatch
 }
 
 // Parents is what the sharder needs of a cache.
@@ -92,7 +92,7 @@ func (s *Sharder) NeedLeaderElection() bool { return true }
 // change of a parent's labels, and every s.Every, until ctx ends.
 func (s *Sharder) Start(ctx context.Context) error {
 	s.wake = make(chan struct{}, 1)
-	s.watching = map[schema.GroupVersionKind]bool{}
+	s.watching = map[schema.GroupVersionKind]*kindWatch{}
 	if s.OnElected != nil {
 		s.OnElected(true)
 		defer s.OnElected(false)
@@ -264,13 +264,46 @@ func (s *Sharder) fenced(ctx context.Context) error {
 	return nil
 }
 
-// watch makes label changes of a kind's parents wake the sharder.
+// kindWatch is the registration of one kind's label handler: done is
+// closed when it finished, err says how.
+type kindWatch struct {
+	done chan struct{}
+	err  error
+}
+
+// watch makes label changes of a kind's parents wake the sharder. The
+// first caller for a kind marks it under s.mu and starts the informer
+// (a whole first LIST) outside the lock; a concurrent caller for the same
+// kind waits for it, or for its own ctx.
 func (s *Sharder) watch(ctx context.Context, gvk schema.GroupVersionKind) error {
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.watching[gvk] {
-		return nil
+	w, started := s.watching[gvk]
+	if !started {
+		w = &kindWatch{done: make(chan struct{})}
+		s.watching[gvk] = w
 	}
+	s.mu.Unlock()
+	if started {
+		select {
+		case <-w.done:
+			return w.err
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	w.err = s.addHandler(ctx, gvk)
+	if w.err != nil {
+		s.mu.Lock()
+		delete(s.watching, gvk) // the next pass tries again
+		s.mu.Unlock()
+	}
+	close(w.done)
+	return w.err
+}
+
+// addHandler waits for the informer of gvk and adds the handler that
+// pokes the sharder on a change of the shard labels.
+func (s *Sharder) addHandler(ctx context.Context, gvk schema.GroupVersionKind) error {
 	obj := &metav1.PartialObjectMetadata{}
 	obj.SetGroupVersionKind(gvk)
 	inf, err := s.Cache.GetInformer(ctx, obj, cache.BlockUntilSynced(true))
@@ -285,9 +318,8 @@ func (s *Sharder) watch(ctx context.Context, gvk schema.GroupVersionKind) error 
 			}
 		},
 	}); err != nil {
-		return err
+		return fmt.Errorf("watching %s: %w", gvk.Kind, err)
 	}
-	s.watching[gvk] = true
 	return nil
 }
 

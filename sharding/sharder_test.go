@@ -50,7 +50,7 @@ func newFixture(t *testing.T, parents int, shards ...string) *fixture {
 	c := fake.NewClientBuilder().WithScheme(scheme).Build()
 	f := &fixture{t: t, c: c, s: &Sharder{Client: c, Cache: fakeParents{c}, Leases: c, Namespace: ns, Group: group,
 		Kinds: func() []schema.GroupVersionKind { return []schema.GroupVersionKind{parentKind} }, Every: time.Second}}
-	f.s.watching = map[schema.GroupVersionKind]bool{}
+	f.s.watching = map[schema.GroupVersionKind]*kindWatch{}
 	f.s.wake = make(chan struct{}, 1)
 	for _, id := range shards {
 		f.lease(id, time.Now())
@@ -281,4 +281,64 @@ func TestDecide(t *testing.T) {
 	}
 	act, _ := decide(nil, uidA, nil, NewRing(nil))
 	assert.Equal(t, actNone, act, "no shard: no write")
+}
+
+// slowParents starts the informer of slowKind only when release is closed,
+// as a first LIST of a large kind does; the others start at once.
+type slowParents struct {
+	fakeParents
+	entered chan struct{}
+	release chan struct{}
+}
+
+var slowKind = schema.GroupVersionKind{Version: "v1", Kind: "Secret"}
+
+func (p slowParents) GetInformer(ctx context.Context, obj client.Object, opts ...cache.InformerGetOption) (cache.Informer, error) {
+	if obj.GetObjectKind().GroupVersionKind() == slowKind {
+		close(p.entered)
+		select {
+		case <-p.release:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+	return p.fakeParents.GetInformer(ctx, obj, opts...)
+}
+
+// TestSharderWatchHoldsNoLock: while one kind's informer makes its first
+// LIST, the sharder registers another kind (s.mu is not held across it).
+func TestSharderWatchHoldsNoLock(t *testing.T) {
+	f := newFixture(t, 0)
+	slow := slowParents{fakeParents: fakeParents{f.c}, entered: make(chan struct{}), release: make(chan struct{})}
+	f.s.Cache = slow
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+
+	slowDone := make(chan error, 1)
+	go func() { slowDone <- f.s.watch(ctx, slowKind) }()
+	select {
+	case <-slow.entered:
+	case <-ctx.Done():
+		t.Fatal("the slow informer was never asked for")
+	}
+
+	fastDone := make(chan error, 1)
+	go func() { fastDone <- f.s.watch(ctx, parentKind) }()
+	select {
+	case err := <-fastDone:
+		require.NoError(t, err)
+	case <-time.After(5 * time.Second):
+		close(slow.release)
+		t.Fatal("registering a kind waited for another kind's first LIST")
+	}
+
+	// A second caller for the slow kind waits for the first one, and
+	// returns when its own context ends.
+	short, stop := context.WithCancel(ctx)
+	stop()
+	require.ErrorIs(t, f.s.watch(short, slowKind), context.Canceled)
+
+	close(slow.release)
+	require.NoError(t, <-slowDone)
+	require.NoError(t, f.s.watch(ctx, slowKind))
 }

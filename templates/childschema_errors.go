@@ -3,6 +3,7 @@ package templates
 import (
 	"fmt"
 	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -81,7 +82,7 @@ func childProblems(root, name string, crd bool, def, child cue.Value, err error)
 		}
 		var others []string
 		for _, ip := range inputs {
-			if s := position(root, ip); s != "" && s != p.Pos && !contains(others, s) {
+			if s := position(root, ip); s != "" && s != p.Pos && !slices.Contains(others, s) {
 				others = append(others, s)
 			}
 		}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 
@@ -115,7 +116,7 @@ func fromCUE(root, tmpl string, err error, scope ...cue.Value) *Error {
 		// Also name the other places that take part in a conflict.
 		var others []string
 		for _, ip := range g.inputs {
-			if s := position(root, ip); s != "" && s != p.Pos && !contains(others, s) {
+			if s := position(root, ip); s != "" && s != p.Pos && !slices.Contains(others, s) {
 				others = append(others, s)
 			}
 		}
@@ -207,15 +208,6 @@ func summarize(path string, branches []cueerrors.Error) problemGroup {
 	sort.SliceStable(inputs, func(i, j int) bool { return inputs[i].Offset() < inputs[j].Offset() })
 	sort.Strings(allowed)
 	return problemGroup{path: path, msg: fmt.Sprintf("invalid value %s (must be one of %s)", value, strings.Join(allowed, ", ")), inputs: inputs}
-}
-
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }
 
 // position formats a CUE position as file:line:col relative to root. Positions

@@ -9,7 +9,7 @@ import (
 	"maps"
 	"os"
 	"path/filepath"
-	"sort"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -354,7 +354,9 @@ func (w *Watcher) check(start time.Time, files digest) {
 		}
 		w.failing, w.reported = true, err.Error()
 		ev.Err = err
-		ev.Changed = union(nil, changedFiles(w.goodFiles, files))
+		ev.Changed = changedFiles(w.goodFiles, files)
+		slices.Sort(ev.Changed)
+		ev.Changed = slices.Compact(ev.Changed)
 		w.notify(ev)
 		return
 	}
@@ -363,7 +365,9 @@ func (w *Watcher) check(start time.Time, files digest) {
 	w.failing, w.reported = false, ""
 	w.mu.Lock()
 	cur := w.current
-	changed := union(changedTemplates(cur, set), changedFiles(w.goodFiles, files))
+	changed := slices.Concat(changedTemplates(cur, set), changedFiles(w.goodFiles, files))
+	slices.Sort(changed)
+	changed = slices.Compact(changed)
 	if len(changed) > 0 {
 		w.current = set
 	}
@@ -541,19 +545,5 @@ func changedFiles(old, new digest) []string {
 			out = append(out, top(p))
 		}
 	}
-	return out
-}
-
-// union returns the sorted, deduplicated elements of a and b.
-func union(a, b []string) []string {
-	seen := map[string]bool{}
-	var out []string
-	for _, s := range append(append([]string{}, a...), b...) {
-		if !seen[s] {
-			seen[s] = true
-			out = append(out, s)
-		}
-	}
-	sort.Strings(out)
 	return out
 }

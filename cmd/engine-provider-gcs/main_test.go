@@ -140,7 +140,7 @@ func TestPluginAgainstTheEmulator(t *testing.T) {
 		Owner: providers.Owner{UID: "0b1c2d3e-4f50-6172-8394-a5b6c7d8e9f0", Namespace: "ns", Name: "app", Kind: "Gcs"},
 		Spec:  map[string]any{"projectID": "proj-a", "bucketName": "data", "location": "EU", "uniformBucketLevelAccess": true},
 	}
-	name, settings, err := p.ExternalName(req, 0)
+	name, settings, err := p.ExternalName(context.Background(), req, 0)
 	require.NoError(t, err)
 	require.True(t, strings.HasPrefix(name, "data-"), name)
 	req.ExternalName, req.Settings = name, settings

@@ -449,7 +449,7 @@ func request(t *testing.T, p *gcs.Provider, uid string, spec map[string]any) pro
 		Owner: providers.Owner{UID: uid, Namespace: "dev", Name: "app", Kind: "App"},
 		Spec:  spec,
 	}
-	name, settings, err := p.ExternalName(req, 0)
+	name, settings, err := p.ExternalName(context.Background(), req, 0)
 	require.NoError(t, err)
 	req.ExternalName = name
 	req.Settings = settings

@@ -68,7 +68,7 @@ func namedRequest(t *testing.T, p *Provider, uid string, s map[string]any, attem
 		Owner: providers.Owner{UID: uid, Namespace: "ns", Name: "app", Kind: "App"},
 		Spec:  s,
 	}
-	name, settings, err := p.ExternalName(req, attempt)
+	name, settings, err := p.ExternalName(context.Background(), req, attempt)
 	require.NoError(t, err)
 	req.ExternalName = name
 	req.Settings = settings

@@ -1,6 +1,8 @@
 package gcs
 
 import (
+	"context"
+
 	"regexp"
 	"strings"
 	"testing"
@@ -97,7 +99,7 @@ func TestExternalNameRules(t *testing.T) {
 				uid = tc.uid
 			}
 			req := providers.Request{Owner: providers.Owner{UID: uid}, Spec: spec(map[string]any{"bucketName": tc.bucketName})}
-			name, settings, err := p.ExternalName(req, 0)
+			name, settings, err := p.ExternalName(context.Background(), req, 0)
 			if tc.wantReason == "" {
 				require.NoError(t, err)
 				assert.Regexp(t, regexp.MustCompile(`^`+regexp.QuoteMeta(tc.bucketName.(string))+`-[0-9a-f]{8}$`), name)
@@ -119,9 +121,9 @@ func TestExternalNameDeterministicPerAttempt(t *testing.T) {
 	req := providers.Request{Owner: providers.Owner{UID: testUID}, Spec: spec(nil)}
 	seen := map[string]int{}
 	for attempt := 0; attempt < 5; attempt++ {
-		first, _, err := p.ExternalName(req, attempt)
+		first, _, err := p.ExternalName(context.Background(), req, attempt)
 		require.NoError(t, err)
-		again, _, err := p.ExternalName(req, attempt)
+		again, _, err := p.ExternalName(context.Background(), req, attempt)
 		require.NoError(t, err)
 		assert.Equal(t, first, again, "attempt %d must be deterministic", attempt)
 		prev, dup := seen[first]
@@ -129,12 +131,12 @@ func TestExternalNameDeterministicPerAttempt(t *testing.T) {
 		seen[first] = attempt
 	}
 	other := providers.Request{Owner: providers.Owner{UID: "another-uid"}, Spec: spec(nil)}
-	name, _, err := p.ExternalName(other, 0)
+	name, _, err := p.ExternalName(context.Background(), other, 0)
 	require.NoError(t, err)
 	_, dup := seen[name]
 	assert.False(t, dup, "another owner must get another name")
 
-	_, _, err = p.ExternalName(req, -1)
+	_, _, err = p.ExternalName(context.Background(), req, -1)
 	requireReason(t, err, providers.ReasonProviderError, false)
 }
 

@@ -92,7 +92,7 @@ func (p *Provider) Close() error {
 // it ({"projectID": ...}). It makes no call: the name is checked against the
 // GCS naming rules and a violation is a terminal InvalidName saying what to
 // change.
-func (p *Provider) ExternalName(req providers.Request, attempt int) (string, map[string]string, error) {
+func (p *Provider) ExternalName(_ context.Context, req providers.Request, attempt int) (string, map[string]string, error) {
 	spec, err := parseSpec(req.Spec)
 	if err != nil {
 		return "", nil, err

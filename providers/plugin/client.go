@@ -10,10 +10,8 @@ import (
 	"github.com/cuengine/engine/providers"
 )
 
-// ExternalName asks the plugin, within ExternalNameTimeout.
-func (p *Plugin) ExternalName(req providers.Request, attempt int) (string, map[string]string, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), p.opts.ExternalNameTimeout)
-	defer cancel()
+// ExternalName asks the plugin, within ctx's deadline.
+func (p *Plugin) ExternalName(ctx context.Context, req providers.Request, attempt int) (string, map[string]string, error) {
 	var resp externalNameResponse
 	if err := p.call(ctx, methodExternalName, req, attempt, &resp); err != nil {
 		return "", nil, err

@@ -33,9 +33,6 @@ type Options struct {
 	// StopTimeout is how long a plugin has to stop after SIGTERM before it
 	// is killed (default 15s).
 	StopTimeout time.Duration
-	// ExternalNameTimeout bounds ExternalName, whose contract has no
-	// context (default 30s).
-	ExternalNameTimeout time.Duration
 	// PingInterval is how often a running plugin is asked a Handshake,
 	// and PingTimeout how long it has to answer (defaults 5s, 2s). A
 	// plugin that misses a ping is down until it answers one; one that
@@ -60,7 +57,6 @@ func (o *Options) defaults() {
 	def(&o.MaxBackoff, 30*time.Second)
 	def(&o.StableAfter, time.Minute)
 	def(&o.StopTimeout, 15*time.Second)
-	def(&o.ExternalNameTimeout, 30*time.Second)
 	def(&o.PingInterval, 5*time.Second)
 	def(&o.PingTimeout, 2*time.Second)
 	if o.PingMisses <= 0 {

@@ -76,9 +76,15 @@ func runTestHost() int {
 // testProvider does what its spec's "do" says.
 type testProvider struct{}
 
-func (testProvider) ExternalName(req providers.Request, attempt int) (string, map[string]string, error) {
-	if req.Spec["do"] == "terminal" {
+func (testProvider) ExternalName(ctx context.Context, req providers.Request, attempt int) (string, map[string]string, error) {
+	switch req.Spec["do"] {
+	case "terminal":
 		return "", nil, providers.Terminal(providers.ReasonInvalidName, "name %q is too long", req.Name)
+	case "block":
+		fmt.Fprintln(os.Stderr, "external name blocks")
+		<-ctx.Done()
+		fmt.Fprintln(os.Stderr, "external name ended by the caller:", ctx.Err())
+		return "", nil, ctx.Err()
 	}
 	return fmt.Sprintf("%s-%s-%d", req.Name, req.Owner.UID, attempt), map[string]string{"project": "p1"}, nil
 }

@@ -57,7 +57,7 @@ func TestPluginOnDemandStartsOnFirstCall(t *testing.T) {
 	assert.NotContains(t, logs.String(), "provider plugin needed")
 
 	// The first call, ExternalName here, starts it and is answered.
-	name, _, err := lazy.ExternalName(providers.Request{Name: "data", Owner: owner}, 0)
+	name, _, err := lazy.ExternalName(context.Background(), providers.Request{Name: "data", Owner: owner}, 0)
 	require.NoError(t, err)
 	assert.Equal(t, "data-u1-0", name)
 	st := lazy.Status()

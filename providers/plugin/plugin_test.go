@@ -78,7 +78,7 @@ func TestPluginCallsRoundTrip(t *testing.T) {
 	t.Parallel()
 	p, logs := startPlugin(t, "fake")
 
-	name, settings, err := p.ExternalName(providers.Request{Name: "data", Owner: owner}, 2)
+	name, settings, err := p.ExternalName(context.Background(), providers.Request{Name: "data", Owner: owner}, 2)
 	require.NoError(t, err)
 	assert.Equal(t, "data-u1-2", name)
 	assert.Equal(t, map[string]string{"project": "p1"}, settings)
@@ -114,7 +114,7 @@ func TestPluginErrorsKeepTheirClass(t *testing.T) {
 		_, err := p.Apply(context.Background(), providers.Request{Name: "data", ExternalName: "x", Owner: owner, Spec: map[string]any{"do": do}})
 		return err
 	}
-	_, _, nameErr := p.ExternalName(providers.Request{Name: "data", Owner: owner, Spec: map[string]any{"do": "terminal"}}, 0)
+	_, _, nameErr := p.ExternalName(context.Background(), providers.Request{Name: "data", Owner: owner, Spec: map[string]any{"do": "terminal"}}, 0)
 	deleteErr := p.Delete(context.Background(), providers.Request{Name: "data", ExternalName: "x", Spec: map[string]any{"do": "retryable"}})
 
 	for _, tc := range []struct {
@@ -172,6 +172,53 @@ func TestPluginCallsCarryTheDeadline(t *testing.T) {
 		// engine's cancellation of the stream, whichever it sees first.
 		return strings.Contains(logs.String(), "apply ended by the caller: context ")
 	}, waitFor, 10*time.Millisecond, "log:\n%s", logs)
+}
+
+// TestPluginExternalNameEndsWithItsCaller: a reconcile cancelled during
+// a slow ExternalName gets its answer within a second, and the plugin's
+// side sees the cancellation.
+func TestPluginExternalNameEndsWithItsCaller(t *testing.T) {
+	t.Parallel()
+	p, logs := startPlugin(t, "fake")
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() {
+		_, _, err := p.ExternalName(ctx, providers.Request{Name: "data", Owner: owner, Spec: map[string]any{"do": "block"}}, 0)
+		done <- err
+	}()
+	require.Eventually(t, func() bool {
+		return strings.Contains(logs.String(), "external name blocks")
+	}, waitFor, 10*time.Millisecond, "log:\n%s", logs)
+	cancel()
+	select {
+	case err := <-done:
+		require.ErrorIs(t, err, context.Canceled)
+		assert.Equal(t, "Timeout: provider fake: ExternalName: context canceled", err.Error())
+	case <-time.After(time.Second):
+		t.Fatal("ExternalName went on after its caller was cancelled")
+	}
+	require.Eventually(t, func() bool {
+		return strings.Contains(logs.String(), "external name ended by the caller: context canceled")
+	}, waitFor, 10*time.Millisecond, "log:\n%s", logs)
+}
+
+// TestPluginHandshakeRefusesTheOldProtocol: a plugin built before
+// ExternalName took a context (protocol 1) is refused, naming both
+// versions.
+func TestPluginHandshakeRefusesTheOldProtocol(t *testing.T) {
+	t.Parallel()
+	require.Equal(t, 2, ProtocolVersion)
+	p, logs := newTestPlugin(t, "fake", envTestVersion+"=1")
+	require.Eventually(t, func() bool {
+		err := p.Health()
+		return err != nil && strings.Contains(err.Error(), self(t)+" speaks plugin protocol 1, this engine 2: install the plugin built with this engine")
+	}, waitFor, 10*time.Millisecond, "log:\n%s", logs)
+	_, _, err := p.ExternalName(context.Background(), providers.Request{Name: "data", Owner: owner}, 0)
+	reason, retryable := providers.Classify(err)
+	assert.Equal(t, providers.ReasonProviderUnavailable, reason)
+	assert.True(t, retryable)
+	assert.Contains(t, err.Error(), "speaks plugin protocol 1, this engine 2")
 }
 
 func TestPluginSensitiveOutputsAreNeverLogged(t *testing.T) {
@@ -259,7 +306,7 @@ func TestPluginHandshakeRefusesAnotherProtocol(t *testing.T) {
 	want := "provider fake: plugin " + self(t) + " down (restarts: "
 	require.Eventually(t, func() bool {
 		err := p.Health()
-		return err != nil && strings.Contains(err.Error(), self(t)+" speaks plugin protocol 99, this engine 1: install the plugin built with this engine")
+		return err != nil && strings.Contains(err.Error(), self(t)+" speaks plugin protocol 99, this engine 2: install the plugin built with this engine")
 	}, waitFor, 10*time.Millisecond, "log:\n%s", logs)
 	assert.False(t, p.Status().Up)
 	assert.True(t, strings.HasPrefix(p.Health().Error(), want), p.Health().Error())
@@ -267,7 +314,7 @@ func TestPluginHandshakeRefusesAnotherProtocol(t *testing.T) {
 	reason, retryable := providers.Classify(err)
 	assert.Equal(t, providers.ReasonProviderUnavailable, reason)
 	assert.True(t, retryable)
-	assert.Contains(t, err.Error(), "speaks plugin protocol 99, this engine 1")
+	assert.Contains(t, err.Error(), "speaks plugin protocol 99, this engine 2")
 }
 
 func TestPluginHandshakeRefusesAnotherName(t *testing.T) {

@@ -13,7 +13,12 @@ import (
 
 // ProtocolVersion is the version of the messages below. The engine refuses
 // a plugin that answers the handshake with another.
-const ProtocolVersion = 1
+//
+//   - 1: the first.
+//   - 2: ExternalName carries the caller's deadline and cancellation (the
+//     messages are those of 1, but a plugin of 1 may run its ExternalName
+//     past the caller's end).
+const ProtocolVersion = 2
 
 // The environment a plugin is started with.
 const (

@@ -97,13 +97,16 @@ func (s *server) handshake(_ context.Context, _ *handshakeRequest) (*handshakeRe
 	return &handshakeResponse{ProtocolVersion: s.version, Name: s.name}, nil
 }
 
-func (s *server) externalName(_ context.Context, w *wireRequest) (*externalNameResponse, error) {
+func (s *server) externalName(ctx context.Context, w *wireRequest) (*externalNameResponse, error) {
 	req, err := fromWire(w)
 	if err != nil {
 		return &externalNameResponse{Error: errorToWire(providers.Terminal(providers.ReasonInvalidSpec, "%w", err))}, nil
 	}
-	name, settings, err := s.p.ExternalName(req, w.Attempt)
+	name, settings, err := s.p.ExternalName(ctx, req, w.Attempt)
 	if err != nil {
+		if ended := callEnded(ctx); ended != nil {
+			return nil, ended
+		}
 		return &externalNameResponse{Error: errorToWire(err)}, nil
 	}
 	return &externalNameResponse{Name: name, Settings: settings}, nil

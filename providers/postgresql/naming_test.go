@@ -1,6 +1,8 @@
 package postgresql
 
 import (
+	"context"
+
 	"strings"
 	"testing"
 
@@ -15,29 +17,29 @@ const testUID = "0b6f3c1e-8d2a-4f57-9c3e-2a1d5e7f9b10"
 func TestExternalName(t *testing.T) {
 	p := &Provider{}
 	req := providers.Request{Name: "db", Owner: providers.Owner{UID: testUID}, Spec: map[string]any{"database": "shop"}}
-	name, settings, err := p.ExternalName(req, 0)
+	name, settings, err := p.ExternalName(context.Background(), req, 0)
 	require.NoError(t, err)
-	again, _, err := p.ExternalName(req, 0)
+	again, _, err := p.ExternalName(context.Background(), req, 0)
 	require.NoError(t, err)
 	assert.Equal(t, name, again, "deterministic")
 	assert.Regexp(t, `^shop_[0-9a-f]{8}$`, name)
 	assert.Equal(t, "shop_"+name[len("shop_"):], settings["role"], "the role shares the suffix and defaults to the database's name")
-	next, _, err := p.ExternalName(req, 1)
+	next, _, err := p.ExternalName(context.Background(), req, 1)
 	require.NoError(t, err)
 	assert.NotEqual(t, name, next)
 	other := req
 	other.Name = "db2"
-	otherName, _, err := p.ExternalName(other, 0)
+	otherName, _, err := p.ExternalName(context.Background(), other, 0)
 	require.NoError(t, err)
 	assert.NotEqual(t, name, otherName, "two resources of one parent get two names")
 
 	req.Spec = map[string]any{"database": "shop", "owner": "shop_app"}
-	_, settings, err = p.ExternalName(req, 0)
+	_, settings, err = p.ExternalName(context.Background(), req, 0)
 	require.NoError(t, err)
 	assert.Regexp(t, `^shop_app_[0-9a-f]{8}$`, settings["role"])
 
 	req.Spec = map[string]any{"database": strings.Repeat("a", MaxLogicalNameLen)}
-	name, _, err = p.ExternalName(req, 0)
+	name, _, err = p.ExternalName(context.Background(), req, 0)
 	require.NoError(t, err)
 	assert.Len(t, name, maxIdentifierLen)
 }
@@ -67,7 +69,7 @@ func TestExternalNameRefuses(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			_, _, err := (&Provider{}).ExternalName(providers.Request{Name: "db", Owner: providers.Owner{UID: c.uid}, Spec: c.spec}, 0)
+			_, _, err := (&Provider{}).ExternalName(context.Background(), providers.Request{Name: "db", Owner: providers.Owner{UID: c.uid}, Spec: c.spec}, 0)
 			require.Error(t, err)
 			assert.Equal(t, c.want, err.Error())
 			_, retryable := providers.Classify(err)
@@ -94,7 +96,7 @@ func TestPasswordAlphabet(t *testing.T) {
 func TestApplyChecksImmutableNames(t *testing.T) {
 	p := &Provider{}
 	req := providers.Request{Name: "db", Owner: providers.Owner{UID: testUID}, Spec: map[string]any{"database": "shop"}}
-	name, settings, err := p.ExternalName(req, 0)
+	name, settings, err := p.ExternalName(context.Background(), req, 0)
 	require.NoError(t, err)
 	req.ExternalName, req.Settings = name, settings
 	req.Spec = map[string]any{"database": "store"}

@@ -101,7 +101,7 @@ func (p *Provider) Close() { p.pool.Close() }
 // ExternalName returns the database's physical name, and the role's in
 // Settings ({"role": ...}). It makes no call: both are checked against the
 // naming rules, and a violation is a terminal InvalidName.
-func (p *Provider) ExternalName(req providers.Request, attempt int) (string, map[string]string, error) {
+func (p *Provider) ExternalName(_ context.Context, req providers.Request, attempt int) (string, map[string]string, error) {
 	spec, err := parseSpec(req.Spec)
 	if err != nil {
 		return "", nil, err

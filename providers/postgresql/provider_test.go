@@ -35,7 +35,7 @@ func newServerProvider(t *testing.T) (*Provider, *pgx.Conn) {
 func request(t *testing.T, p *Provider, uid, local string, spec map[string]any) providers.Request {
 	t.Helper()
 	req := providers.Request{Name: local, Owner: providers.Owner{UID: uid, Namespace: "ns", Name: "app", Kind: "App"}, Spec: spec}
-	name, settings, err := p.ExternalName(req, 0)
+	name, settings, err := p.ExternalName(context.Background(), req, 0)
 	require.NoError(t, err)
 	req.ExternalName, req.Settings = name, settings
 	return req
@@ -215,7 +215,7 @@ func TestSQLInNamesRunsNothing(t *testing.T) {
 	var before int
 	require.NoError(t, admin.QueryRow(t.Context(), "SELECT count(*) FROM pg_database").Scan(&before))
 	for _, spec := range []map[string]any{{"database": evil}, {"database": "ok", "owner": evil}} {
-		_, _, err := p.ExternalName(providers.Request{Name: "db", Owner: providers.Owner{UID: uid}, Spec: spec}, 0)
+		_, _, err := p.ExternalName(context.Background(), providers.Request{Name: "db", Owner: providers.Owner{UID: uid}, Spec: spec}, 0)
 		reason, _ := providers.Classify(err)
 		assert.Equal(t, providers.ReasonInvalidName, reason)
 	}
