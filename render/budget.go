@@ -14,6 +14,7 @@ import (
 	"sync/atomic"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/cuengine/engine/contract"
@@ -39,6 +40,12 @@ type BudgetLimits struct {
 	// one is set (so seven eighths of it for every object), and no bound
 	// otherwise.
 	MaxHeapBytes uint64
+	// HardHeapBytes is the live heap past which, while evaluations past the
+	// timeout run, the engine exits (Budget.WatchHeap, heapbar.go): CUE
+	// cannot stop them, a restart can, and the restarted engine refuses
+	// them (contract.AnnotationEvaluationOverran). Zero is the Go memory
+	// limit (GOMEMLIMIT) when one is set, and no bar otherwise.
+	HardHeapBytes uint64
 }
 
 // freshOverrunning is the evaluations past the timeout at which no
@@ -104,6 +111,17 @@ type Budget struct {
 	mu          sync.Mutex
 	objects     map[budgetKey]*budgetEntry
 	overrunning int
+	// runs are the evaluations past the timeout still running, by object
+	// (their count is overrunning); inflight the evaluations admitted and
+	// not ended nor past the timeout yet (heapbar.go).
+	runs     map[*Overrun]struct{}
+	inflight int
+	// halting: the hard heap bar was crossed with evaluations past the
+	// timeout running; none starts any more (heapbar.go).
+	halting bool
+	// poke wakes WatchHeap when an admission finds the heap past the hard
+	// bar.
+	poke chan struct{}
 
 	evaluated, remembered, refused atomic.Int64
 }
@@ -118,7 +136,12 @@ func NewBudget(l BudgetLimits) *Budget {
 			l.MaxHeapBytes = uint64(limit) / 4 * 3
 		}
 	}
-	return &Budget{limits: l, heap: liveHeap, objects: map[budgetKey]*budgetEntry{}}
+	if l.HardHeapBytes == 0 {
+		if limit := debug.SetMemoryLimit(-1); limit > 0 && limit < math.MaxInt64 {
+			l.HardHeapBytes = uint64(limit)
+		}
+	}
+	return &Budget{limits: l, heap: liveHeap, objects: map[budgetKey]*budgetEntry{}, runs: map[*Overrun]struct{}{}, poke: make(chan struct{}, 1)}
 }
 
 // Limits returns the budget's limits, defaults filled in.
@@ -190,6 +213,20 @@ type budgetCall struct {
 	// annotated: the object carries AnnotationEvaluationOverran; current:
 	// for this template and generation.
 	annotated, current bool
+	// gvk and generation name the object in an Overrun.
+	gvk        schema.GroupVersionKind
+	generation int64
+	// inflight: admitted, and neither ended nor past the timeout yet
+	// (Budget.inflight counts it); b.mu guards it.
+	inflight bool
+}
+
+// ended takes the call out of Budget.inflight, once; b.mu is held.
+func (c *budgetCall) ended() {
+	if c.inflight {
+		c.inflight = false
+		c.b.inflight--
+	}
 }
 
 func (b *Budget) call(t *templates.Template, parent *unstructured.Unstructured) *budgetCall {
@@ -199,9 +236,11 @@ func (b *Budget) call(t *templates.Template, parent *unstructured.Unstructured) 
 	c := &budgetCall{
 		b:        b,
 		key:      budgetKey{kind: contract.KindString(parent.GroupVersionKind()), NamespacedName: types.NamespacedName{Namespace: parent.GetNamespace(), Name: parent.GetName()}},
-		uid:      parent.GetUID(),
-		inputs:   inputsOf(parent),
-		template: t.Hash,
+		uid:        parent.GetUID(),
+		inputs:     inputsOf(parent),
+		template:   t.Hash,
+		gvk:        parent.GroupVersionKind(),
+		generation: parent.GetGeneration(),
 	}
 	if v, ok := parent.GetAnnotations()[contract.AnnotationEvaluationOverran]; ok {
 		c.annotated, c.current = true, v == contract.EvaluationOverranValue(t.Hash, parent.GetGeneration())
@@ -267,8 +306,11 @@ func (c *budgetCall) admit() error {
 		e = c.entry() // it overran with another template or generation
 		e.overran = true
 	}
+	b.pokeOver(heap)
 	var err error
 	switch {
+	case b.halting:
+		err = b.halted(heap)
 	case e != nil && e.overran:
 		if err = b.overBudget(heap); err == nil {
 			err = b.overFresh(heap)
@@ -284,6 +326,8 @@ func (c *budgetCall) admit() error {
 		return err
 	}
 	b.evaluated.Add(1)
+	b.inflight++
+	c.inflight = true
 	return nil
 }
 
@@ -361,16 +405,20 @@ func (c *budgetCall) overran() (done func()) {
 		return func() {}
 	}
 	b := c.b
+	run := c.overrun()
 	b.mu.Lock()
 	e := c.entry()
 	e.overran = true
 	e.running++
 	b.overrunning++
+	c.ended()
+	b.runs[run] = struct{}{}
 	b.mu.Unlock()
 	return func() {
 		b.mu.Lock()
 		defer b.mu.Unlock()
 		b.overrunning--
+		delete(b.runs, run)
 		e.running--
 		if b.objects[c.key] == e && e.running == 0 && !e.overran && !e.good {
 			delete(b.objects, c.key) // it evaluated within the limits meanwhile
@@ -387,6 +435,7 @@ func (c *budgetCall) done(err error) {
 	b := c.b
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	c.ended()
 	var re *Error
 	if errors.As(err, &re) && re.Reason != contract.ReasonEvaluationBudgetExceeded && re.Reason != contract.ReasonChildRefused {
 		e := c.entry()

@@ -1,0 +1,125 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+
+	"github.com/cuengine/engine/contract"
+	"github.com/cuengine/engine/reconciler"
+	"github.com/cuengine/engine/render"
+)
+
+// heapBarEvery is how often the live heap is read against the hard bar
+// besides each admission: no evaluation starts while runaways grow it.
+const heapBarEvery = time.Second
+
+// heapBar is the runnable that ends the engine at the budget's hard heap
+// bar (render.Budget.WatchHeap): past it while evaluations past the
+// timeout run, it makes sure each of their parents carries
+// contract.AnnotationEvaluationOverran (written at the timeout; written
+// again here if that write failed), puts a Warning event on each, logs
+// one error line, and returns render.HeapExceeded: the manager then stops
+// as on SIGTERM (the leases released) and `engine run` exits non-zero, for
+// the kubelet to restart it. It runs on every replica: the hold checks of
+// a rollout evaluate too.
+type heapBar struct{ e *Engine }
+
+// NeedLeaderElection implements manager.LeaderElectionRunnable.
+func (heapBar) NeedLeaderElection() bool { return false }
+
+// Start implements manager.Runnable.
+func (h heapBar) Start(ctx context.Context) error {
+	logger := log.FromContext(ctx).WithName("heap")
+	x := h.e.budget.WatchHeap(ctx, render.HeapWatch{
+		Every: heapBarEvery,
+		Grace: h.e.opts.Limits.EvaluationTimeout,
+		High: func(heap, bar uint64) {
+			logger.Info("live heap past the hard bar, with no evaluation past the timeout: the engine goes on, refusing evaluations over --max-evaluation-heap",
+				"heapMiB", heap>>20, "barMiB", bar>>20)
+		},
+		HighEvery: time.Minute,
+	})
+	if x == nil {
+		return nil
+	}
+	h.e.heapExceeded.Store(x)
+	unrecorded := h.e.recordOverruns(ctx, x)
+	logger.Error(nil, "live heap past the hard bar while evaluations past the timeout run: exiting, for a restart to free them",
+		"heapMiB", x.Heap>>20, "barMiB", x.Bar>>20, "overrunning", x.Objects(), "unrecorded", unrecorded)
+	return x
+}
+
+// HeapExceeded returns why the engine stopped at the hard heap bar, or nil.
+func (e *Engine) HeapExceeded() *render.HeapExceeded { return e.heapExceeded.Load() }
+
+// recordOverruns makes sure each parent whose evaluation runs past the
+// timeout carries contract.AnnotationEvaluationOverran for it, and puts
+// the Warning event on it; it returns the parents it could not annotate,
+// with why. A parent gone, or whose spec changed since (another
+// generation, which the restarted engine evaluates), needs nothing.
+func (e *Engine) recordOverruns(ctx context.Context, x *render.HeapExceeded) []string {
+	var unrecorded []string
+	annotated := map[render.Overrun]bool{}
+	for _, o := range x.Overrunning {
+		key := o
+		key.Template, key.Generation = "", 0
+		if annotated[key] {
+			continue // another evaluation of the same parent
+		}
+		annotated[key] = true
+		parent, err := e.annotateOverrun(ctx, o, x.Overrunning)
+		if err != nil {
+			unrecorded = append(unrecorded, fmt.Sprintf("%s: %v", o.NamespacedName, err))
+		}
+		if parent == nil {
+			continue
+		}
+		e.recorder.Eventf(parent, nil, corev1.EventTypeWarning, contract.ReasonEvaluationHeapExceeded, "Exit",
+			"the engine's live heap reached %d MiB, past the %d MiB hard bar (--max-evaluation-heap-hard), while this object's evaluation ran past --evaluation-timeout (template %s, generation %d), which CUE cannot stop: the engine restarts to free it, and does not evaluate this object again until its spec or the template changes",
+			x.Heap>>20, x.Bar>>20, o.Template, o.Generation)
+	}
+	return unrecorded
+}
+
+// annotateOverrun reads the parent of o and, if it does not carry the
+// annotation of one of its evaluations in runs, writes o's. It returns the
+// parent, nil if it is gone or is another object now.
+func (e *Engine) annotateOverrun(ctx context.Context, o render.Overrun, runs []render.Overrun) (*unstructured.Unstructured, error) {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	parent := &unstructured.Unstructured{}
+	parent.SetGroupVersionKind(o.GVK)
+	if err := e.apiReader.Get(ctx, o.NamespacedName, parent); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil, nil
+		}
+		return nil, err
+	}
+	if parent.GetUID() != o.UID {
+		return nil, nil
+	}
+	have := parent.GetAnnotations()[contract.AnnotationEvaluationOverran]
+	var want *render.Overrun
+	for i, r := range runs {
+		if r.GVK != o.GVK || r.NamespacedName != o.NamespacedName || r.UID != o.UID || r.Generation != parent.GetGeneration() {
+			continue
+		}
+		if have == r.Annotation() {
+			return parent, nil
+		}
+		want = &runs[i]
+	}
+	if want == nil {
+		return parent, nil // its spec changed since: the new one is evaluated
+	}
+	if err := e.writer.Patch(ctx, parent, reconciler.OverranPatch(want.Annotation())); err != nil {
+		return parent, fmt.Errorf("recording on the parent that its evaluation ran past the timeout: %w", err)
+	}
+	return parent, nil
+}
