@@ -234,8 +234,8 @@ func (b *Budget) call(t *templates.Template, parent *unstructured.Unstructured) 
 		return nil
 	}
 	c := &budgetCall{
-		b:        b,
-		key:      budgetKey{kind: contract.KindString(parent.GroupVersionKind()), NamespacedName: types.NamespacedName{Namespace: parent.GetNamespace(), Name: parent.GetName()}},
+		b:          b,
+		key:        budgetKey{kind: contract.KindString(parent.GroupVersionKind()), NamespacedName: types.NamespacedName{Namespace: parent.GetNamespace(), Name: parent.GetName()}},
 		uid:        parent.GetUID(),
 		inputs:     inputsOf(parent),
 		template:   t.Hash,
