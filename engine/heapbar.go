@@ -3,11 +3,16 @@ package engine
 import (
 	"context"
 	"fmt"
+	"os"
+	"runtime/metrics"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/cuengine/engine/contract"
@@ -16,8 +21,10 @@ import (
 )
 
 // heapBarEvery is how often the live heap is read against the hard bar
-// besides each admission: no evaluation starts while runaways grow it.
-const heapBarEvery = time.Second
+// besides each admission (no evaluation starts while runaways grow it): a
+// read costs a microsecond, and fifty runaways grow the heap by 50 MiB a
+// second.
+const heapBarEvery = 100 * time.Millisecond
 
 // heapBar is the runnable that ends the engine at the budget's hard heap
 // bar (render.Budget.WatchHeap): past it while evaluations past the
@@ -50,8 +57,9 @@ func (h heapBar) Start(ctx context.Context) error {
 	}
 	h.e.heapExceeded.Store(x)
 	unrecorded := h.e.recordOverruns(ctx, x)
+	held, stacks := goMemory()
 	logger.Error(nil, "live heap past the hard bar while evaluations past the timeout run: exiting, for a restart to free them",
-		"heapMiB", x.Heap>>20, "barMiB", x.Bar>>20, "overrunning", x.Objects(), "unrecorded", unrecorded)
+		"heapMiB", x.Heap>>20, "barMiB", x.Bar>>20, "heldMiB", held>>20, "stacksMiB", stacks>>20, "overrunning", x.Objects(), "unrecorded", unrecorded)
 	return x
 }
 
@@ -80,11 +88,57 @@ func (e *Engine) recordOverruns(ctx context.Context, x *render.HeapExceeded) []s
 		if parent == nil {
 			continue
 		}
-		e.recorder.Eventf(parent, nil, corev1.EventTypeWarning, contract.ReasonEvaluationHeapExceeded, "Exit",
-			"the engine's live heap reached %d MiB, past the %d MiB hard bar (--max-evaluation-heap-hard), while this object's evaluation ran past --evaluation-timeout (template %s, generation %d), which CUE cannot stop: the engine restarts to free it, and does not evaluate this object again until its spec or the template changes",
+		note := fmt.Sprintf("the engine's live heap reached %d MiB, past the %d MiB hard bar (--max-evaluation-heap-hard), while this object's evaluation ran past --evaluation-timeout (template %s, generation %d), which CUE cannot stop: the engine restarts to free it, and does not evaluate this object again until its spec or the template changes",
 			x.Heap>>20, x.Bar>>20, o.Template, o.Generation)
+		if err := e.exitEvent(ctx, parent, note); err != nil {
+			unrecorded = append(unrecorded, fmt.Sprintf("%s: event: %v", o.NamespacedName, err))
+		}
 	}
 	return unrecorded
+}
+
+// exitEvent writes the Warning event on the parent at once: the
+// recorder's events are sent in the background, and the process ends.
+// It is the event the recorder would write (reporting controller
+// "engine").
+func (e *Engine) exitEvent(ctx context.Context, parent *unstructured.Unstructured, note string) error {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	now := time.Now()
+	ns := parent.GetNamespace()
+	if ns == "" {
+		ns = metav1.NamespaceDefault
+	}
+	host, _ := os.Hostname()
+	ev := &eventsv1.Event{
+		ObjectMeta:          metav1.ObjectMeta{Name: fmt.Sprintf("%s.%x", parent.GetName(), now.UnixNano()), Namespace: ns},
+		EventTime:           metav1.NewMicroTime(now),
+		ReportingController: "engine",
+		ReportingInstance:   "engine-" + host,
+		Action:              "Exit",
+		Reason:              contract.ReasonEvaluationHeapExceeded,
+		Type:                corev1.EventTypeWarning,
+		Note:                note,
+		Regarding: corev1.ObjectReference{
+			APIVersion: parent.GetAPIVersion(), Kind: parent.GetKind(), Namespace: parent.GetNamespace(), Name: parent.GetName(),
+			UID: parent.GetUID(), ResourceVersion: parent.GetResourceVersion(),
+		},
+	}
+	return e.writer.Create(ctx, ev)
+}
+
+// goMemory reads what the Go runtime holds from the system (mapped, less
+// what it released) and the goroutines' stacks, for the exit's log line:
+// what the process holds besides the live heap.
+func goMemory() (held, stacks uint64) {
+	s := []metrics.Sample{{Name: "/memory/classes/total:bytes"}, {Name: "/memory/classes/heap/released:bytes"}, {Name: "/memory/classes/heap/stacks:bytes"}}
+	metrics.Read(s)
+	for _, v := range s {
+		if v.Value.Kind() != metrics.KindUint64 {
+			return 0, 0
+		}
+	}
+	return s[0].Value.Uint64() - s[1].Value.Uint64(), s[2].Value.Uint64()
 }
 
 // annotateOverrun reads the parent of o and, if it does not carry the
@@ -93,16 +147,37 @@ func (e *Engine) recordOverruns(ctx context.Context, x *render.HeapExceeded) []s
 func (e *Engine) annotateOverrun(ctx context.Context, o render.Overrun, runs []render.Overrun) (*unstructured.Unstructured, error) {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
+	// The cache first: the annotation is written at the timeout, most
+	// often seconds ago, and the runaways grow while the apiserver is
+	// asked. Its kind is watched: its parents are reconciled.
+	parent, want, err := overrunOf(ctx, e.parents, o, runs)
+	if err != nil || parent == nil || want != nil {
+		parent, want, err = overrunOf(ctx, e.apiReader, o, runs)
+	}
+	if err != nil || parent == nil || want == nil {
+		return parent, err
+	}
+	if err := e.writer.Patch(ctx, parent, reconciler.OverranPatch(want.Annotation())); err != nil {
+		return parent, fmt.Errorf("recording on the parent that its evaluation ran past the timeout: %w", err)
+	}
+	return parent, nil
+}
+
+// overrunOf reads the parent of o and returns it with the evaluation of
+// runs whose annotation it should carry for its generation, nil if it
+// carries it or has none running (its spec changed since: the new one is
+// evaluated); a parent gone, or another object now, is nil.
+func overrunOf(ctx context.Context, r client.Reader, o render.Overrun, runs []render.Overrun) (*unstructured.Unstructured, *render.Overrun, error) {
 	parent := &unstructured.Unstructured{}
 	parent.SetGroupVersionKind(o.GVK)
-	if err := e.apiReader.Get(ctx, o.NamespacedName, parent); err != nil {
+	if err := r.Get(ctx, o.NamespacedName, parent); err != nil {
 		if apierrors.IsNotFound(err) {
-			return nil, nil
+			return nil, nil, nil
 		}
-		return nil, err
+		return nil, nil, err
 	}
 	if parent.GetUID() != o.UID {
-		return nil, nil
+		return nil, nil, nil
 	}
 	have := parent.GetAnnotations()[contract.AnnotationEvaluationOverran]
 	var want *render.Overrun
@@ -111,15 +186,9 @@ func (e *Engine) annotateOverrun(ctx context.Context, o render.Overrun, runs []r
 			continue
 		}
 		if have == r.Annotation() {
-			return parent, nil
+			return parent, nil, nil
 		}
 		want = &runs[i]
 	}
-	if want == nil {
-		return parent, nil // its spec changed since: the new one is evaluated
-	}
-	if err := e.writer.Patch(ctx, parent, reconciler.OverranPatch(want.Annotation())); err != nil {
-		return parent, fmt.Errorf("recording on the parent that its evaluation ran past the timeout: %w", err)
-	}
-	return parent, nil
+	return parent, want, nil
 }
