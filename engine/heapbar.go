@@ -4,13 +4,12 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"runtime/metrics"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
@@ -27,7 +26,8 @@ import (
 const heapBarEvery = 100 * time.Millisecond
 
 // heapBar is the runnable that ends the engine at the budget's hard heap
-// bar (render.Budget.WatchHeap): past it while evaluations past the
+// bar (render.Budget.WatchHeap): the memory the Go runtime holds past it
+// while evaluations past the
 // timeout run, it makes sure each of their parents carries
 // contract.AnnotationEvaluationOverran (written at the timeout; written
 // again here if that write failed), puts a Warning event on each, logs
@@ -46,9 +46,9 @@ func (h heapBar) Start(ctx context.Context) error {
 	x := h.e.budget.WatchHeap(ctx, render.HeapWatch{
 		Every: heapBarEvery,
 		Grace: h.e.opts.Limits.EvaluationTimeout,
-		High: func(heap, bar uint64) {
-			logger.Info("live heap past the hard bar, with no evaluation past the timeout: the engine goes on, refusing evaluations over --max-evaluation-heap",
-				"heapMiB", heap>>20, "barMiB", bar>>20)
+		High: func(held, bar uint64) {
+			logger.Info("memory past the hard bar, with no evaluation past the timeout: the engine goes on, refusing evaluations over --max-evaluation-heap",
+				"heldMiB", held>>20, "barMiB", bar>>20)
 		},
 		HighEvery: time.Minute,
 	})
@@ -57,9 +57,8 @@ func (h heapBar) Start(ctx context.Context) error {
 	}
 	h.e.heapExceeded.Store(x)
 	unrecorded := h.e.recordOverruns(ctx, x)
-	held, stacks := goMemory()
-	logger.Error(nil, "live heap past the hard bar while evaluations past the timeout run: exiting, for a restart to free them",
-		"heapMiB", x.Heap>>20, "barMiB", x.Bar>>20, "heldMiB", held>>20, "stacksMiB", stacks>>20, "overrunning", x.Objects(), "unrecorded", unrecorded)
+	logger.Error(nil, "memory past the hard bar while evaluations past the timeout run: exiting, for a restart to free them",
+		"heldMiB", x.Held>>20, "liveHeapMiB", x.Heap>>20, "barMiB", x.Bar>>20, "overrunning", x.Objects(), "unrecorded", unrecorded)
 	return x
 }
 
@@ -88,8 +87,8 @@ func (e *Engine) recordOverruns(ctx context.Context, x *render.HeapExceeded) []s
 		if parent == nil {
 			continue
 		}
-		note := fmt.Sprintf("the engine's live heap reached %d MiB, past the %d MiB hard bar (--max-evaluation-heap-hard), while this object's evaluation ran past --evaluation-timeout (template %s, generation %d), which CUE cannot stop: the engine restarts to free it, and does not evaluate this object again until its spec or the template changes",
-			x.Heap>>20, x.Bar>>20, o.Template, o.Generation)
+		note := fmt.Sprintf("the engine held %d MiB, past the %d MiB hard bar (--max-evaluation-heap-hard), while this object's evaluation ran past --evaluation-timeout (template %s, generation %d), which CUE cannot stop: the engine restarts to free it, and does not evaluate this object again until its spec or the template changes",
+			x.Held>>20, x.Bar>>20, o.Template, o.Generation)
 		if err := e.exitEvent(ctx, parent, note); err != nil {
 			unrecorded = append(unrecorded, fmt.Sprintf("%s: event: %v", o.NamespacedName, err))
 		}
@@ -125,20 +124,6 @@ func (e *Engine) exitEvent(ctx context.Context, parent *unstructured.Unstructure
 		},
 	}
 	return e.writer.Create(ctx, ev)
-}
-
-// goMemory reads what the Go runtime holds from the system (mapped, less
-// what it released) and the goroutines' stacks, for the exit's log line:
-// what the process holds besides the live heap.
-func goMemory() (held, stacks uint64) {
-	s := []metrics.Sample{{Name: "/memory/classes/total:bytes"}, {Name: "/memory/classes/heap/released:bytes"}, {Name: "/memory/classes/heap/stacks:bytes"}}
-	metrics.Read(s)
-	for _, v := range s {
-		if v.Value.Kind() != metrics.KindUint64 {
-			return 0, 0
-		}
-	}
-	return s[0].Value.Uint64() - s[1].Value.Uint64(), s[2].Value.Uint64()
 }
 
 // annotateOverrun reads the parent of o and, if it does not carry the

@@ -7,9 +7,11 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"os"
 	"runtime/debug"
 	"runtime/metrics"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 
@@ -40,11 +42,13 @@ type BudgetLimits struct {
 	// one is set (so seven eighths of it for every object), and no bound
 	// otherwise.
 	MaxHeapBytes uint64
-	// HardHeapBytes is the live heap past which, while evaluations past the
-	// timeout run, the engine exits (Budget.WatchHeap, heapbar.go): CUE
-	// cannot stop them, a restart can, and the restarted engine refuses
-	// them (contract.AnnotationEvaluationOverran). Zero is the Go memory
-	// limit (GOMEMLIMIT) when one is set, and no bar otherwise.
+	// HardHeapBytes is the memory the engine holds (heldMemory: its
+	// resident set) past which, while
+	// evaluations past the timeout run, the engine exits
+	// (Budget.WatchHeap, heapbar.go): CUE cannot stop them, a restart can,
+	// and the restarted engine refuses them
+	// (contract.AnnotationEvaluationOverran). Zero is the Go memory limit
+	// (GOMEMLIMIT) when one is set, and no bar otherwise.
 	HardHeapBytes uint64
 }
 
@@ -107,6 +111,7 @@ func (l BudgetLimits) freshHeap() uint64 { return l.MaxHeapBytes + l.MaxHeapByte
 type Budget struct {
 	limits BudgetLimits
 	heap   func() uint64 // the live heap, in bytes; tests replace it
+	held   func() uint64 // the memory the runtime holds, in bytes; tests replace it
 
 	mu          sync.Mutex
 	objects     map[budgetKey]*budgetEntry
@@ -141,7 +146,7 @@ func NewBudget(l BudgetLimits) *Budget {
 			l.HardHeapBytes = uint64(limit)
 		}
 	}
-	return &Budget{limits: l, heap: liveHeap, objects: map[budgetKey]*budgetEntry{}, runs: map[*Overrun]struct{}{}, poke: make(chan struct{}, 1)}
+	return &Budget{limits: l, heap: liveHeap, held: heldMemory, objects: map[budgetKey]*budgetEntry{}, runs: map[*Overrun]struct{}{}, poke: make(chan struct{}, 1)}
 }
 
 // Limits returns the budget's limits, defaults filled in.
@@ -285,6 +290,7 @@ func (c *budgetCall) admit() error {
 	}
 	b := c.b
 	heap := b.heap() // read outside the lock: it is the runtime's
+	held := b.held()
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	e := b.objects[c.key]
@@ -306,11 +312,11 @@ func (c *budgetCall) admit() error {
 		e = c.entry() // it overran with another template or generation
 		e.overran = true
 	}
-	b.pokeOver(heap)
+	b.pokeOver(held)
 	var err error
 	switch {
 	case b.halting:
-		err = b.halted(heap)
+		err = b.halted(held)
 	case e != nil && e.overran:
 		if err = b.overBudget(heap); err == nil {
 			err = b.overFresh(heap)
@@ -485,6 +491,29 @@ func Unevaluated(err error) bool {
 	}
 	re := (*Error)(nil)
 	return errors.As(err, &re) && re.Reason == contract.ReasonEvaluationBudgetExceeded
+}
+
+// heldMemory reads the memory the engine holds: its resident set, as the
+// kernel counts it for the OOM killer (/proc/self/statm), else (not on
+// Linux) what the Go runtime mapped less what it returned. Not the live
+// heap, known only at the end of a collection: with fifty runaways
+// allocating on a busy machine, the live heap read 227 MiB while the
+// process's resident set was 1.4 GiB, and what the runtime said it held
+// stayed at GOMEMLIMIT, 460 MiB (e2e TestRunawayParentsRestartedAtTheHardBar).
+func heldMemory() uint64 {
+	if b, err := os.ReadFile("/proc/self/statm"); err == nil {
+		if f := strings.Fields(string(b)); len(f) > 1 {
+			if pages, err := strconv.ParseUint(f[1], 10, 64); err == nil {
+				return pages * uint64(os.Getpagesize())
+			}
+		}
+	}
+	s := []metrics.Sample{{Name: "/memory/classes/total:bytes"}, {Name: "/memory/classes/heap/released:bytes"}}
+	metrics.Read(s)
+	if s[0].Value.Kind() != metrics.KindUint64 || s[1].Value.Kind() != metrics.KindUint64 {
+		return 0
+	}
+	return s[0].Value.Uint64() - s[1].Value.Uint64()
 }
 
 // liveHeap reads the heap the last garbage collection found live.

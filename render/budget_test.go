@@ -169,6 +169,7 @@ func TestBudgetDefaults(t *testing.T) {
 	assert.Equal(t, BudgetLimits{MaxOverrunning: DefaultMaxOverrunning, MaxHeapBytes: 768 << 20, HardHeapBytes: 1 << 30}, NewBudget(BudgetLimits{}).Limits())
 	assert.Equal(t, BudgetLimits{MaxOverrunning: DefaultMaxOverrunning, MaxHeapBytes: 768 << 20, HardHeapBytes: 900 << 20}, NewBudget(BudgetLimits{HardHeapBytes: 900 << 20}).Limits())
 	assert.Positive(t, liveHeap(), "the live heap is read from runtime/metrics")
+	assert.Greater(t, heldMemory(), uint64(1<<20), "the resident set is read from /proc/self/statm")
 }
 
 // TestBudgetCapsFreshInputs: inputs never seen to overrun are evaluated

@@ -18,7 +18,10 @@ import (
 // The hard heap bar. The budget's bars (budget.go) refuse new evaluations;
 // they cannot stop one that runs, and an evaluation past the timeout may
 // grow for minutes (CUE cannot be interrupted). So past a last bar,
-// BudgetLimits.HardHeapBytes, while evaluations past the timeout run, the
+// BudgetLimits.HardHeapBytes, on the memory the engine holds (heldMemory:
+// its resident set, current, where the live heap lags a collection
+// behind), while
+// evaluations past the timeout run, the
 // engine exits on purpose rather than be killed for its memory without a
 // word: each of those objects is annotated (contract.AnnotationEvaluationOverran)
 // when it passes the timeout, so the restarted engine refuses them without
@@ -49,19 +52,20 @@ func (c *budgetCall) overrun() *Overrun {
 	return &Overrun{GVK: c.gvk, NamespacedName: c.key.NamespacedName, UID: c.uid, Generation: c.generation, Template: c.template}
 }
 
-// HeapExceeded is why the engine exits: its live heap past the hard bar
-// while evaluations past the timeout run.
+// HeapExceeded is why the engine exits: the memory the runtime holds past
+// the hard bar while evaluations past the timeout run.
 type HeapExceeded struct {
-	// Heap and Bar are the live heap and the hard bar, in bytes.
-	Heap, Bar uint64
+	// Held is the memory the engine held, Heap the live heap at the last
+	// collection, Bar the hard bar, in bytes.
+	Held, Heap, Bar uint64
 	// Overrunning are the evaluations past the timeout then running, one
 	// per object, template and generation, by namespace and name.
 	Overrunning []Overrun
 }
 
 func (x *HeapExceeded) Error() string {
-	return fmt.Sprintf("the live heap is %d MiB, past the %d MiB hard bar (--max-evaluation-heap-hard), while %d evaluations past --evaluation-timeout run (CUE cannot stop them): %s; exiting so that a restart frees their memory (each is annotated %s, so the restarted engine does not evaluate it again)",
-		x.Heap>>20, x.Bar>>20, len(x.Overrunning), strings.Join(x.Objects(), ", "), contract.AnnotationEvaluationOverran)
+	return fmt.Sprintf("the engine holds %d MiB (live heap %d MiB at the last collection), past the %d MiB hard bar (--max-evaluation-heap-hard), while %d evaluations past --evaluation-timeout run (CUE cannot stop them): %s; exiting so that a restart frees their memory (each is annotated %s, so the restarted engine does not evaluate it again)",
+		x.Held>>20, x.Heap>>20, x.Bar>>20, len(x.Overrunning), strings.Join(x.Objects(), ", "), contract.AnnotationEvaluationOverran)
 }
 
 // Objects names the objects whose evaluation runs past the timeout,
@@ -83,21 +87,21 @@ type HeapWatch struct {
 	// each either ends or is past it (and annotated) before the engine
 	// exits.
 	Grace time.Duration
-	// High, if set, is told (at most once per HighEvery) that the heap is
-	// past the bar while no evaluation runs past the timeout: the engine
-	// goes on, refusing evaluations over the budget.
-	High      func(heap, bar uint64)
+	// High, if set, is told (at most once per HighEvery) that the memory
+	// held is past the bar while no evaluation runs past the timeout: the
+	// engine goes on, refusing evaluations over the budget.
+	High      func(held, bar uint64)
 	HighEvery time.Duration
 }
 
-// WatchHeap reads the live heap every w.Every, and when an admission finds
-// it past the hard bar, until ctx ends (nil) or the heap is past the bar
-// while evaluations past the timeout run: it then stops admitting any
-// evaluation, waits (at most w.Grace) for those admitted to end or pass
-// the timeout, and, the heap still past the bar, returns what runs past
-// the timeout, for the engine to record and exit. If the heap went back
-// under the bar meanwhile (the runaways ended), evaluations start again
-// and it watches on. Without a hard bar it waits for ctx.
+// WatchHeap reads the memory the engine holds every w.Every, and when an
+// admission finds it past the hard bar, until ctx ends (nil) or it is past
+// the bar while evaluations past the timeout run: it then stops admitting
+// any evaluation, waits (at most w.Grace) for those admitted to end or
+// pass the timeout, and, the memory still past the bar, returns what runs
+// past the timeout, for the engine to record and exit. If the memory went
+// back under the bar meanwhile (the runaways ended), evaluations start
+// again and it watches on. Without a hard bar it waits for ctx.
 func (b *Budget) WatchHeap(ctx context.Context, w HeapWatch) *HeapExceeded {
 	bar := b.limits.HardHeapBytes
 	if bar == 0 {
@@ -114,14 +118,14 @@ func (b *Budget) WatchHeap(ctx context.Context, w HeapWatch) *HeapExceeded {
 		case <-tick.C:
 		case <-b.poke:
 		}
-		heap := b.heap()
-		if heap <= bar {
+		held := b.held()
+		if held <= bar {
 			continue
 		}
 		if b.overrunningNow() == 0 {
 			if w.High != nil && time.Since(warned) >= w.HighEvery {
 				warned = time.Now()
-				w.High(heap, bar)
+				w.High(held, bar)
 			}
 			continue
 		}
@@ -132,8 +136,8 @@ func (b *Budget) WatchHeap(ctx context.Context, w HeapWatch) *HeapExceeded {
 }
 
 // halt stops admitting evaluations, waits for those in flight, and returns
-// what runs past the timeout if the heap is still past bar; else it admits
-// again and returns nil.
+// what runs past the timeout if the memory held is still past bar; else it
+// admits again and returns nil.
 func (b *Budget) halt(ctx context.Context, w HeapWatch, bar uint64) *HeapExceeded {
 	b.mu.Lock()
 	b.halting = true
@@ -148,14 +152,14 @@ func (b *Budget) halt(ctx context.Context, w HeapWatch, bar uint64) *HeapExceede
 		case <-tick.C:
 		}
 	}
-	heap := b.heap()
+	held, heap := b.held(), b.heap()
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if heap <= bar || len(b.runs) == 0 {
+	if held <= bar || len(b.runs) == 0 {
 		b.halting = false
 		return nil
 	}
-	x := &HeapExceeded{Heap: heap, Bar: bar}
+	x := &HeapExceeded{Held: held, Heap: heap, Bar: bar}
 	seen := map[Overrun]bool{}
 	for _, run := range slices.Collect(maps.Keys(b.runs)) {
 		if !seen[*run] {
@@ -182,10 +186,10 @@ func (b *Budget) inflightNow() int {
 	return b.inflight
 }
 
-// pokeOver wakes WatchHeap when an admission finds the heap past the hard
-// bar while evaluations past the timeout run; b.mu is held.
-func (b *Budget) pokeOver(heap uint64) {
-	if b.limits.HardHeapBytes == 0 || heap <= b.limits.HardHeapBytes || b.overrunning == 0 {
+// pokeOver wakes WatchHeap when an admission finds the memory held past
+// the hard bar while evaluations past the timeout run; b.mu is held.
+func (b *Budget) pokeOver(held uint64) {
+	if b.limits.HardHeapBytes == 0 || held <= b.limits.HardHeapBytes || b.overrunning == 0 {
 		return
 	}
 	select {
@@ -195,7 +199,7 @@ func (b *Budget) pokeOver(heap uint64) {
 }
 
 // halted refuses an evaluation while the engine stops at the hard bar.
-func (b *Budget) halted(heap uint64) error {
+func (b *Budget) halted(held uint64) error {
 	return &Error{Reason: contract.ReasonEvaluationBudgetExceeded, Err: &freshRefusal{fmt.Errorf(
-		"the engine's live heap is %d MiB, past the %d MiB hard bar (--max-evaluation-heap-hard), while evaluations past --evaluation-timeout run: the engine is about to restart, and no evaluation starts", heap>>20, b.limits.HardHeapBytes>>20)}}
+		"the engine holds %d MiB, past the %d MiB hard bar (--max-evaluation-heap-hard), while evaluations past --evaluation-timeout run: the engine is about to restart, and no evaluation starts", held>>20, b.limits.HardHeapBytes>>20)}}
 }

@@ -41,7 +41,8 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 	}), what)
 }
 
-// TestHeapBarEndsRunaways: past the hard bar while an evaluation runs past
+// TestHeapBarEndsRunaways: the memory held past the hard bar (the live
+// heap far under it: it lags a collection behind) while an evaluation runs past
 // the timeout, WatchHeap refuses every new evaluation, waits for the one
 // admitted and not yet past the timeout (it passes it: both are reported),
 // and returns, once, the evaluations past the timeout, for the engine to
@@ -51,9 +52,10 @@ func TestHeapBarEndsRunaways(t *testing.T) {
 	// The hard bar below the budget's (as the flags may set them), so
 	// that only it refuses here.
 	b := NewBudget(BudgetLimits{MaxOverrunning: 2, MaxHeapBytes: 450 << 20, HardHeapBytes: 400 << 20})
-	var heap atomic.Uint64
-	heap.Store(100 << 20)
-	b.heap = heap.Load
+	var held atomic.Uint64
+	held.Store(100 << 20)
+	b.heap = func() uint64 { return 90 << 20 }
+	b.held = held.Load
 
 	runaway := testParent(greedyGVK, "runaway", nil)
 	runaway.SetGeneration(3)
@@ -67,12 +69,12 @@ func TestHeapBarEndsRunaways(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	exited := watched(t, ctx, b, HeapWatch{Grace: time.Minute})
-	heap.Store(401 << 20)
+	held.Store(401 << 20)
 	waitFor(t, "admissions refused past the hard bar", func() bool {
 		return b.call(tpl, testParent(greedyGVK, "healthy", map[string]any{})).admit() != nil
 	})
 	err := b.call(tpl, testParent(greedyGVK, "healthy", map[string]any{})).admit()
-	require.EqualError(t, err, "the engine's live heap is 401 MiB, past the 400 MiB hard bar (--max-evaluation-heap-hard), while evaluations past --evaluation-timeout run: the engine is about to restart, and no evaluation starts")
+	require.EqualError(t, err, "the engine holds 401 MiB, past the 400 MiB hard bar (--max-evaluation-heap-hard), while evaluations past --evaluation-timeout run: the engine is about to restart, and no evaluation starts")
 	assert.True(t, RefusedFresh(err), "retried soon by the engine that comes back")
 	select {
 	case x := <-exited:
@@ -88,14 +90,14 @@ func TestHeapBarEndsRunaways(t *testing.T) {
 		{GVK: greedyGVK, NamespacedName: types.NamespacedName{Namespace: testNamespace, Name: "late"}, UID: "uid-late", Generation: 1, Template: tpl.Hash},
 		{GVK: greedyGVK, NamespacedName: types.NamespacedName{Namespace: testNamespace, Name: "runaway"}, UID: "uid-runaway", Generation: 3, Template: tpl.Hash},
 	}
-	assert.Equal(t, &HeapExceeded{Heap: 401 << 20, Bar: 400 << 20, Overrunning: want}, x)
-	assert.Equal(t, "the live heap is 401 MiB, past the 400 MiB hard bar (--max-evaluation-heap-hard), while 2 evaluations past --evaluation-timeout run (CUE cannot stop them): "+
+	assert.Equal(t, &HeapExceeded{Held: 401 << 20, Heap: 90 << 20, Bar: 400 << 20, Overrunning: want}, x)
+	assert.Equal(t, "the engine holds 401 MiB (live heap 90 MiB at the last collection), past the 400 MiB hard bar (--max-evaluation-heap-hard), while 2 evaluations past --evaluation-timeout run (CUE cannot stop them): "+
 		testNamespace+"/late (template "+tpl.Hash+"), "+testNamespace+"/runaway (template "+tpl.Hash+"); exiting so that a restart frees their memory (each is annotated engine.cuengine.dev/evaluation-overran, so the restarted engine does not evaluate it again)", x.Error())
 	assert.Equal(t, "template "+tpl.Hash+", generation 3", want[1].Annotation())
 }
 
 // TestHeapBarSparesAHighHeap: past the hard bar with no evaluation past
-// the timeout (the heap is high for other reasons), WatchHeap says so and
+// the timeout (the memory is high for other reasons), WatchHeap says so and
 // goes on; the engine does not exit. Past it with a runaway that ends
 // before the grace is over, the heap back under it, it goes on too, and
 // evaluations start again.
@@ -103,9 +105,10 @@ func TestHeapBarSparesAHighHeap(t *testing.T) {
 	tpl := testTemplate(t, greedyGVK)
 	// The hard bar below the budget's, as the flags may set them.
 	b := NewBudget(BudgetLimits{MaxOverrunning: 2, MaxHeapBytes: 450 << 20, HardHeapBytes: 400 << 20})
-	var heap, highs atomic.Uint64
-	heap.Store(500 << 20)
-	b.heap = heap.Load
+	var held, highs atomic.Uint64
+	held.Store(500 << 20)
+	b.heap = func() uint64 { return 100 << 20 }
+	b.held = held.Load
 	ctx, cancel := context.WithCancel(context.Background())
 	exited := watched(t, ctx, b, HeapWatch{Grace: time.Minute, High: func(h, bar uint64) {
 		assert.Equal(t, uint64(500<<20), h)
@@ -130,7 +133,7 @@ func TestHeapBarSparesAHighHeap(t *testing.T) {
 		return b.halting
 	})
 	end()
-	heap.Store(100 << 20)
+	held.Store(100 << 20)
 	late.done(nil) // the one in flight ends: the grace is over
 	waitFor(t, "evaluations admitted again", func() bool {
 		return b.call(tpl, testParent(greedyGVK, "healthy", map[string]any{})).admit() == nil
@@ -143,7 +146,7 @@ func TestHeapBarSparesAHighHeap(t *testing.T) {
 func TestHeapBarNone(t *testing.T) {
 	b := NewBudget(BudgetLimits{})
 	require.Zero(t, b.Limits().HardHeapBytes)
-	b.heap = func() uint64 { return 1 << 40 }
+	b.held = func() uint64 { return 1 << 40 }
 	tpl := testTemplate(t, greedyGVK)
 	end := b.call(tpl, testParent(greedyGVK, "runaway", nil)).overran()
 	defer end()
