@@ -11,7 +11,6 @@ import (
 	"runtime/debug"
 	"runtime/metrics"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 
@@ -500,13 +499,13 @@ func Unevaluated(err error) bool {
 // allocating on a busy machine, the live heap read 227 MiB while the
 // process's resident set was 1.4 GiB, and what the runtime said it held
 // stayed at GOMEMLIMIT, 460 MiB (e2e TestRunawayParentsRestartedAtTheHardBar).
+//
+// It allocates nothing on Linux: a goroutine that allocates while the
+// collector is behind is made to help it, and may wait for seconds, which
+// the one that watches the hard bar cannot afford.
 func heldMemory() uint64 {
-	if b, err := os.ReadFile("/proc/self/statm"); err == nil {
-		if f := strings.Fields(string(b)); len(f) > 1 {
-			if pages, err := strconv.ParseUint(f[1], 10, 64); err == nil {
-				return pages * uint64(os.Getpagesize())
-			}
-		}
+	if pages, ok := statm.resident(); ok {
+		return pages * uint64(os.Getpagesize())
 	}
 	s := []metrics.Sample{{Name: "/memory/classes/total:bytes"}, {Name: "/memory/classes/heap/released:bytes"}}
 	metrics.Read(s)
@@ -514,6 +513,43 @@ func heldMemory() uint64 {
 		return 0
 	}
 	return s[0].Value.Uint64() - s[1].Value.Uint64()
+}
+
+// statm reads the resident pages from /proc/self/statm, opened once,
+// into a buffer of its own.
+var statm = &statmReader{}
+
+type statmReader struct {
+	mu   sync.Mutex
+	once sync.Once
+	f    *os.File
+	buf  [256]byte
+}
+
+func (r *statmReader) resident() (uint64, bool) {
+	r.once.Do(func() { r.f, _ = os.Open("/proc/self/statm") })
+	if r.f == nil {
+		return 0, false
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	n, err := r.f.ReadAt(r.buf[:], 0)
+	if n == 0 && err != nil {
+		return 0, false
+	}
+	// "size resident shared ...": the second field.
+	i := 0
+	for i < n && r.buf[i] != ' ' {
+		i++
+	}
+	i++
+	var pages uint64
+	digits := 0
+	for ; i < n && r.buf[i] >= '0' && r.buf[i] <= '9'; i++ {
+		pages = pages*10 + uint64(r.buf[i]-'0')
+		digits++
+	}
+	return pages, digits > 0
 }
 
 // liveHeap reads the heap the last garbage collection found live.
