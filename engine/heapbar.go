@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"slices"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -71,7 +73,20 @@ func (e *Engine) HeapExceeded() *render.HeapExceeded { return e.heapExceeded.Loa
 // with why. A parent gone, or whose spec changed since (another
 // generation, which the restarted engine evaluates), needs nothing.
 func (e *Engine) recordOverruns(ctx context.Context, x *render.HeapExceeded) []string {
-	var unrecorded []string
+	var (
+		mu         sync.Mutex
+		unrecorded []string
+		wg         sync.WaitGroup
+	)
+	failed := func(msg string) {
+		mu.Lock()
+		defer mu.Unlock()
+		unrecorded = append(unrecorded, msg)
+	}
+	// At once, a few at a time: the runaways grow while the engine waits
+	// on the apiserver (one by one, 33 parents took seconds and the
+	// process grew by hundreds of MiB meanwhile).
+	slots := make(chan struct{}, recordAtOnce)
 	annotated := map[render.Overrun]bool{}
 	for _, o := range x.Overrunning {
 		key := o
@@ -80,21 +95,32 @@ func (e *Engine) recordOverruns(ctx context.Context, x *render.HeapExceeded) []s
 			continue // another evaluation of the same parent
 		}
 		annotated[key] = true
-		parent, err := e.annotateOverrun(ctx, o, x.Overrunning)
-		if err != nil {
-			unrecorded = append(unrecorded, fmt.Sprintf("%s: %v", o.NamespacedName, err))
-		}
-		if parent == nil {
-			continue
-		}
-		note := fmt.Sprintf("the engine held %d MiB, past the %d MiB hard bar (--max-evaluation-heap-hard), while this object's evaluation ran past --evaluation-timeout (template %s, generation %d), which CUE cannot stop: the engine restarts to free it, and does not evaluate this object again until its spec or the template changes",
-			x.Held>>20, x.Bar>>20, o.Template, o.Generation)
-		if err := e.exitEvent(ctx, parent, note); err != nil {
-			unrecorded = append(unrecorded, fmt.Sprintf("%s: event: %v", o.NamespacedName, err))
-		}
+		wg.Add(1)
+		slots <- struct{}{}
+		go func() {
+			defer wg.Done()
+			defer func() { <-slots }()
+			parent, err := e.annotateOverrun(ctx, o, x.Overrunning)
+			if err != nil {
+				failed(fmt.Sprintf("%s: %v", o.NamespacedName, err))
+			}
+			if parent == nil {
+				return
+			}
+			note := fmt.Sprintf("the engine held %d MiB, past the %d MiB hard bar (--max-evaluation-heap-hard), while this object's evaluation ran past --evaluation-timeout (template %s, generation %d), which CUE cannot stop: the engine restarts to free it, and does not evaluate this object again until its spec or the template changes",
+				x.Held>>20, x.Bar>>20, o.Template, o.Generation)
+			if err := e.exitEvent(ctx, parent, note); err != nil {
+				failed(fmt.Sprintf("%s: event: %v", o.NamespacedName, err))
+			}
+		}()
 	}
+	wg.Wait()
+	slices.Sort(unrecorded)
 	return unrecorded
 }
+
+// recordAtOnce is how many parents the exit records at once.
+const recordAtOnce = 16
 
 // exitEvent writes the Warning event on the parent at once: the
 // recorder's events are sent in the background, and the process ends.
