@@ -89,6 +89,12 @@ const (
 	ReasonEvaluationBudgetExceeded = "EvaluationBudgetExceeded"
 )
 
+// ReasonEvaluationHeapExceeded is the reason of the Warning event put on
+// each parent whose evaluation ran past the timeout when the engine's live
+// heap passed the hard bar (--max-evaluation-heap-hard) and the engine
+// exited to free it (render.HeapExceeded).
+const ReasonEvaluationHeapExceeded = "EvaluationHeapExceeded"
+
 // ReasonTemplateReloadFailed is the reason of the Warning event put on the
 // parents of a kind whose template was edited into something that cannot
 // be served. They keep being reconciled with the last good version.

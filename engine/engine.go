@@ -92,6 +92,9 @@ type Engine struct {
 	// and hold checks share it.
 	budget   *render.Budget
 	recorder events.EventRecorder
+	// heapExceeded is why the engine stopped at the budget's hard heap
+	// bar (heapbar.go), nil until then.
+	heapExceeded atomic.Pointer[render.HeapExceeded]
 
 	mu        sync.Mutex
 	set       *templates.Set
@@ -196,6 +199,9 @@ func New(mgr manager.Manager, opts Options) (*Engine, error) {
 		failureWake:  make(chan struct{}, 1),
 	}
 	if err := mgr.Add(e); err != nil {
+		return nil, err
+	}
+	if err := mgr.Add(heapBar{e}); err != nil {
 		return nil, err
 	}
 	return e, nil

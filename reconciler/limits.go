@@ -77,12 +77,20 @@ func (r *Reconciler) markOverran(ctx context.Context, t *templates.Template, par
 	default:
 		return nil
 	}
-	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]any{contract.AnnotationEvaluationOverran: value}}})
-	if err != nil {
-		return err
-	}
-	if err := r.writer.Patch(ctx, parent, client.RawPatch(types.MergePatchType, patch)); err != nil {
+	if err := r.writer.Patch(ctx, parent, overranPatch(value)); err != nil {
 		return fmt.Errorf("recording on the parent that its evaluation ran past the timeout: %w", err)
 	}
 	return nil
+}
+
+// OverranPatch sets a parent's contract.AnnotationEvaluationOverran to
+// value (contract.EvaluationOverranValue), and nothing else: how the
+// engine records an evaluation past the timeout, here and when it exits at
+// the hard heap bar (render.HeapExceeded).
+func OverranPatch(value string) client.Patch { return overranPatch(value) }
+
+// overranPatch is a merge patch of the annotation; nil value removes it.
+func overranPatch(value any) client.Patch {
+	patch, _ := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]any{contract.AnnotationEvaluationOverran: value}}}) // strings: cannot fail
+	return client.RawPatch(types.MergePatchType, patch)
 }

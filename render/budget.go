@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"os"
 	"runtime/debug"
 	"runtime/metrics"
 	"strconv"
@@ -14,6 +15,7 @@ import (
 	"sync/atomic"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/cuengine/engine/contract"
@@ -39,6 +41,14 @@ type BudgetLimits struct {
 	// one is set (so seven eighths of it for every object), and no bound
 	// otherwise.
 	MaxHeapBytes uint64
+	// HardHeapBytes is the memory the engine holds (heldMemory: its
+	// resident set) past which, while
+	// evaluations past the timeout run, the engine exits
+	// (Budget.WatchHeap, heapbar.go): CUE cannot stop them, a restart can,
+	// and the restarted engine refuses them
+	// (contract.AnnotationEvaluationOverran). Zero is the Go memory limit
+	// (GOMEMLIMIT) when one is set, and no bar otherwise.
+	HardHeapBytes uint64
 }
 
 // freshOverrunning is the evaluations past the timeout at which no
@@ -100,10 +110,22 @@ func (l BudgetLimits) freshHeap() uint64 { return l.MaxHeapBytes + l.MaxHeapByte
 type Budget struct {
 	limits BudgetLimits
 	heap   func() uint64 // the live heap, in bytes; tests replace it
+	held   func() uint64 // the memory the runtime holds, in bytes; tests replace it
 
 	mu          sync.Mutex
 	objects     map[budgetKey]*budgetEntry
 	overrunning int
+	// runs are the evaluations past the timeout still running, by object
+	// (their count is overrunning); inflight the evaluations admitted and
+	// not ended nor past the timeout yet (heapbar.go).
+	runs     map[*Overrun]struct{}
+	inflight int
+	// halting: the hard heap bar was crossed with evaluations past the
+	// timeout running; none starts any more (heapbar.go).
+	halting bool
+	// poke wakes WatchHeap when an admission finds the heap past the hard
+	// bar.
+	poke chan struct{}
 
 	evaluated, remembered, refused atomic.Int64
 }
@@ -118,7 +140,12 @@ func NewBudget(l BudgetLimits) *Budget {
 			l.MaxHeapBytes = uint64(limit) / 4 * 3
 		}
 	}
-	return &Budget{limits: l, heap: liveHeap, objects: map[budgetKey]*budgetEntry{}}
+	if l.HardHeapBytes == 0 {
+		if limit := debug.SetMemoryLimit(-1); limit > 0 && limit < math.MaxInt64 {
+			l.HardHeapBytes = uint64(limit)
+		}
+	}
+	return &Budget{limits: l, heap: liveHeap, held: heldMemory, objects: map[budgetKey]*budgetEntry{}, runs: map[*Overrun]struct{}{}, poke: make(chan struct{}, 1)}
 }
 
 // Limits returns the budget's limits, defaults filled in.
@@ -190,6 +217,20 @@ type budgetCall struct {
 	// annotated: the object carries AnnotationEvaluationOverran; current:
 	// for this template and generation.
 	annotated, current bool
+	// gvk and generation name the object in an Overrun.
+	gvk        schema.GroupVersionKind
+	generation int64
+	// inflight: admitted, and neither ended nor past the timeout yet
+	// (Budget.inflight counts it); b.mu guards it.
+	inflight bool
+}
+
+// ended takes the call out of Budget.inflight, once; b.mu is held.
+func (c *budgetCall) ended() {
+	if c.inflight {
+		c.inflight = false
+		c.b.inflight--
+	}
 }
 
 func (b *Budget) call(t *templates.Template, parent *unstructured.Unstructured) *budgetCall {
@@ -197,11 +238,13 @@ func (b *Budget) call(t *templates.Template, parent *unstructured.Unstructured) 
 		return nil
 	}
 	c := &budgetCall{
-		b:        b,
-		key:      budgetKey{kind: contract.KindString(parent.GroupVersionKind()), NamespacedName: types.NamespacedName{Namespace: parent.GetNamespace(), Name: parent.GetName()}},
-		uid:      parent.GetUID(),
-		inputs:   inputsOf(parent),
-		template: t.Hash,
+		b:          b,
+		key:        budgetKey{kind: contract.KindString(parent.GroupVersionKind()), NamespacedName: types.NamespacedName{Namespace: parent.GetNamespace(), Name: parent.GetName()}},
+		uid:        parent.GetUID(),
+		inputs:     inputsOf(parent),
+		template:   t.Hash,
+		gvk:        parent.GroupVersionKind(),
+		generation: parent.GetGeneration(),
 	}
 	if v, ok := parent.GetAnnotations()[contract.AnnotationEvaluationOverran]; ok {
 		c.annotated, c.current = true, v == contract.EvaluationOverranValue(t.Hash, parent.GetGeneration())
@@ -246,6 +289,7 @@ func (c *budgetCall) admit() error {
 	}
 	b := c.b
 	heap := b.heap() // read outside the lock: it is the runtime's
+	held := b.held()
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	e := b.objects[c.key]
@@ -267,8 +311,11 @@ func (c *budgetCall) admit() error {
 		e = c.entry() // it overran with another template or generation
 		e.overran = true
 	}
+	b.pokeOver(held)
 	var err error
 	switch {
+	case b.halting:
+		err = b.halted(held)
 	case e != nil && e.overran:
 		if err = b.overBudget(heap); err == nil {
 			err = b.overFresh(heap)
@@ -284,6 +331,8 @@ func (c *budgetCall) admit() error {
 		return err
 	}
 	b.evaluated.Add(1)
+	b.inflight++
+	c.inflight = true
 	return nil
 }
 
@@ -361,16 +410,20 @@ func (c *budgetCall) overran() (done func()) {
 		return func() {}
 	}
 	b := c.b
+	run := c.overrun()
 	b.mu.Lock()
 	e := c.entry()
 	e.overran = true
 	e.running++
 	b.overrunning++
+	c.ended()
+	b.runs[run] = struct{}{}
 	b.mu.Unlock()
 	return func() {
 		b.mu.Lock()
 		defer b.mu.Unlock()
 		b.overrunning--
+		delete(b.runs, run)
 		e.running--
 		if b.objects[c.key] == e && e.running == 0 && !e.overran && !e.good {
 			delete(b.objects, c.key) // it evaluated within the limits meanwhile
@@ -387,6 +440,7 @@ func (c *budgetCall) done(err error) {
 	b := c.b
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	c.ended()
 	var re *Error
 	if errors.As(err, &re) && re.Reason != contract.ReasonEvaluationBudgetExceeded && re.Reason != contract.ReasonChildRefused {
 		e := c.entry()
@@ -436,6 +490,66 @@ func Unevaluated(err error) bool {
 	}
 	re := (*Error)(nil)
 	return errors.As(err, &re) && re.Reason == contract.ReasonEvaluationBudgetExceeded
+}
+
+// heldMemory reads the memory the engine holds: its resident set, as the
+// kernel counts it for the OOM killer (/proc/self/statm), else (not on
+// Linux) what the Go runtime mapped less what it returned. Not the live
+// heap, known only at the end of a collection: with fifty runaways
+// allocating on a busy machine, the live heap read 227 MiB while the
+// process's resident set was 1.4 GiB, and what the runtime said it held
+// stayed at GOMEMLIMIT, 460 MiB (e2e TestRunawayParentsRestartedAtTheHardBar).
+//
+// It allocates nothing on Linux: a goroutine that allocates while the
+// collector is behind is made to help it, and may wait for seconds, which
+// the one that watches the hard bar cannot afford.
+func heldMemory() uint64 {
+	if pages, ok := statm.resident(); ok {
+		return pages * uint64(os.Getpagesize())
+	}
+	s := []metrics.Sample{{Name: "/memory/classes/total:bytes"}, {Name: "/memory/classes/heap/released:bytes"}}
+	metrics.Read(s)
+	if s[0].Value.Kind() != metrics.KindUint64 || s[1].Value.Kind() != metrics.KindUint64 {
+		return 0
+	}
+	return s[0].Value.Uint64() - s[1].Value.Uint64()
+}
+
+// statm reads the resident pages from /proc/self/statm, opened once,
+// into a buffer of its own.
+var statm = &statmReader{}
+
+type statmReader struct {
+	mu   sync.Mutex
+	once sync.Once
+	f    *os.File
+	buf  [256]byte
+}
+
+func (r *statmReader) resident() (uint64, bool) {
+	r.once.Do(func() { r.f, _ = os.Open("/proc/self/statm") })
+	if r.f == nil {
+		return 0, false
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	n, err := r.f.ReadAt(r.buf[:], 0)
+	if n == 0 && err != nil {
+		return 0, false
+	}
+	// "size resident shared ...": the second field.
+	i := 0
+	for i < n && r.buf[i] != ' ' {
+		i++
+	}
+	i++
+	var pages uint64
+	digits := 0
+	for ; i < n && r.buf[i] >= '0' && r.buf[i] <= '9'; i++ {
+		pages = pages*10 + uint64(r.buf[i]-'0')
+		digits++
+	}
+	return pages, digits > 0
 }
 
 // liveHeap reads the heap the last garbage collection found live.

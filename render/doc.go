@@ -51,6 +51,9 @@
 //     (contract.ReasonEvaluationBudgetExceeded) while
 //     --max-overrunning-evaluations are running or the heap is over
 //     --max-evaluation-heap; counted by engine_evaluations_refused_total.
+//     Past --max-evaluation-heap-hard of resident memory while evaluations
+//     past the timeout run, Budget.WatchHeap reports them, for the engine
+//     to record and exit (heapbar.go).
 //
 // It does not write to the apiserver and keeps no reconcile state but the
 // Budget its callers share: it reads the objects it is given and returns

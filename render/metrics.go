@@ -23,6 +23,15 @@ var metricEvaluationsRefused = prometheus.NewCounterVec(prometheus.CounterOpts{
 	Help: "Renderings refused without evaluating: remembered (the same inputs went over a limit before) or budget (an object whose evaluation overran, past --max-overrunning-evaluations or --max-evaluation-heap).",
 }, []string{"why"})
 
+// metricHeapExceeded counts the times the live heap was found past the
+// hard bar (--max-evaluation-heap-hard) while evaluations past the timeout
+// ran (heapbar.go): the engine then exits, so it is at most one per
+// process; the restarts are the pod's.
+var metricHeapExceeded = prometheus.NewCounter(prometheus.CounterOpts{
+	Name: "engine_evaluation_heap_exceeded_total",
+	Help: "Times the live heap was past --max-evaluation-heap-hard while evaluations past --evaluation-timeout ran: the engine then exits, to be restarted, and the restarted engine does not evaluate those objects again.",
+})
+
 func init() {
-	metrics.Registry.MustRegister(metricEvaluationsOverrunning, metricEvaluationsRefused)
+	metrics.Registry.MustRegister(metricEvaluationsOverrunning, metricEvaluationsRefused, metricHeapExceeded)
 }

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/spf13/cobra"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -80,4 +81,20 @@ func TestVetWarnsOfUnboundedRanges(t *testing.T) {
 	assert.Equal(t, "warning: greedy.cue:19:11: list.Range over parent.spec.count"+tail+"count: *0 | int & >=0 & <=1000\n"+
 		"warning: greedy.cue:30:34: list.Range over parent.spec.quad"+tail+"quad: *0 | int & >=0 & <=1000\n"+
 		"warning: greedy.cue:30:78: list.Range over parent.spec.quad"+tail+"quad: *0 | int & >=0 & <=1000\n", errOut)
+}
+
+// TestEvaluationHeapFlags: `engine run` reads the budget's heap bars as
+// quantities, the hard one too, and refuses what is not one.
+func TestEvaluationHeapFlags(t *testing.T) {
+	o := &runOptions{}
+	cmd := &cobra.Command{}
+	o.addFlags(cmd)
+	require.NoError(t, cmd.Flags().Parse([]string{"--max-evaluation-heap", "345Mi", "--max-evaluation-heap-hard", "460Mi"}))
+	b, err := o.evaluationBudget()
+	require.NoError(t, err)
+	assert.Equal(t, render.BudgetLimits{MaxOverrunning: render.DefaultMaxOverrunning, MaxHeapBytes: 345 << 20, HardHeapBytes: 460 << 20}, b)
+
+	o.maxEvaluationHeapHard = "lots"
+	_, err = o.evaluationBudget()
+	require.EqualError(t, err, `--max-evaluation-heap-hard: "lots" is not a positive quantity such as 900Mi`)
 }

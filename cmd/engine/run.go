@@ -56,6 +56,7 @@ type runOptions struct {
 	limits                  render.Limits
 	budget                  render.BudgetLimits
 	maxEvaluationHeap       string
+	maxEvaluationHeapHard   string
 	revisionNamespace       string
 	revisionHistoryLimit    int
 	logFormat               string
@@ -89,6 +90,7 @@ func (o *runOptions) addFlags(cmd *cobra.Command) {
 	addLimitFlags(f, &o.limits)
 	f.IntVar(&o.budget.MaxOverrunning, "max-overrunning-evaluations", render.DefaultMaxOverrunning, "evaluations past --evaluation-timeout that may run at once (CUE cannot be interrupted); past it an object whose evaluation overran before is Synced=False EvaluationBudgetExceeded, not evaluated, and past twice it every object is")
 	f.StringVar(&o.maxEvaluationHeap, "max-evaluation-heap", "", `live heap (a quantity, "768Mi") past which an object whose evaluation overran before is refused, EvaluationBudgetExceeded, and a sixth over which every object is (default: three quarters of GOMEMLIMIT when set)`)
+	f.StringVar(&o.maxEvaluationHeapHard, "max-evaluation-heap-hard", "", `live heap (a quantity, "900Mi") past which, while evaluations past --evaluation-timeout run, the engine exits (status 3) for a restart to free them; the restarted engine does not evaluate those objects again (default: GOMEMLIMIT when set, else none)`)
 	f.DurationVar(&o.rescanInterval, "rescan-interval", time.Minute, "periodic rescan of the templates directory, a safety net behind file events")
 	f.BoolVar(&o.sharding, "sharding", false, "share the parents among the replicas: each reconciles and caches only the parents labelled with its shard; the elected leader assigns them (implies --leader-elect; docs/operations.md, Sharding)")
 	f.StringVar(&o.shardID, "shard-id", "", "this replica's shard under --sharding (default: $POD_NAME, else the hostname with a random suffix)")
@@ -282,8 +284,16 @@ func (o *runOptions) run(cmd *cobra.Command, cfg *rest.Config) error {
 		}
 	}
 	logger.Info("starting", "templates", set.Root, "kinds", len(set.Templates()), "leaderElect", o.leaderElect || o.sharding, "shard", shard.id)
-	return mgr.Start(ctx)
+	err = mgr.Start(ctx)
+	if x := eng.HeapExceeded(); x != nil {
+		return &exitError{code: exitHeapExceeded, msg: "error: " + x.Error()}
+	}
+	return err
 }
+
+// exitHeapExceeded is the exit status of `engine run` stopped at the hard
+// heap bar (--max-evaluation-heap-hard).
+const exitHeapExceeded = 3
 
 // readiness fails while the templates on disk cannot be served (the last
 // good version keeps running), a kind's controller cannot run, a kind is
@@ -373,6 +383,13 @@ func (o *runOptions) evaluationBudget() (render.BudgetLimits, error) {
 			return b, fmt.Errorf("--max-evaluation-heap: %q is not a positive quantity such as 768Mi", o.maxEvaluationHeap)
 		}
 		b.MaxHeapBytes = uint64(q.Value())
+	}
+	if o.maxEvaluationHeapHard != "" {
+		q, err := resource.ParseQuantity(o.maxEvaluationHeapHard)
+		if err != nil || q.Sign() <= 0 {
+			return b, fmt.Errorf("--max-evaluation-heap-hard: %q is not a positive quantity such as 900Mi", o.maxEvaluationHeapHard)
+		}
+		b.HardHeapBytes = uint64(q.Value())
 	}
 	return b, nil
 }
