@@ -16,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/cuengine/engine/contract"
+	"github.com/cuengine/engine/diff"
 )
 
 // Fields left to other writers (testdata/templates/scaled.cue): a
@@ -164,6 +165,20 @@ func TestCreateOnlyReplicas(t *testing.T) {
 		assert.Equal(t, int32(5), *d.Spec.Replicas)
 		assert.Equal(t, scaled.ResourceVersion, d.ResourceVersion, "the Deployment is as the scale left it")
 		assert.Equal(t, scaled.Generation, d.Generation)
+	})
+
+	t.Run("engine diff shows the scale as left alone", func(t *testing.T) {
+		tpl, ok := set.Lookup(scaledGVK)
+		require.True(t, ok)
+		var out strings.Builder
+		d := &diff.Differ{Client: k8s, Mapper: k8s.RESTMapper(), Out: &out}
+		live := p.DeepCopy()
+		require.NoError(t, k8s.Get(ctx, client.ObjectKeyFromObject(p), live))
+		sum, err := d.DiffKind(ctx, tpl, []*unstructured.Unstructured{live})
+		require.NoError(t, err)
+		assert.Equal(t, "# Scaled "+ns+"/scaled: Deployment "+ns+"/scaled: spec.replicas left alone (CreateOnly): live 5, template 3\n", out.String())
+		assert.Equal(t, 1, sum.Unchanged, "no change")
+		assert.Equal(t, 0, sum.Changes())
 	})
 
 	t.Run("an image change is applied and keeps the scale", func(t *testing.T) {

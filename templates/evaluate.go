@@ -289,7 +289,8 @@ func (t *Template) children(v cue.Value, out *rendered) ([]Child, error) {
 // child is the desired child of local name from its exported object.
 func (t *Template) child(name string, obj map[string]any, rw *ChildReadiness) Child {
 	own, _, _ := ownershipOf(obj[fieldOwnership]) // checked by children
-	delete(obj, fieldDependsOn)                    // the engine's, not the object's
+	// The engine's, not the object's.
+	delete(obj, fieldDependsOn)
 	delete(obj, fieldOwnership)
 	return Child{Name: name, Object: &unstructured.Unstructured{Object: obj}, DependsOn: t.graph.Names(ChildNode, name), ReadyWhen: rw, Ownership: own}
 }
