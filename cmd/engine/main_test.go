@@ -87,7 +87,7 @@ status: {readyReplicas: 1}
 }
 
 func TestRenderShowsFieldsLeftToOthers(t *testing.T) {
-	out, errOut, code := run(t, "render", "--templates", examples, "-f", "../../examples/crs/autoscaled.yaml")
+	out, errOut, code := run(t, "render", "--templates", "../../examples/autoscaled/templates", "-f", "../../examples/autoscaled/autoscaled.yaml")
 	require.Equal(t, 0, code, errOut)
 	assert.Contains(t, out, "# child \"deployment\" (left to other writers: spec.replicas CreateOnly)\n")
 	assert.Contains(t, out, "engine.cuengine.dev/ownership: spec.replicas=CreateOnly\n")
