@@ -25,6 +25,7 @@ func TestWireValues(t *testing.T) {
 		{contract.AnnotationParent, "engine.cuengine.dev/parent"},
 		{contract.AnnotationAppliedHash, "engine.cuengine.dev/applied-hash"},
 		{contract.AnnotationDependsOn, "engine.cuengine.dev/depends-on"},
+		{contract.AnnotationOwnership, "engine.cuengine.dev/ownership"},
 		{contract.AnnotationConnectionSecretOf, "engine.cuengine.dev/connection-secret-of"},
 		{contract.AnnotationConnectionSecretSums, "engine.cuengine.dev/connection-secret-sums"},
 		{contract.Finalizer, "engine.cuengine.dev/finalizer"},

@@ -18,6 +18,11 @@ const (
 	// children and resources a child depends on (the template's graph), so
 	// deletion orders them from the live objects alone (engine/order.go).
 	AnnotationDependsOn = "engine.cuengine.dev/depends-on"
+	// AnnotationOwnership lists, comma-separated and sorted, the fields of
+	// a child the template leaves to other writers (its ownership field),
+	// each as path=mode: "metadata.annotations=Shared,spec.replicas=CreateOnly".
+	// The engine reads it from the desired child when it applies.
+	AnnotationOwnership = "engine.cuengine.dev/ownership"
 	// AnnotationConnectionSecretOf marks a Secret the engine writes for an
 	// external resource's connectionSecret; its value is the resource's
 	// local name. Such a Secret is never part of what the template sees as
@@ -29,6 +34,17 @@ const (
 	// or removed by someone else is found, and a credential the engine
 	// cannot restore (it keeps none) is reset with the provider.
 	AnnotationConnectionSecretSums = "engine.cuengine.dev/connection-secret-sums"
+)
+
+// The modes of a field a template leaves to other writers (a child's
+// ownership field).
+const (
+	// OwnershipCreateOnly: the template's value is the child's when it is
+	// created; after that the live value is kept, whoever writes it.
+	OwnershipCreateOnly = "CreateOnly"
+	// OwnershipShared, of a map: the keys the template sets are the
+	// template's, and the engine removes no other key.
+	OwnershipShared = "Shared"
 )
 
 // FieldManager is the server-side apply field manager of every write.

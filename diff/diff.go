@@ -143,7 +143,16 @@ func (d *Differ) diffChild(ctx context.Context, parent, obj, live *unstructured.
 		}
 		live = holder.Live
 	}
-	applied := render.WithAppliedHash(obj, render.AppliedHash(obj))
+	sent := obj
+	if live != nil {
+		// What the template leaves to other writers keeps its live value
+		// (leftfields.go), as the engine applies it.
+		for _, l := range leftAlone(obj, live) {
+			fmt.Fprintf(d.Out, "# %s %s/%s: %s %s/%s: %s\n", parent.GetKind(), parent.GetNamespace(), parent.GetName(), obj.GetKind(), obj.GetNamespace(), obj.GetName(), l)
+		}
+		sent = render.KeepingLive(obj, live)
+	}
+	applied := render.WithAppliedHash(sent, render.AppliedHash(obj))
 	err := d.Client.Apply(ctx, client.ApplyConfigurationFromUnstructured(applied), client.FieldOwner(contract.FieldManager), client.ForceOwnership, client.DryRunAll)
 	if err != nil {
 		sum.Failed++

@@ -73,6 +73,12 @@ func (r *Reconciler) applyChildren(ctx context.Context, parent *unstructured.Uns
 			}
 		}
 		seen = append(seen, cur.GetUID())
+		// The fields the template leaves to other writers hold their live
+		// values: neither judged as drift nor changed by the apply.
+		d, err := r.keepingLive(ctx, key, d, cur, hash) // leftfields.go
+		if err != nil {
+			return writes, err
+		}
 		var obj *unstructured.Unstructured // what is applied, made once
 		if cur.GetAnnotations()[contract.AnnotationAppliedHash] == hash {
 			if r.applied.holds(key, cur, hash) || contains(cur.Object, d.Object) {

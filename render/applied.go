@@ -11,9 +11,11 @@ import (
 )
 
 // AppliedHash identifies a desired object, so an unchanged one is not
-// applied again: the value of its contract.AnnotationAppliedHash.
+// applied again: the value of its contract.AnnotationAppliedHash. The
+// values of its CreateOnly paths are left out (leftfields.go): a change of
+// them is no reason to apply.
 func AppliedHash(obj *unstructured.Unstructured) string {
-	b, _ := json.Marshal(obj.Object) // map keys are sorted: stable
+	b, _ := json.Marshal(withoutCreateOnly(obj).Object) // map keys are sorted: stable
 	sum := sha256.Sum256(b)
 	return hex.EncodeToString(sum[:8])
 }

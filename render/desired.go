@@ -84,6 +84,9 @@ func Desired(parent *unstructured.Unstructured, policy templates.Policy, scoper 
 	if len(c.DependsOn) > 0 {
 		annotations[contract.AnnotationDependsOn] = strings.Join(c.DependsOn, ",")
 	}
+	if len(c.Ownership) > 0 {
+		annotations[contract.AnnotationOwnership] = formatOwnership(c.Ownership) // leftfields.go
+	}
 	obj.SetAnnotations(annotations)
 	if owned && parent.GetUID() != "" {
 		obj.SetOwnerReferences([]metav1.OwnerReference{controllerRef(parent)})

@@ -238,12 +238,15 @@ func (cs *childSchemas) checkValue(t *Template, v cue.Value, c *childCheck) erro
 		if err != nil {
 			return err
 		}
+		var problems []Problem
 		if err := def.Unify(child).Validate(); err != nil {
-			for _, p := range childProblems(cs.c.root, name, ks.crd, def, child, err) {
-				if !c.problems[p.String()] {
-					c.problems[p.String()] = true
-					c.out.Problems = append(c.out.Problems, p)
-				}
+			problems = childProblems(cs.c.root, name, ks.crd, def, child, err)
+		}
+		problems = append(problems, checkOwnershipSchema(cs.c.root, name, def, child)...) // leftfields.go
+		for _, p := range problems {
+			if !c.problems[p.String()] {
+				c.problems[p.String()] = true
+				c.out.Problems = append(c.out.Problems, p)
 			}
 		}
 	}

@@ -110,6 +110,29 @@ spec: mode: parent.spec.tier`, `t.cue:16:13: children.c.spec.mode: invalid value
 kind: "Unknown"
 metadata: name: "shop"
 spec: whatever: 1`, ""},
+		{"ownership, create-only replicas and shared annotations", deployment + `spec: replicas: 3
+ownership: {"spec.replicas": "CreateOnly", "metadata.annotations": "Shared", "spec.template.spec.nodeSelector": "Shared"}`, ""},
+		{"ownership of a path the kind does not have", deployment + `ownership: "spec.replica": "CreateOnly"`,
+			`t.cue:16:12: children.c.ownership."spec.replica": spec.replica is not a field of Deployment`},
+		{"ownership of a path deep in the kind", deployment + `ownership: "spec.template.spec.nodeSelectr": "Shared"`,
+			`t.cue:16:12: children.c.ownership."spec.template.spec.nodeSelectr": spec.template.spec.nodeSelectr is not a field of Deployment`},
+		{"ownership of a path of a CRD's kind", `apiVersion: "tools.example.org/v1"
+kind: "Gadget"
+metadata: name: "shop"
+spec: mode: "fast"
+ownership: "spec.cuont": "CreateOnly"`, `t.cue:17:12: children.c.ownership."spec.cuont": spec.cuont is not a field of Gadget`},
+		{"ownership mode unknown", deployment + `ownership: "spec.replicas": "Mine"`,
+			`t.cue:16:12: children.c.ownership."spec.replicas": must be "CreateOnly" or "Shared", not "Mine"`},
+		{"ownership mode not a string", deployment + `ownership: "spec.replicas": true`,
+			`t.cue:16:12: children.c.ownership."spec.replicas": must be "CreateOnly" or "Shared", not true`},
+		{"shared on a field that is not a map", deployment + `ownership: "spec.replicas": "Shared"`,
+			`t.cue:16:12: children.c.ownership."spec.replicas": spec.replicas is not a map of Deployment: only a map (such as metadata.annotations) can be "Shared"`},
+		{"shared on a struct that is not a map", deployment + `ownership: "spec.strategy": "Shared"`,
+			`t.cue:16:12: children.c.ownership."spec.strategy": spec.strategy is not a map of Deployment: only a map (such as metadata.annotations) can be "Shared"`},
+		{"ownership of a list item", deployment + `ownership: "spec.template.spec.containers[0].image": "CreateOnly"`,
+			`t.cue:16:12: children.c.ownership."spec.template.spec.containers[0].image": names a list item: a path goes through fields only (a list is left to others whole, or not at all)`},
+		{"ownership of the metadata, create-only", deployment + `ownership: "metadata.labels": "CreateOnly"`,
+			`t.cue:16:12: children.c.ownership."metadata.labels": metadata is the engine's and the template's: mark metadata.labels or metadata.annotations "Shared" to keep other writers' keys`},
 		{"dependsOn is the engine's", deployment + `dependsOn: ["d"]
 }
 children: d: {apiVersion: "v1", kind: "ConfigMap", metadata: name: "d"`, ""},

@@ -61,6 +61,10 @@ type Child struct {
 	// ReadyWhen is what the child's readyWhen says, nil without one
 	// (ready.go).
 	ReadyWhen *ChildReadiness
+	// Ownership maps each field path the child leaves to other writers to
+	// its mode (contract.OwnershipCreateOnly or OwnershipShared); nil
+	// without an ownership field (leftfields.go).
+	Ownership map[string]string
 }
 
 // Resource is one desired external resource.
@@ -262,6 +266,9 @@ func (t *Template) children(v cue.Value, out *rendered) ([]Child, error) {
 		if err != nil {
 			return nil, err
 		}
+		if err := t.checkOwnership(cv, path, obj[fieldOwnership]); err != nil { // leftfields.go
+			return nil, err
+		}
 		c := t.child(name, obj, rw)
 		for f, got := range map[string]string{"apiVersion": c.Object.GetAPIVersion(), "kind": c.Object.GetKind(), "metadata.name": c.Object.GetName()} {
 			if got == "" {
@@ -281,8 +288,11 @@ func (t *Template) children(v cue.Value, out *rendered) ([]Child, error) {
 
 // child is the desired child of local name from its exported object.
 func (t *Template) child(name string, obj map[string]any, rw *ChildReadiness) Child {
-	delete(obj, fieldDependsOn) // the engine's, not the object's
-	return Child{Name: name, Object: &unstructured.Unstructured{Object: obj}, DependsOn: t.graph.Names(ChildNode, name), ReadyWhen: rw}
+	own, _, _ := ownershipOf(obj[fieldOwnership]) // checked by children
+	// The engine's, not the object's.
+	delete(obj, fieldDependsOn)
+	delete(obj, fieldOwnership)
+	return Child{Name: name, Object: &unstructured.Unstructured{Object: obj}, DependsOn: t.graph.Names(ChildNode, name), ReadyWhen: rw, Ownership: own}
 }
 
 func (t *Template) resources(v cue.Value, out *rendered) ([]Resource, error) {

@@ -86,6 +86,14 @@ status: {readyReplicas: 1}
 	assert.Contains(t, out, "readyReplicas: 1")
 }
 
+func TestRenderShowsFieldsLeftToOthers(t *testing.T) {
+	out, errOut, code := run(t, "render", "--templates", "../../examples/autoscaled/templates", "-f", "../../examples/autoscaled/autoscaled.yaml")
+	require.Equal(t, 0, code, errOut)
+	assert.Contains(t, out, "# child \"deployment\" (left to other writers: spec.replicas CreateOnly)\n")
+	assert.Contains(t, out, "engine.cuengine.dev/ownership: spec.replicas=CreateOnly\n")
+	assert.Contains(t, out, "# child \"service\"\n", "a child that leaves nothing to others says nothing")
+}
+
 func TestRenderInvalidCR(t *testing.T) {
 	cr := filepath.Join(t.TempDir(), "bad.yaml")
 	require.NoError(t, os.WriteFile(cr, []byte("apiVersion: webapp.my.domain/v1\nkind: MyKind\nmetadata: {name: bad}\nspec: {deploymentName: x, replicas: -1}\n"), 0o644))

@@ -8,6 +8,7 @@ import (
 	"io"
 	"maps"
 	"os"
+	"slices"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -197,7 +198,15 @@ func advise(err error, where func(field string) string) error {
 // resources, then the parent as stored with the status the template computes.
 func (r *rendering) write(w io.Writer) error {
 	for i, c := range r.result.Children {
-		if err := writeYAML(w, fmt.Sprintf("child %q", c.Name), r.children[i].Object); err != nil {
+		comment := fmt.Sprintf("child %q", c.Name)
+		if len(c.Ownership) > 0 {
+			var left []string
+			for _, p := range slices.Sorted(maps.Keys(c.Ownership)) {
+				left = append(left, p+" "+c.Ownership[p])
+			}
+			comment += " (left to other writers: " + strings.Join(left, ", ") + ")"
+		}
+		if err := writeYAML(w, comment, r.children[i].Object); err != nil {
 			return err
 		}
 		fmt.Fprintln(w, "---")
