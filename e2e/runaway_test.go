@@ -436,8 +436,9 @@ func (s *engineSampler) stop() samplePeaks {
 	return s.peaks()
 }
 
-// runawayHardBar is the engines' hard heap bar: GOMEMLIMIT, its default.
-const runawayHardBar = 460
+// runawayHardBar is the engines' hard heap bar, in MiB: its default, seven
+// eighths of runawayGoMemLimit (460 MiB).
+const runawayHardBar = 402
 
 // TestRunawayParentsRestartedAtTheHardBar: 50 runaway parents at quad 600,
 // whose evaluations grow for many minutes, created at once beside 20
@@ -535,8 +536,8 @@ func exitedAtTheBar(t *testing.T, engine *engineProc, ns string) {
 	t.Helper()
 	log := engine.log.String()
 	require.Equal(t, 3, engine.cmd.ProcessState.ExitCode(), "the engine's exit status; its log:\n%s", tail(log, 20))
-	assert.Regexp(t, `\{"level":"error","ts":"[^"]+","logger":"heap","msg":"memory past the hard bar while evaluations past the timeout run: exiting, for a restart to free them","heldMiB":\d+,"liveHeapMiB":\d+,"barMiB":460,"overrunning":\["`+ns+`/runaway-`, log)
-	m := regexp.MustCompile(`error: the engine holds (\d+) MiB \(live heap (\d+) MiB at the last collection\), past the 460 MiB hard bar \(--max-evaluation-heap-hard\), while (\d+) evaluations past --evaluation-timeout run \(CUE cannot stop them\): (.*); exiting so that a restart frees their memory \(each is annotated engine.cuengine.dev/evaluation-overran, so the restarted engine does not evaluate it again\)\n`).FindStringSubmatch(log)
+	assert.Regexp(t, `\{"level":"error","ts":"[^"]+","logger":"heap","msg":"memory past the hard bar while evaluations past the timeout run: exiting, for a restart to free them","heldMiB":\d+,"liveHeapMiB":\d+,"barMiB":402,"overrunning":\["`+ns+`/runaway-`, log)
+	m := regexp.MustCompile(`error: the engine holds (\d+) MiB \(live heap (\d+) MiB at the last collection\), past the 402 MiB hard bar \(--max-evaluation-heap-hard\), while (\d+) evaluations past --evaluation-timeout run \(CUE cannot stop them\): (.*); exiting so that a restart frees their memory \(each is annotated engine.cuengine.dev/evaluation-overran, so the restarted engine does not evaluate it again\)\n`).FindStringSubmatch(log)
 	require.NotNil(t, m, "the exit message; the log:\n%s", tail(log, 20))
 	held, _ := strconv.Atoi(m[1])
 	assert.GreaterOrEqual(t, held, runawayHardBar, "past the bar (in bytes)")

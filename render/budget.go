@@ -46,8 +46,10 @@ type BudgetLimits struct {
 	// evaluations past the timeout run, the engine exits
 	// (Budget.WatchHeap, heapbar.go): CUE cannot stop them, a restart can,
 	// and the restarted engine refuses them
-	// (contract.AnnotationEvaluationOverran). Zero is the Go memory limit
-	// (GOMEMLIMIT) when one is set, and no bar otherwise.
+	// (contract.AnnotationEvaluationOverran). Zero is seven eighths of the
+	// Go memory limit (GOMEMLIMIT) when one is set, and no bar otherwise:
+	// runaways grow by tens of MiB a second while the engine records them
+	// and stops, and the container's limit must still be above that.
 	HardHeapBytes uint64
 }
 
@@ -142,7 +144,7 @@ func NewBudget(l BudgetLimits) *Budget {
 	}
 	if l.HardHeapBytes == 0 {
 		if limit := debug.SetMemoryLimit(-1); limit > 0 && limit < math.MaxInt64 {
-			l.HardHeapBytes = uint64(limit)
+			l.HardHeapBytes = uint64(limit) / 8 * 7
 		}
 	}
 	return &Budget{limits: l, heap: liveHeap, held: heldMemory, objects: map[budgetKey]*budgetEntry{}, runs: map[*Overrun]struct{}{}, poke: make(chan struct{}, 1)}

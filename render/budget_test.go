@@ -159,14 +159,14 @@ func TestBudgetRefusesSuspects(t *testing.T) {
 }
 
 // TestBudgetDefaults: the cap defaults to DefaultMaxOverrunning; the heap
-// bound to three quarters of GOMEMLIMIT, the hard bar to GOMEMLIMIT, or
+// bound to three quarters of GOMEMLIMIT, the hard bar to seven eighths, or
 // none without one.
 func TestBudgetDefaults(t *testing.T) {
 	assert.Equal(t, BudgetLimits{MaxOverrunning: DefaultMaxOverrunning}, NewBudget(BudgetLimits{}).Limits())
 	assert.Equal(t, BudgetLimits{MaxOverrunning: 5, MaxHeapBytes: 7}, NewBudget(BudgetLimits{MaxOverrunning: 5, MaxHeapBytes: 7}).Limits())
 	prev := debug.SetMemoryLimit(1 << 30)
 	defer debug.SetMemoryLimit(prev)
-	assert.Equal(t, BudgetLimits{MaxOverrunning: DefaultMaxOverrunning, MaxHeapBytes: 768 << 20, HardHeapBytes: 1 << 30}, NewBudget(BudgetLimits{}).Limits())
+	assert.Equal(t, BudgetLimits{MaxOverrunning: DefaultMaxOverrunning, MaxHeapBytes: 768 << 20, HardHeapBytes: 896 << 20}, NewBudget(BudgetLimits{}).Limits())
 	assert.Equal(t, BudgetLimits{MaxOverrunning: DefaultMaxOverrunning, MaxHeapBytes: 768 << 20, HardHeapBytes: 900 << 20}, NewBudget(BudgetLimits{HardHeapBytes: 900 << 20}).Limits())
 	assert.Positive(t, liveHeap(), "the live heap is read from runtime/metrics")
 	assert.Greater(t, heldMemory(), uint64(1<<20), "the resident set is read from /proc/self/statm")
