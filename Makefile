@@ -53,6 +53,8 @@ CORPUS := testdata/corpus/templates testdata/corpus/manifests
 .PHONY: test-templates
 test-templates: build ## Run the test cases of the example templates and of the corpus of templates written by others (testdata/corpus: engine vet and engine test, offline, seconds).
 	$(BIN)/engine test --templates examples/templates
+	$(BIN)/engine vet --templates examples/autoscaled/templates
+	$(BIN)/engine test --templates examples/autoscaled/templates
 	@status=0; for d in $(CORPUS); do \
 		echo "$(BIN)/engine vet --templates $$d"; $(BIN)/engine vet --templates $$d || status=1; \
 		echo "$(BIN)/engine test --templates $$d"; $(BIN)/engine test --templates $$d || status=1; \
