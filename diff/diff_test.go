@@ -66,8 +66,8 @@ func overrunning(t *testing.T) float64 {
 // engine's door: a parent whose evaluation outlives the timeout is
 // reported failed at it, with the message the engine gives.
 func TestDiffStopsAtTheEvaluationTimeout(t *testing.T) {
-	// Seconds against 300ms, as in engine's TestUnitEvaluationTimeout.
-	hostile := testParent(greedyGVK, "hostile", map[string]any{"quad": int64(131)})
+	// Seconds against 300ms, as in engine's TestEvaluationTimeout.
+	hostile := testParent(greedyGVK, "hostile", map[string]any{"quad": int64(200)})
 	scheme := runtime.NewScheme()
 	require.NoError(t, clientgoscheme.AddToScheme(scheme))
 	store := fake.NewClientBuilder().WithScheme(scheme).WithObjects(hostile).Build()

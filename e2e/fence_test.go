@@ -3,8 +3,6 @@ package e2e
 import (
 	"context"
 	"fmt"
-	"io"
-	"net/http"
 	"slices"
 	"strings"
 	"sync"
@@ -182,7 +180,11 @@ func TestShardingFence(t *testing.T) {
 		return strings.Contains(twin.log.String(), `"msg":"another process holds this shard's lease: standing by, reconciling nothing, until it lapses or is released"`), nil
 	})
 	eventually(t, "engine_shard_standby of the second s2", 30*time.Second, func(ctx context.Context) (bool, error) {
-		v, err := metricValue(ctx, twinMetrics, `engine_shard_standby{shard="s2"}`)
+		scrape, err := scrapePlainErr(twinMetrics)
+		if err != nil {
+			return false, nil // not serving yet
+		}
+		v, err := metricValue(scrape, `engine_shard_standby{shard="s2"}`)
 		return v == 1, err
 	})
 
@@ -290,30 +292,4 @@ func TestShardingFence(t *testing.T) {
 	})
 	assert.Contains(t, twin.log.String(), `"msg":"reconciled"`)
 	assert.Empty(t, w.found())
-}
-
-// metricValue reads one sample of a replica's metrics, by its name and
-// labels as exposed; -1 when absent.
-func metricValue(ctx context.Context, addr, sample string) (float64, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+"/metrics", nil)
-	if err != nil {
-		return 0, err
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return 0, err
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil {
-		return 0, err
-	}
-	for _, line := range strings.Split(string(b), "\n") {
-		if v, ok := strings.CutPrefix(line, sample+" "); ok {
-			var f float64
-			_, err := fmt.Sscan(v, &f)
-			return f, err
-		}
-	}
-	return -1, nil
 }

@@ -1,11 +1,8 @@
 package e2e
 
 import (
-	"bufio"
 	"context"
 	"fmt"
-	"io"
-	"net/http"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -85,7 +82,10 @@ func TestRunawayParentsBoundedInMemory(t *testing.T) {
 	dir, ns := runawayScene(t)
 	start := func() (*engineProc, string) {
 		metrics := freeAddr(t)
+		// The hard bar (TestRunawayParentsRestartedAtTheHardBar) out of
+		// the way: this test measures what the budget alone holds.
 		return startEngine(t, dir, "--evaluation-timeout", "500ms", "--max-evaluation-heap", runawayHeapBar,
+			"--max-evaluation-heap-hard", "2Gi",
 			"--metrics-bind-address", metrics, "--metrics-secure=false"), metrics
 	}
 	engine, metrics := start()
@@ -263,53 +263,6 @@ func rssMiB(t *testing.T, p *engineProc) int64 {
 	}
 	require.Fail(t, "no VmRSS in /proc/PID/status")
 	return 0
-}
-
-// scrapePlain GETs the engine's plain-HTTP /metrics (--metrics-secure=false).
-func scrapePlain(t *testing.T, addr string) string {
-	t.Helper()
-	body, err := scrapePlainErr(addr)
-	require.NoError(t, err)
-	return body
-}
-
-func scrapePlainErr(addr string) (string, error) {
-	client := &http.Client{Timeout: 10 * time.Second}
-	resp, err := client.Get("http://" + addr + "/metrics")
-	if err != nil {
-		return "", err
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil {
-		return "", err
-	}
-	if resp.StatusCode != http.StatusOK {
-		return "", fmt.Errorf("GET /metrics: %s", resp.Status)
-	}
-	return string(b), nil
-}
-
-// metricSum sums the samples of a metric whose labels contain label ("":
-// all of them) in a Prometheus text scrape.
-func metricSum(scrape, name, label string) float64 {
-	sum := 0.0
-	sc := bufio.NewScanner(strings.NewReader(scrape))
-	for sc.Scan() {
-		line := sc.Text()
-		rest, ok := strings.CutPrefix(line, name)
-		if !ok || (rest == "" || (rest[0] != '{' && rest[0] != ' ')) || !strings.Contains(rest, label) {
-			continue
-		}
-		f := strings.Fields(rest[strings.LastIndex(rest, "}")+1:])
-		if len(f) == 0 {
-			continue
-		}
-		if v, err := strconv.ParseFloat(f[0], 64); err == nil {
-			sum += v
-		}
-	}
-	return sum
 }
 
 // engineSampler reads the engine's RSS every period, keeping its peak,

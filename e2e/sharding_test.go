@@ -5,9 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"maps"
-	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
@@ -117,8 +115,12 @@ func TestSharding(t *testing.T) {
 		assert.LessOrEqual(t, held[r.id], parents*50/100, "shard %s holds at most 50%%", r.id)
 		r := r
 		eventually(t, "the metrics of "+r.id, 30*time.Second, func(ctx context.Context) (bool, error) {
-			n, err := shardParentsMetric(ctx, r.metrics, r.id)
-			return n == held[r.id], err
+			scrape, err := scrapePlainErr(r.metrics)
+			if err != nil {
+				return false, nil // not serving yet
+			}
+			n, err := metricValue(scrape, fmt.Sprintf(`engine_shard_parents{kind="MyKind.webapp.my.domain/v1",shard=%q}`, r.id))
+			return n == float64(held[r.id]), err
 		})
 	}
 	deployments := deploymentUIDs(t, ns)
@@ -260,32 +262,6 @@ func deploymentUIDs(t *testing.T, ns string) map[string]types.UID {
 		}
 	}
 	return out
-}
-
-// shardParentsMetric reads engine_shard_parents of a replica's shard.
-func shardParentsMetric(ctx context.Context, addr, shard string) (int, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+"/metrics", nil)
-	if err != nil {
-		return 0, err
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return 0, err
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil {
-		return 0, err
-	}
-	prefix := fmt.Sprintf(`engine_shard_parents{kind="MyKind.webapp.my.domain/v1",shard=%q} `, shard)
-	for _, line := range strings.Split(string(b), "\n") {
-		if v, ok := strings.CutPrefix(line, prefix); ok {
-			var n int
-			_, err := fmt.Sscan(v, &n)
-			return n, err
-		}
-	}
-	return -1, nil
 }
 
 // TestShardedRollout: three sharded replicas; a Progressive template edit

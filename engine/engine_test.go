@@ -53,7 +53,7 @@ var (
 
 // The integration tests share one bare control plane (apiserver + etcd)
 // and one engine, started by the first test that needs them; the unit tests
-// (TestUnit*) need neither.
+// (the ones go test -short runs) need neither.
 var (
 	controlPlaneOnce sync.Once
 	controlPlaneErr  error

@@ -22,10 +22,10 @@ func (m *countingMapper) RESTMapping(gk schema.GroupKind, versions ...string) (*
 	return m.DefaultRESTMapper.RESTMapping(gk, versions...)
 }
 
-// TestUnitRememberingMapper: a mapping is asked of the mapper under it
+// TestRememberingMapper: a mapping is asked of the mapper under it
 // once; a question about a group that fails forgets the group's mappings,
 // so what the mapper under it learns of the group then is not hidden.
-func TestUnitRememberingMapper(t *testing.T) {
+func TestRememberingMapper(t *testing.T) {
 	deployments := schema.GroupVersionKind{Group: "apps", Version: "v1", Kind: "Deployment"}
 	statefulSets := schema.GroupVersionKind{Group: "apps", Version: "v1", Kind: "StatefulSet"}
 	namespaces := schema.GroupVersionKind{Version: "v1", Kind: "Namespace"}

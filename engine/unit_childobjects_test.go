@@ -31,10 +31,10 @@ var (
 	unitWebsite   = schema.GroupVersionKind{Group: "test.cuengine.dev", Version: "v1", Kind: "Website"}
 )
 
-// TestUnitChildObjects: the kinds client-go's scheme knows are held typed,
+// TestChildObjects: the kinds client-go's scheme knows are held typed,
 // the others unstructured; listed items get their kind, and a typed one
 // reads as the same unstructured object as its JSON does.
-func TestUnitChildObjects(t *testing.T) {
+func TestChildObjects(t *testing.T) {
 	objects := childObjects{scheme: scheme.Scheme}
 	assert.IsType(t, &appsv1.Deployment{}, objects.object(deploymentGVK))
 	assert.IsType(t, &corev1.ConfigMap{}, objects.object(configMapGVK))
@@ -89,9 +89,9 @@ func TestUnitChildObjects(t *testing.T) {
 	assert.Same(t, same, got, "an unstructured child is read as it is")
 }
 
-// TestUnitTypesKnowAllFields: built-in kinds are cached typed only on an
+// TestTypesKnowAllFields: built-in kinds are cached typed only on an
 // apiserver no newer than the engine's API types.
-func TestUnitTypesKnowAllFields(t *testing.T) {
+func TestTypesKnowAllFields(t *testing.T) {
 	for _, tc := range []struct {
 		major, minor string
 		want         bool
@@ -108,9 +108,9 @@ func TestUnitTypesKnowAllFields(t *testing.T) {
 	}
 }
 
-// TestUnitAPITypesMinorMatchesGoMod: apiTypesMinor follows k8s.io/api in
+// TestAPITypesMinorMatchesGoMod: apiTypesMinor follows k8s.io/api in
 // go.mod (v0.X.Y is Kubernetes 1.X).
-func TestUnitAPITypesMinorMatchesGoMod(t *testing.T) {
+func TestAPITypesMinorMatchesGoMod(t *testing.T) {
 	b, err := os.ReadFile("../go.mod")
 	require.NoError(t, err)
 	m := regexp.MustCompile(`(?m)^\s*k8s\.io/api v0\.(\d+)\.`).FindSubmatch(b)

@@ -92,11 +92,11 @@ func (f *fenceFixture) writeAll(t *testing.T, name string) map[string]error {
 	return out
 }
 
-// TestUnitFence: the reconciler's writes pass while the shard's lease is
+// TestFence: the reconciler's writes pass while the shard's lease is
 // held and the parent is in the shard's cache; each is refused, with the
 // reason, once the lease is lost or the parent assigned elsewhere, and
 // nothing reaches the apiserver.
-func TestUnitFence(t *testing.T) {
+func TestFence(t *testing.T) {
 	f := newFenceFixture(t)
 	for op, err := range f.writeAll(t, "open") {
 		if op != "status" { // the fake client has no status subresource for ConfigMaps
@@ -128,8 +128,8 @@ func TestUnitFence(t *testing.T) {
 	}
 }
 
-// TestUnitFenceProvider: a provider call is refused as a write is.
-func TestUnitFenceProvider(t *testing.T) {
+// TestFenceProvider: a provider call is refused as a write is.
+func TestFenceProvider(t *testing.T) {
 	f := newFenceFixture(t)
 	kc := &kindController{e: f.e, gvk: fenceParentKind}
 	ctx := withFencedParent(context.Background(), types.NamespacedName{Namespace: "apps", Name: "p"})
@@ -146,9 +146,9 @@ func (r *countingReconciler) Reconcile(context.Context, ctrl.Request) (ctrl.Resu
 	return ctrl.Result{}, nil
 }
 
-// TestUnitShardGateFenced: with the fence closed, a queued reconcile is
+// TestShardGateFenced: with the fence closed, a queued reconcile is
 // requeued without running, and runs once the fence opens.
-func TestUnitShardGateFenced(t *testing.T) {
+func TestShardGateFenced(t *testing.T) {
 	f := newFenceFixture(t)
 	next := &countingReconciler{}
 	g := &shardGate{e: f.e, gvk: fenceParentKind, next: next}

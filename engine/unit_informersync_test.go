@@ -13,10 +13,10 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllertest"
 )
 
-// TestUnitOneInformerWaitsForItsOwnInformer: a watch waits for the
+// TestOneInformerWaitsForItsOwnInformer: a watch waits for the
 // informer of its own type, not for every informer of the cache it shares
 // with other kinds (one slow first list held back every kind's start).
-func TestUnitOneInformerWaitsForItsOwnInformer(t *testing.T) {
+func TestOneInformerWaitsForItsOwnInformer(t *testing.T) {
 	ctx := context.Background()
 	gvk := func(kind string) schema.GroupVersionKind {
 		return schema.GroupVersionKind{Group: "apps.cuengine.dev", Version: "v1", Kind: kind}

@@ -12,11 +12,11 @@ import (
 	"github.com/cuengine/engine/templates"
 )
 
-// TestUnitRefIndex: references reaching the same objects share a key; a
+// TestRefIndex: references reaching the same objects share a key; a
 // key maps to the parents holding it, of any kind; tracking a parent again
 // replaces what it holds and returns the keys nobody holds any more, and
 // so does releasing a kind.
-func TestUnitRefIndex(t *testing.T) {
+func TestRefIndex(t *testing.T) {
 	cm := schema.GroupVersionKind{Version: "v1", Kind: "ConfigMap"}
 	svc := schema.GroupVersionKind{Version: "v1", Kind: "Service"}
 	k1, k2 := &kindController{}, &kindController{}

@@ -11,9 +11,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 )
 
-// TestUnitStalled: a kind is stalled when every worker has been held for
+// TestStalled: a kind is stalled when every worker has been held for
 // longer than stallAfter, not when some are, nor when all are but briefly.
-func TestUnitStalled(t *testing.T) {
+func TestStalled(t *testing.T) {
 	clock := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	w := newWorkers(2, time.Minute)
 	w.now = func() time.Time { return clock }
@@ -36,9 +36,9 @@ func TestUnitStalled(t *testing.T) {
 	assert.Empty(t, w.stalled(), "a worker is free again")
 }
 
-// TestUnitStalledCountsReconciles: the wrapper counts a reconcile while it
+// TestStalledCountsReconciles: the wrapper counts a reconcile while it
 // runs, including one that fails, and forgets it when it returns.
-func TestUnitStalledCountsReconciles(t *testing.T) {
+func TestStalledCountsReconciles(t *testing.T) {
 	clock := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	w := newWorkers(1, time.Minute)
 	w.now = func() time.Time { return clock }

@@ -87,7 +87,7 @@
 // evaluations, limits exceeded, provider calls) are registered in
 // metrics.go, under the names the engine has always served.
 //
-// The unit tests (TestUnit*, unit_env_test.go) build a Reconciler with New
+// The unit tests (unit_*_test.go, harness in unit_env_test.go) build a Reconciler with New
 // on controller-runtime's fake client, with fakes for Kind and Children,
 // without a cluster.
 package reconciler

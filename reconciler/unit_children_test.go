@@ -27,10 +27,10 @@ var (
 
 func isTerminal(err error) bool { return errors.Is(err, reconcile.TerminalError(nil)) }
 
-// TestUnitChildConflict: a child whose name is held by an object this parent
+// TestChildConflict: a child whose name is held by an object this parent
 // does not provably own is left untouched and reported; the other children
 // are applied; the reconcile is terminal.
-func TestUnitChildConflict(t *testing.T) {
+func TestChildConflict(t *testing.T) {
 	for _, tc := range []struct {
 		name  string
 		meta  metav1.ObjectMeta
@@ -98,10 +98,10 @@ func childReads(reads map[string]int) map[string]int {
 	return out
 }
 
-// TestUnitNewChildCostsNoRead: creating a child, for a new parent or in
+// TestNewChildCostsNoRead: creating a child, for a new parent or in
 // place of a deleted one, is one request per child: the create-only apply,
 // with no read before it; it creates the child as the apply would.
-func TestUnitNewChildCostsNoRead(t *testing.T) {
+func TestNewChildCostsNoRead(t *testing.T) {
 	site := siteParent(t, map[string]any{"image": "nginx"})
 	e := newUnitEnv(t, unitWebsite, site)
 
@@ -122,11 +122,11 @@ func TestUnitNewChildCostsNoRead(t *testing.T) {
 	assert.NotNil(t, e.get(configMapGVK, unitNamespace, "site-content"))
 }
 
-// TestUnitChildOfThisParentIsAdopted: an object the parent controls but the
+// TestChildOfThisParentIsAdopted: an object the parent controls but the
 // child cache does not list as that child (its labels were removed, or name
 // another local name) is the parent's own: it is applied, not reported, and
 // it exists after the reconcile.
-func TestUnitChildOfThisParentIsAdopted(t *testing.T) {
+func TestChildOfThisParentIsAdopted(t *testing.T) {
 	ref := []metav1.OwnerReference{{APIVersion: "test.cuengine.dev/v1", Kind: "Website", Name: "site", UID: "uid-site", Controller: new(true)}}
 	for _, tc := range []struct {
 		name   string
@@ -154,10 +154,10 @@ func TestUnitChildOfThisParentIsAdopted(t *testing.T) {
 	}
 }
 
-// TestUnitChildRefused: children outside the parent's namespace, or
+// TestChildRefused: children outside the parent's namespace, or
 // cluster-scoped, without a policy allowing them, are refused; the allowed
 // child is applied; the reconcile is terminal.
-func TestUnitChildRefused(t *testing.T) {
+func TestChildRefused(t *testing.T) {
 	leaky := unitParent(unitLeaky, "leaky", map[string]any{})
 	e := newUnitEnv(t, unitLeaky, leaky)
 
@@ -178,10 +178,10 @@ func TestUnitChildRefused(t *testing.T) {
 	}, e.events.take())
 }
 
-// TestUnitTemplateError: a parent that violates the schema is InvalidSpec, a
+// TestTemplateError: a parent that violates the schema is InvalidSpec, a
 // template that fails for a valid parent is TemplateError; either way no
 // child is written and the reconcile is terminal.
-func TestUnitTemplateError(t *testing.T) {
+func TestTemplateError(t *testing.T) {
 	for _, tc := range []struct {
 		name          string
 		parent        *unstructured.Unstructured
@@ -228,10 +228,10 @@ func TestUnitTemplateError(t *testing.T) {
 	}
 }
 
-// TestUnitApplyFailure: a child the apiserver refuses is a problem of its own
+// TestApplyFailure: a child the apiserver refuses is a problem of its own
 // (ApplyFailed, terminal) and the others are applied; an apiserver that
 // fails aborts the reconcile with a transient error and no status write.
-func TestUnitApplyFailure(t *testing.T) {
+func TestApplyFailure(t *testing.T) {
 	t.Run("refused", func(t *testing.T) {
 		site := siteParent(t, map[string]any{"image": "nginx"})
 		e := newUnitEnv(t, unitWebsite, site)
@@ -259,9 +259,9 @@ func TestUnitApplyFailure(t *testing.T) {
 	})
 }
 
-// TestUnitPrune: the parent's children the template no longer produces are
+// TestPrune: the parent's children the template no longer produces are
 // deleted; objects that only carry its labels are not.
-func TestUnitPrune(t *testing.T) {
+func TestPrune(t *testing.T) {
 	ref := []metav1.OwnerReference{{APIVersion: "test.cuengine.dev/v1", Kind: "Website", Name: "site", UID: "uid-site", Controller: new(true)}}
 	labels := map[string]string{contract.LabelManagedBy: contract.ManagedByValue, contract.LabelParentUID: "uid-site", contract.LabelChild: "stray"}
 
@@ -305,9 +305,9 @@ func TestUnitPrune(t *testing.T) {
 	})
 }
 
-// TestUnitStatusDeferredAfterChildWrites: a reconcile that applied children
+// TestStatusDeferredAfterChildWrites: a reconcile that applied children
 // leaves the status to the next one, which sees their result.
-func TestUnitStatusDeferredAfterChildWrites(t *testing.T) {
+func TestStatusDeferredAfterChildWrites(t *testing.T) {
 	mk := unitParent(unitMyKind, "mk", map[string]any{"deploymentName": "web"})
 	e := newUnitEnv(t, unitMyKind, mk)
 

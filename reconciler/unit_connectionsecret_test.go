@@ -36,11 +36,11 @@ func secretData(t *testing.T, s *unstructured.Unstructured) map[string]string {
 	return out
 }
 
-// TestUnitConnectionSecret: the provider's sensitive outputs land in a
+// TestConnectionSecret: the provider's sensitive outputs land in a
 // Secret child owned by the parent, and nowhere else; the Secret is not
 // what the template observes; a resync keeps the token the provider gave
 // once; a Secret deleted out of band makes the engine ask for a new one.
-func TestUnitConnectionSecret(t *testing.T) {
+func TestConnectionSecret(t *testing.T) {
 	vault := withRecords(t, unitParent(unitVault, "vault", map[string]any{}), vaultRecord())
 	e := newUnitEnv(t, unitVault, vault)
 
@@ -79,9 +79,9 @@ func TestUnitConnectionSecret(t *testing.T) {
 	assert.Nil(t, e.get(secretGVK, unitNamespace, "vault-conn"))
 }
 
-// TestUnitConnectionSecretKeptWhenTheProviderFails: a failing Apply leaves
+// TestConnectionSecretKeptWhenTheProviderFails: a failing Apply leaves
 // the Secret as it is, rather than pruning the only copy of a password.
-func TestUnitConnectionSecretKeptWhenTheProviderFails(t *testing.T) {
+func TestConnectionSecretKeptWhenTheProviderFails(t *testing.T) {
 	vault := withRecords(t, unitParent(unitVault, "vault", map[string]any{}), vaultRecord())
 	e := newUnitEnv(t, unitVault, vault)
 	e.reconcileClean(vault)
@@ -109,13 +109,13 @@ func (e *unitEnv) editSecretData(namespace, name string, set map[string]string, 
 	e.update(sec)
 }
 
-// TestUnitConnectionSecretDrift: a connection Secret changed by someone
+// TestConnectionSecretDrift: a connection Secret changed by someone
 // else is put right. A key the provider gives on every call is restored;
 // a key it gives only with new credentials (the token), changed or
 // removed, makes the engine reset them. Meanwhile the parent is not Ready
 // (Synced=False ConnectionSecretDrifted, with an event naming the keys,
 // never a value); keys added by others stay.
-func TestUnitConnectionSecretDrift(t *testing.T) {
+func TestConnectionSecretDrift(t *testing.T) {
 	vault := withRecords(t, unitParent(unitVault, "vault", map[string]any{}), vaultRecord())
 	e := newUnitEnv(t, unitVault, vault)
 	e.reconcileClean(vault)

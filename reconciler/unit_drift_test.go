@@ -19,7 +19,7 @@ func versionOf(uid, rv string) *unstructured.Unstructured {
 	return u
 }
 
-func TestUnitAppliedVersions(t *testing.T) {
+func TestAppliedVersions(t *testing.T) {
 	p, q := types.NamespacedName{Namespace: "ns", Name: "p"}, types.NamespacedName{Namespace: "ns", Name: "q"}
 	var a appliedVersions
 	assert.False(t, a.holds(p, versionOf("u1", "1"), "h"), "nothing remembered")
@@ -110,7 +110,7 @@ func withFields(u *unstructured.Unstructured, manager string, op metav1.ManagedF
 	return u
 }
 
-func TestUnitSameAsApplied(t *testing.T) {
+func TestSameAsApplied(t *testing.T) {
 	env := []any{map[string]any{"name": "X"}}
 	// The dry run's reply: what the apiserver makes of the engine's apply.
 	applied := withFields(deployment(int64(1), nil, env, "500m"), contract.FieldManager, metav1.ManagedFieldsOperationApply, engineFields)
@@ -171,7 +171,7 @@ func TestUnitSameAsApplied(t *testing.T) {
 	}
 }
 
-func TestUnitEqualValues(t *testing.T) {
+func TestEqualValues(t *testing.T) {
 	for _, tc := range []struct {
 		a, b any
 		same bool

@@ -1,6 +1,6 @@
 package reconciler
 
-// The harness of the unit tests (TestUnit*): one reconciler built by New on
+// The harness of the unit tests (the unit_*_test.go files): one reconciler built by New on
 // controller-runtime's fake client, with fakes for the kind's template, the
 // child cache, the event recorder and a provider. No control plane: `go
 // test ./reconciler` runs in seconds.

@@ -22,9 +22,9 @@ import (
 	"github.com/cuengine/engine/revisions"
 )
 
-// TestUnitClassify: what each kind of error means for the reconcile, and
+// TestClassify: what each kind of error means for the reconcile, and
 // what controller-runtime is told to do about it.
-func TestUnitClassify(t *testing.T) {
+func TestClassify(t *testing.T) {
 	const resync = 5 * time.Minute
 	gr := schema.GroupResource{Group: "apps", Resource: "deployments"}
 	conflict := apierrors.NewConflict(gr, "web", errors.New("the object has been modified"))
@@ -103,10 +103,10 @@ func TestUnitClassify(t *testing.T) {
 	})
 }
 
-// TestUnitStatusErr: the problems a reconcile recorded make one error,
+// TestStatusErr: the problems a reconcile recorded make one error,
 // classed by the most urgent: transient, then the shortest wait, then
 // terminal; its message is Synced's.
-func TestUnitStatusErr(t *testing.T) {
+func TestStatusErr(t *testing.T) {
 	const resync = 5 * time.Minute
 	term := terminalError(contract.ReasonChildRefused, errors.New("refused"))
 	wait5 := waitingErr("Slow", 5*time.Second, errors.New("slow"))
@@ -153,9 +153,9 @@ func classReason(err error) string {
 	return reason
 }
 
-// TestUnitContains: a live object contains the desired one when every
+// TestContains: a live object contains the desired one when every
 // desired field is there with the same value, numbers compared by value.
-func TestUnitContains(t *testing.T) {
+func TestContains(t *testing.T) {
 	for _, tc := range []struct {
 		name       string
 		have, want any
@@ -184,9 +184,9 @@ func TestUnitContains(t *testing.T) {
 	}
 }
 
-// TestUnitSafeMessage: messages are printable and bounded to maxMessage
+// TestSafeMessage: messages are printable and bounded to maxMessage
 // bytes, cut at a rune boundary.
-func TestUnitSafeMessage(t *testing.T) {
+func TestSafeMessage(t *testing.T) {
 	long := strings.Repeat("a", maxMessage+10)
 	// "é" is two bytes, so byte maxMessage-3 (odd) is the middle of one: the
 	// cut steps back to maxMessage-4.

@@ -62,11 +62,11 @@ func (e *unitEnv) rememberedOverLimit(parent *unstructured.Unstructured) error {
 	return e.r.budget.Remembered(e.kind.Template(), parent)
 }
 
-// TestUnitEvaluationTimeout: an evaluation that outlives the timeout frees
+// TestEvaluationTimeout: an evaluation that outlives the timeout frees
 // the worker at once with EvaluationTimeout; the same inputs are not
 // evaluated again (no second background evaluation); another parent of the
 // kind is reconciled meanwhile; a spec change is evaluated again.
-func TestUnitEvaluationTimeout(t *testing.T) {
+func TestEvaluationTimeout(t *testing.T) {
 	// quad 130 takes seconds (minutes under -race on a busy machine); a
 	// parent of count 1 takes milliseconds. The timeout sits far from both.
 	hostile := unitParent(unitGreedy, "hostile", map[string]any{"quad": int64(130)})
@@ -112,9 +112,9 @@ func TestUnitEvaluationTimeout(t *testing.T) {
 	}), "the background evaluation ends")
 }
 
-// TestUnitRenderLimits: a parent whose rendering has too many children or
+// TestRenderLimits: a parent whose rendering has too many children or
 // too many bytes is refused whole, before anything is applied.
-func TestUnitRenderLimits(t *testing.T) {
+func TestRenderLimits(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
 		spec   map[string]any
@@ -149,11 +149,11 @@ func TestUnitRenderLimits(t *testing.T) {
 	}
 }
 
-// TestUnitStatusTooLarge: a status the apiserver refuses as too large is
+// TestStatusTooLarge: a status the apiserver refuses as too large is
 // written without the template's fields, with a condition and a Warning
 // event that say so. The status writer finds it after the reconcile, which
 // itself succeeded.
-func TestUnitStatusTooLarge(t *testing.T) {
+func TestStatusTooLarge(t *testing.T) {
 	p := unitParent(unitGreedy, "loud", map[string]any{"count": int64(0), "text": strings.Repeat("x", 5000)})
 	e := newUnitEnv(t, unitGreedy, p)
 	e.check = func(key string, obj client.Object) error {
@@ -179,13 +179,13 @@ func TestUnitStatusTooLarge(t *testing.T) {
 	assert.Empty(t, e.takeWrites(), "the same inputs: settled on the status as stored, nothing tried again")
 }
 
-// TestUnitBudgetShared: the reconcile shares the engine's budget with the
+// TestBudgetShared: the reconcile shares the engine's budget with the
 // other paths that render. Inputs another path (the rollout's hold check,
 // say) found over a limit are not evaluated again by the reconcile; a
 // parent whose evaluation overran, with a new spec while the budget is
 // spent, is Synced=False EvaluationBudgetExceeded, not evaluated, and
 // looked at again after BudgetRetry.
-func TestUnitBudgetShared(t *testing.T) {
+func TestBudgetShared(t *testing.T) {
 	big := unitParent(unitGreedy, "big", map[string]any{"count": int64(4)})
 	runaway := unitParent(unitGreedy, "runaway", map[string]any{"quad": int64(42)})
 	e := newUnitEnv(t, unitGreedy, big, runaway)

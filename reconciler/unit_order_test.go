@@ -55,13 +55,13 @@ func (e *unitEnv) orderedChildren() []string {
 	return out
 }
 
-// TestUnitDeletionOrder: a parent's deletion goes dependents first, one
+// TestDeletionOrder: a parent's deletion goes dependents first, one
 // step per reconcile (each brought by the event of the step before): the
 // Secret that reads the ConfigMap, then the ConfigMap that reads the
 // bucket, with foreground propagation, then the bucket, then the
 // finalizer. The child nothing depends on is left to the garbage
 // collector. Ready names what waits for what.
-func TestUnitDeletionOrder(t *testing.T) {
+func TestDeletionOrder(t *testing.T) {
 	e, o := newOrdered(t)
 	require.NoError(t, e.store.Delete(e.ctx, e.reread(o)))
 
@@ -89,11 +89,11 @@ func TestUnitDeletionOrder(t *testing.T) {
 	assert.Equal(t, []string{"o-lone"}, e.orderedChildren())
 }
 
-// TestUnitDeletionStuckDependent: a dependent held by someone else's
+// TestDeletionStuckDependent: a dependent held by someone else's
 // finalizer keeps what it depends on, and the parent says so on Synced
 // (DeletionBlocked, a Warning event) and Ready, and looks again later;
 // once the finalizer is removed the deletion completes.
-func TestUnitDeletionStuckDependent(t *testing.T) {
+func TestDeletionStuckDependent(t *testing.T) {
 	e, o := newOrdered(t)
 	app := e.get(secretGVK, unitNamespace, "o-app")
 	app.SetFinalizers([]string{"example.com/hold"})
@@ -132,10 +132,10 @@ func TestUnitDeletionStuckDependent(t *testing.T) {
 	assert.Nil(t, e.get(unitOrdered, unitNamespace, "o"))
 }
 
-// TestUnitDeletionOrderOrphan: a bucket kept by the parent's annotation
+// TestDeletionOrderOrphan: a bucket kept by the parent's annotation
 // still goes (from the parent's records) without waiting; the children are
 // deleted in their order.
-func TestUnitDeletionOrderOrphan(t *testing.T) {
+func TestDeletionOrderOrphan(t *testing.T) {
 	e, o := newOrdered(t)
 	e.annotate(e.reread(o), contract.AnnotationDeletionPolicy, templates.DeletionPolicyOrphan)
 	require.NoError(t, e.store.Delete(e.ctx, e.reread(o)))
@@ -149,9 +149,9 @@ func TestUnitDeletionOrderOrphan(t *testing.T) {
 	assert.Nil(t, e.get(unitOrdered, unitNamespace, "o"))
 }
 
-// TestUnitDeletionOrphanCascade: a parent deleted with --cascade=orphan
+// TestDeletionOrphanCascade: a parent deleted with --cascade=orphan
 // keeps its owned children, so its bucket waits for none of them.
-func TestUnitDeletionOrphanCascade(t *testing.T) {
+func TestDeletionOrphanCascade(t *testing.T) {
 	e, o := newOrdered(t)
 	cur := e.reread(o)
 	cur.SetFinalizers([]string{contract.Finalizer, metav1.FinalizerOrphanDependents})
@@ -165,10 +165,10 @@ func TestUnitDeletionOrphanCascade(t *testing.T) {
 	assert.Equal(t, []string{metav1.FinalizerOrphanDependents}, e.reread(o).GetFinalizers(), "the garbage collector's is left to it")
 }
 
-// TestUnitPruneOrder: a spec change that drops the bucket and the two
+// TestPruneOrder: a spec change that drops the bucket and the two
 // children reading it deletes them in the same order as a deletion, and
 // Ready says what waits; the record goes with the bucket.
-func TestUnitPruneOrder(t *testing.T) {
+func TestPruneOrder(t *testing.T) {
 	e, o := newOrdered(t)
 	cur := e.reread(o)
 	cur.Object["spec"] = map[string]any{"keep": false}
@@ -194,10 +194,10 @@ func TestUnitPruneOrder(t *testing.T) {
 	assert.Equal(t, cond{metav1.ConditionTrue, contract.ReasonReady, "all children are ready"}, condOf(e.condition(o, contract.ConditionReady)))
 }
 
-// TestUnitOrderedChildrenGetTheFinalizer: a template whose children depend
+// TestOrderedChildrenGetTheFinalizer: a template whose children depend
 // on each other (Website's Deployment reads children.config) keeps the
 // finalizer on its parents, so their deletion can be ordered.
-func TestUnitOrderedChildrenGetTheFinalizer(t *testing.T) {
+func TestOrderedChildrenGetTheFinalizer(t *testing.T) {
 	site := unitParent(unitWebsite, "site", map[string]any{"image": "nginx"})
 	e := newUnitEnv(t, unitWebsite, site)
 	e.reconcileClean(site)
@@ -214,9 +214,9 @@ func TestUnitOrderedChildrenGetTheFinalizer(t *testing.T) {
 	assert.Nil(t, e.get(unitWebsite, unitNamespace, "site"))
 }
 
-// TestUnitReadyNamesHeldBackChildren: before the bucket exists, Ready says
+// TestReadyNamesHeldBackChildren: before the bucket exists, Ready says
 // which children wait for it.
-func TestUnitReadyNamesHeldBackChildren(t *testing.T) {
+func TestReadyNamesHeldBackChildren(t *testing.T) {
 	all, err := unitTemplates()
 	require.NoError(t, err)
 	tpl := all[unitOrdered]

@@ -13,9 +13,9 @@ import (
 	"github.com/cuengine/engine/providers"
 )
 
-// TestUnitProviderCallMetrics: every provider call is counted by operation
+// TestProviderCallMetrics: every provider call is counted by operation
 // and result (the error's reason), and timed.
-func TestUnitProviderCallMetrics(t *testing.T) {
+func TestProviderCallMetrics(t *testing.T) {
 	calls := func(op, result string) float64 {
 		return testutil.ToFloat64(metricProviderCalls.WithLabelValues("fake", op, result))
 	}

@@ -11,8 +11,8 @@ import (
 	"github.com/cuengine/engine/templates"
 )
 
-// TestUnitChildReady: a child's readiness is kstatus's Current.
-func TestUnitChildReady(t *testing.T) {
+// TestChildReady: a child's readiness is kstatus's Current.
+func TestChildReady(t *testing.T) {
 	deployment := func(status map[string]any) *unstructured.Unstructured {
 		u := &unstructured.Unstructured{Object: map[string]any{
 			"apiVersion": "apps/v1", "kind": "Deployment",
@@ -66,9 +66,9 @@ func TestUnitChildReady(t *testing.T) {
 	}
 }
 
-// TestUnitTemplateReadyReason: the reason and message of the template's
+// TestTemplateReadyReason: the reason and message of the template's
 // ready are the Ready condition's, when the verdict is the template's.
-func TestUnitTemplateReadyReason(t *testing.T) {
+func TestTemplateReadyReason(t *testing.T) {
 	no, yes := false, true
 	tests := []struct {
 		name string

@@ -73,11 +73,11 @@ func (u *unitReferences) trackedOf(parent *unstructured.Unstructured) []string {
 	return out
 }
 
-// TestUnitReferences: a missing reference writes nothing but the status,
+// TestReferences: a missing reference writes nothing but the status,
 // names the object and is tracked, so its appearance requeues the parent;
 // the settled check includes the reference, so a change of it evaluates
 // again and reaches the child; a reference gone again keeps the child.
-func TestUnitReferences(t *testing.T) {
+func TestReferences(t *testing.T) {
 	c := unitParent(unitConsumer, "c", map[string]any{"settings": "s", "team": "a"})
 	e := newUnitEnv(t, unitConsumer, c)
 

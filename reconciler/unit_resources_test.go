@@ -38,11 +38,11 @@ func storeParent(spec map[string]any) *unstructured.Unstructured {
 	return unitParent(unitStore, "store", s)
 }
 
-// TestUnitResourceRecordedBeforeCreate: the first reconcile only records the
+// TestResourceRecordedBeforeCreate: the first reconcile only records the
 // resource's name and the finalizer on the parent, without calling the
 // provider, so a crash can never leave a resource the parent does not name;
 // the next one creates it under that name and reports it.
-func TestUnitResourceRecordedBeforeCreate(t *testing.T) {
+func TestResourceRecordedBeforeCreate(t *testing.T) {
 	store := storeParent(nil)
 	e := newUnitEnv(t, unitStore, store)
 
@@ -73,10 +73,10 @@ func TestUnitResourceRecordedBeforeCreate(t *testing.T) {
 	assert.Empty(t, e.takeWrites(), "and writes nothing when nothing changed")
 }
 
-// TestUnitResourceRecordFails: when the record cannot be stored (another
+// TestResourceRecordFails: when the record cannot be stored (another
 // writer changed the parent), the provider is still not called, and the
 // next reconcile plans the same name.
-func TestUnitResourceRecordFails(t *testing.T) {
+func TestResourceRecordFails(t *testing.T) {
 	store := storeParent(nil)
 	e := newUnitEnv(t, unitStore, store)
 	e.failWrites("patch Store", apierrors.NewConflict(schema.GroupResource{Group: "unit.cuengine.dev", Resource: "stores"}, "store", errors.New("the object has been modified")))
@@ -96,9 +96,9 @@ func TestUnitResourceRecordFails(t *testing.T) {
 	assert.Equal(t, []string{"apply data-0"}, e.provider.takeCalls())
 }
 
-// TestUnitResourceNameConflict: a name someone else holds moves the resource
+// TestResourceNameConflict: a name someone else holds moves the resource
 // to its next name, unless the parent created a resource under it.
-func TestUnitResourceNameConflict(t *testing.T) {
+func TestResourceNameConflict(t *testing.T) {
 	taken := providers.Terminal(providers.ReasonNameConflict, "name %s is taken", "data-0")
 
 	t.Run("a name never created moves to the next", func(t *testing.T) {
@@ -142,10 +142,10 @@ func TestUnitResourceNameConflict(t *testing.T) {
 	})
 }
 
-// TestUnitResourceProviderErrors: a provider error is a problem on the
+// TestResourceProviderErrors: a provider error is a problem on the
 // status; a retryable one is returned for the backoff, another one waits for
 // the resource resync.
-func TestUnitResourceProviderErrors(t *testing.T) {
+func TestResourceProviderErrors(t *testing.T) {
 	for _, tc := range []struct {
 		name        string
 		err         error
@@ -181,10 +181,10 @@ func TestUnitResourceProviderErrors(t *testing.T) {
 	}
 }
 
-// TestUnitResourceDropped: a resource the template no longer produces is
+// TestResourceDropped: a resource the template no longer produces is
 // deleted through its provider (or kept, with deletionPolicy Orphan), and
 // the parent forgets it: record and status entry.
-func TestUnitResourceDropped(t *testing.T) {
+func TestResourceDropped(t *testing.T) {
 	for _, tc := range []struct {
 		policy string
 		calls  []string
@@ -213,10 +213,10 @@ func TestUnitResourceDropped(t *testing.T) {
 	}
 }
 
-// TestUnitDeletion: a parent being deleted has its resources deleted per
+// TestDeletion: a parent being deleted has its resources deleted per
 // their policy before its finalizer goes; what blocks that is reported on
 // the status and retried per its class.
-func TestUnitDeletion(t *testing.T) {
+func TestDeletion(t *testing.T) {
 	unavailable := providers.Retryable(providers.ReasonUnavailable, errors.New("503 from the API"))
 	notEmpty := providers.Terminal("NotEmpty", "bucket data-0 holds 3 objects")
 	kept := "; the finalizer is kept. To delete the parent and keep the resource, annotate it engine.cuengine.dev/deletion-policy=Orphan"
@@ -289,10 +289,10 @@ func TestUnitDeletion(t *testing.T) {
 	}
 }
 
-// TestUnitDeletionDeletesUnownedChildren: children that cannot carry an
+// TestDeletionDeletesUnownedChildren: children that cannot carry an
 // owner reference (another namespace, cluster-scoped) are deleted by the
 // engine when their parent goes, since the garbage collector will not.
-func TestUnitDeletionDeletesUnownedChildren(t *testing.T) {
+func TestDeletionDeletesUnownedChildren(t *testing.T) {
 	tenant := unitParent(unitTenant, "acme", map[string]any{})
 	e := newUnitEnv(t, unitTenant, tenant)
 	namespaceGVK := corev1.SchemeGroupVersion.WithKind("Namespace")
@@ -321,12 +321,12 @@ func TestUnitDeletionDeletesUnownedChildren(t *testing.T) {
 	}, e.events.take())
 }
 
-// TestUnitObservedResourcesReadStatus: what the template sees as
+// TestObservedResourcesReadStatus: what the template sees as
 // observed.<name> (render.ObservedResources) is the state that
 // status.resources records (resourceStatus.toMap) of each resource that
 // exists, and nothing of the others: as the engine reads its own entries
 // (storedResources).
-func TestUnitObservedResourcesReadStatus(t *testing.T) {
+func TestObservedResourcesReadStatus(t *testing.T) {
 	state := map[string]any{"arn": "arn:bucket", "size": int64(3)}
 	p := unitParent(unitStore, "store", map[string]any{})
 	entries := map[string]any{

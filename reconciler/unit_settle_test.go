@@ -30,10 +30,10 @@ func settledMyKind(t *testing.T) (*unitEnv, *unstructured.Unstructured) {
 	return e, mk
 }
 
-// TestUnitRememberedEvaluation: a new parent's second reconcile, once its
+// TestRememberedEvaluation: a new parent's second reconcile, once its
 // Deployment exists without the status the template reads, is answered by
 // the template's memory, and counted as such.
-func TestUnitRememberedEvaluation(t *testing.T) {
+func TestRememberedEvaluation(t *testing.T) {
 	mk := unitParent(unitMyKind, "mk-remembered", map[string]any{"deploymentName": "remembered"})
 	e := newUnitEnv(t, unitMyKind, mk)
 	evaluated, remembered := e.evaluations(), e.remembered()
@@ -45,9 +45,9 @@ func TestUnitRememberedEvaluation(t *testing.T) {
 	assert.EqualValues(t, 0, e.reread(mk).Object["status"].(map[string]any)["readyReplicas"])
 }
 
-// TestUnitRetiredTemplate: once its template is removed, a kind's parents
+// TestRetiredTemplate: once its template is removed, a kind's parents
 // are left alone, except that deletions are still finished.
-func TestUnitRetiredTemplate(t *testing.T) {
+func TestRetiredTemplate(t *testing.T) {
 	t.Run("a live parent: nothing is written", func(t *testing.T) {
 		mk := unitParent(unitMyKind, "mk", map[string]any{"deploymentName": "web"})
 		e := newUnitEnv(t, unitMyKind, mk)
@@ -75,10 +75,10 @@ func TestUnitRetiredTemplate(t *testing.T) {
 	})
 }
 
-// TestUnitFingerprintSkip: a reconcile whose inputs are those of the last
+// TestFingerprintSkip: a reconcile whose inputs are those of the last
 // one that changed nothing evaluates nothing and writes nothing; a change
 // of any input evaluates again.
-func TestUnitFingerprintSkip(t *testing.T) {
+func TestFingerprintSkip(t *testing.T) {
 	t.Run("same inputs", func(t *testing.T) {
 		e, mk := settledMyKind(t)
 		before := e.evaluations()
@@ -129,9 +129,9 @@ func TestUnitFingerprintSkip(t *testing.T) {
 	}
 }
 
-// TestUnitStatusWrittenOnlyOnChange: once settled, a change that does not
+// TestStatusWrittenOnlyOnChange: once settled, a change that does not
 // affect the status writes nothing; one that does writes the status once.
-func TestUnitStatusWrittenOnlyOnChange(t *testing.T) {
+func TestStatusWrittenOnlyOnChange(t *testing.T) {
 	e, mk := settledMyKind(t)
 	assert.Equal(t, cond{metav1.ConditionFalse, contract.ReasonWaiting, "waiting for Deployment web"}, condOf(e.condition(mk, contract.ConditionReady)))
 

@@ -27,12 +27,12 @@ func (s staleParents) Get(ctx context.Context, key client.ObjectKey, obj client.
 	return s.Reader.Get(ctx, key, obj, opts...)
 }
 
-// TestUnitStaleCacheCannotSkipAStatusWrite: Ready goes True, False, then
+// TestStaleCacheCannotSkipAStatusWrite: Ready goes True, False, then
 // True again, and the cache still shows the first True when the last
 // reconcile runs. Compared with the cache, the last status looks stored
 // already; it is not (the False is), so it must be written. (Once in four
 // etcd restarts, parents stayed Ready=False for good this way.)
-func TestUnitStaleCacheCannotSkipAStatusWrite(t *testing.T) {
+func TestStaleCacheCannotSkipAStatusWrite(t *testing.T) {
 	e, mk := settledMyKind(t)
 	markUnitReady(t, e, "web", 1)
 	e.reconcileClean(mk)

@@ -63,10 +63,10 @@ func optimisticLock(e *unitEnv, obj client.Object) error {
 	return apierrors.NewConflict(schema.GroupResource{Group: gvk.Group, Resource: strings.ToLower(gvk.Kind) + "s"}, obj.GetName(), errors.New("the object has been modified"))
 }
 
-// TestUnitStatusWriterCoalesces: statuses built for a parent before its
+// TestStatusWriterCoalesces: statuses built for a parent before its
 // write starts are written once, the latest; one that goes back to what is
 // stored is not written at all.
-func TestUnitStatusWriterCoalesces(t *testing.T) {
+func TestStatusWriterCoalesces(t *testing.T) {
 	t.Run("the latest of several", func(t *testing.T) {
 		e, mk := settledMyKind(t)
 		for _, replicas := range []int32{3, 2, 1} { // of 1
@@ -94,10 +94,10 @@ func TestUnitStatusWriterCoalesces(t *testing.T) {
 	})
 }
 
-// TestUnitStatusWriterPending: a reconcile whose status equals the one
+// TestStatusWriterPending: a reconcile whose status equals the one
 // still pending does not queue it again, and its inputs are recorded as
 // settled only once that status is stored.
-func TestUnitStatusWriterPending(t *testing.T) {
+func TestStatusWriterPending(t *testing.T) {
 	e, mk := settledMyKind(t)
 	markUnitReady(t, e, "web", 1)
 	e.reconcileQueued(mk)
@@ -115,10 +115,10 @@ func TestUnitStatusWriterPending(t *testing.T) {
 	assert.Empty(t, e.takeWrites())
 }
 
-// TestUnitStatusWriterInFlight: a status built while the previous write of
+// TestStatusWriterInFlight: a status built while the previous write of
 // the parent is in flight is written after it, over what it stored: no
 // conflict, no reconcile again.
-func TestUnitStatusWriterInFlight(t *testing.T) {
+func TestStatusWriterInFlight(t *testing.T) {
 	e, mk := settledMyKind(t)
 	markUnitReady(t, e, "web", 1)
 	e.reconcileQueued(mk)
@@ -142,10 +142,10 @@ func TestUnitStatusWriterInFlight(t *testing.T) {
 	assert.Empty(t, e.requeued)
 }
 
-// TestUnitStatusWriterConflict: a write over a parent that changed since
+// TestStatusWriterConflict: a write over a parent that changed since
 // its status was built is dropped, with the status built on it, and the
 // parent is reconciled again.
-func TestUnitStatusWriterConflict(t *testing.T) {
+func TestStatusWriterConflict(t *testing.T) {
 	e, mk := settledMyKind(t)
 	markUnitReady(t, e, "web", 1)
 	e.reconcileQueued(mk)
@@ -168,10 +168,10 @@ func TestUnitStatusWriterConflict(t *testing.T) {
 	assert.Equal(t, int64(2), e.readyReplicas(mk))
 }
 
-// TestUnitStatusWriterRetries: a write that fails is retried with backoff,
+// TestStatusWriterRetries: a write that fails is retried with backoff,
 // as the newest status when a reconcile built one meanwhile; the parent's
 // reconciles are not held by it.
-func TestUnitStatusWriterRetries(t *testing.T) {
+func TestStatusWriterRetries(t *testing.T) {
 	e, mk := settledMyKind(t)
 	w := newStatusWriter(e.r.gvk, e.r.writer, e.r.recorder, func(types.NamespacedName) {})
 	e.r.status = w
@@ -194,9 +194,9 @@ func TestUnitStatusWriterRetries(t *testing.T) {
 	require.Eventually(t, func() bool { p, _ := w.pending(client.ObjectKeyFromObject(mk)); return p == nil }, 10*time.Second, 5*time.Millisecond)
 }
 
-// TestUnitStatusWriterParentGone: a status whose parent is deleted before
+// TestStatusWriterParentGone: a status whose parent is deleted before
 // it is written is dropped, not retried.
-func TestUnitStatusWriterParentGone(t *testing.T) {
+func TestStatusWriterParentGone(t *testing.T) {
 	e, mk := settledMyKind(t)
 	markUnitReady(t, e, "web", 1)
 	e.reconcileQueued(mk)
@@ -209,9 +209,9 @@ func TestUnitStatusWriterParentGone(t *testing.T) {
 	assert.Empty(t, e.requeued)
 }
 
-// TestUnitStatusWriterStopped: the statuses not written when the writer
+// TestStatusWriterStopped: the statuses not written when the writer
 // stops are dropped; the kind's next start reconciles every parent again.
-func TestUnitStatusWriterStopped(t *testing.T) {
+func TestStatusWriterStopped(t *testing.T) {
 	e, mk := settledMyKind(t)
 	w := newStatusWriter(e.r.gvk, e.r.writer, e.r.recorder, func(types.NamespacedName) {})
 	e.r.status = w
@@ -228,11 +228,11 @@ func TestUnitStatusWriterStopped(t *testing.T) {
 	assert.Empty(t, e.takeWrites())
 }
 
-// TestUnitStatusPatch: the merge patch a status write sends stores what a
+// TestStatusPatch: the merge patch a status write sends stores what a
 // write of the whole object with that status would: a field the new status
 // no longer has is removed, a list is replaced, and the write is
 // conditional on the resource version it was built on.
-func TestUnitStatusPatch(t *testing.T) {
+func TestStatusPatch(t *testing.T) {
 	stored := map[string]any{"readyReplicas": int64(2), "url": "http://a", "conditions": []any{map[string]any{"type": "Ready", "status": "True"}}}
 	next := map[string]any{"readyReplicas": int64(3), "conditions": []any{map[string]any{"type": "Ready", "status": "False"}}}
 	patch, err := statusPatch("42", stored, next)

@@ -54,12 +54,12 @@ func (s droppingStatus) Patch(ctx context.Context, obj client.Object, patch clie
 	return s.SubResourceWriter.Patch(ctx, obj, client.RawPatch(patch.Type(), b), opts...)
 }
 
-// TestUnitStatusFieldsDropped: a status field the apiserver drops on the
+// TestStatusFieldsDropped: a status field the apiserver drops on the
 // status write (the installed CRD does not declare it, and the apiserver
 // says so in a warning) is a Warning event and Synced's message, not a log
 // line, and the status settles without it instead of being written again
 // on every reconcile.
-func TestUnitStatusFieldsDropped(t *testing.T) {
+func TestStatusFieldsDropped(t *testing.T) {
 	mk := unitParent(unitMyKind, "mk", map[string]any{"deploymentName": "web"})
 	e := newUnitEnv(t, unitMyKind, mk)
 	e.r.status.writer = droppingStatusClient{Client: e.r.status.writer, field: "readyReplicas"}

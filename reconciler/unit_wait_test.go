@@ -39,14 +39,14 @@ func (e *unitEnv) settleStatus(parent *unstructured.Unstructured) {
 	e.t.Fatalf("the reconciles of %s never settled", parent.GetName())
 }
 
-// TestUnitWaitForReady: the Service that depends on a Deployment with a
+// TestWaitForReady: the Service that depends on a Deployment with a
 // readyWhen is created only once the Deployment is ready, and stays, its
 // UID unchanged, while the Deployment is not ready again (a rollout); so
 // does the ConfigMap the template produces only while the Deployment is
 // ready, and the parent says why. A spec change that drops the Service
 // prunes it; one that the ConfigMap's condition reads no longer holds
 // prunes it too.
-func TestUnitWaitForReady(t *testing.T) {
+func TestWaitForReady(t *testing.T) {
 	parent := unitParent(unitWaiter, "w", map[string]any{"expose": true})
 	e := newUnitEnv(t, unitWaiter, parent)
 	e.kind.rev = &revisions.Revision{Number: 1, Hash: e.kind.tpl.Hash}
@@ -96,10 +96,10 @@ func TestUnitWaitForReady(t *testing.T) {
 		condOf(e.condition(cur, contract.ConditionReady)))
 }
 
-// TestUnitWaitWithoutRevision: a kind that keeps no revisions cannot tell
+// TestWaitWithoutRevision: a kind that keeps no revisions cannot tell
 // a template change from the status, so a child whose condition no
 // longer holds is pruned, as before.
-func TestUnitWaitWithoutRevision(t *testing.T) {
+func TestWaitWithoutRevision(t *testing.T) {
 	parent := unitParent(unitWaiter, "w", map[string]any{"expose": true})
 	e := newUnitEnv(t, unitWaiter, parent)
 	e.settleStatus(parent)

@@ -21,9 +21,9 @@ import (
 	"github.com/cuengine/engine/templates"
 )
 
-// TestUnitFailingBefore: a parent not healthy on the revision it runs when
+// TestFailingBefore: a parent not healthy on the revision it runs when
 // it moves was failing before; one that runs none yet was not.
-func TestUnitFailingBefore(t *testing.T) {
+func TestFailingBefore(t *testing.T) {
 	stale := rolloutParent("stale", "h1", metav1.ConditionTrue, metav1.ConditionTrue)
 	stale.SetGeneration(2)
 	for _, tt := range []struct {
@@ -43,10 +43,10 @@ func TestUnitFailingBefore(t *testing.T) {
 	}
 }
 
-// TestUnitJudge: the gates count regressions only. A parent failing before
+// TestJudge: the gates count regressions only. A parent failing before
 // its move neither fails the revision nor holds the next wave; one that
 // was healthy and fails after does, and one not yet healthy holds the wave.
-func TestUnitJudge(t *testing.T) {
+func TestJudge(t *testing.T) {
 	since := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	past := since.Add(time.Minute)
 	const deadline = 30 * time.Second
@@ -79,9 +79,9 @@ func TestUnitJudge(t *testing.T) {
 	}
 }
 
-// TestUnitRecordFailingBefore: the recorded list grows, sorted, without
+// TestRecordFailingBefore: the recorded list grows, sorted, without
 // repeats, bounded, and says when it changed.
-func TestUnitRecordFailingBefore(t *testing.T) {
+func TestRecordFailingBefore(t *testing.T) {
 	rev := &revisions.Revision{}
 	assert.False(t, recordFailingBefore(rev, nil))
 	assert.True(t, recordFailingBefore(rev, []string{"ns/b", "ns/a"}))
@@ -95,9 +95,9 @@ func TestUnitRecordFailingBefore(t *testing.T) {
 	assert.Len(t, rev.FailingBefore, revisions.MaxFailingBefore)
 }
 
-// TestUnitCanaryByPolicy: a parent's own canary label does not put it first
+// TestCanaryByPolicy: a parent's own canary label does not put it first
 // unless the policy lets it; the policy's namespaces do.
-func TestUnitCanaryByPolicy(t *testing.T) {
+func TestCanaryByPolicy(t *testing.T) {
 	var parents []unstructured.Unstructured
 	for _, name := range []string{"a", "b", "c", "d", "e", "f"} {
 		parents = append(parents, *rolloutParent(name, "h1", metav1.ConditionTrue, metav1.ConditionTrue))
@@ -125,11 +125,11 @@ func TestUnitCanaryByPolicy(t *testing.T) {
 	assert.Equal(t, last, order[len(order)-1].GetName())
 }
 
-// TestUnitPruneKeepsFollowedPinsOnly: beyond the history limit, a revision
+// TestPruneKeepsFollowedPinsOnly: beyond the history limit, a revision
 // is kept for a pin only while the engine follows the pin: not for one
 // older than rollout.pins allows, nor for one to a rolled-back revision;
 // and the revision a refused pin's object last ran is not kept for it.
-func TestUnitPruneKeepsFollowedPinsOnly(t *testing.T) {
+func TestPruneKeepsFollowedPinsOnly(t *testing.T) {
 	scheme := runtime.NewScheme()
 	require.NoError(t, appsv1.AddToScheme(scheme))
 	c := fake.NewClientBuilder().WithScheme(scheme).Build()

@@ -48,13 +48,13 @@ func greedyTemplate(t *testing.T) *templates.Template {
 	return tpl
 }
 
-// TestUnitHoldSharesTheBudget: the hold check renders with the engine's
+// TestHoldSharesTheBudget: the hold check renders with the engine's
 // budget. A parent it finds over a limit is remembered for every other
 // path (its reconcile does not evaluate it again), and is not evaluated a
 // second time by the hold check itself; a parent whose evaluation overran,
 // while the budget is spent, is not evaluated at all: each is left to its
 // reconcile, and counts no deletion.
-func TestUnitHoldSharesTheBudget(t *testing.T) {
+func TestHoldSharesTheBudget(t *testing.T) {
 	tpl := greedyTemplate(t)
 	// One evaluation past the timeout spends the budget for suspects.
 	b := render.NewBudget(render.BudgetLimits{MaxOverrunning: 1})

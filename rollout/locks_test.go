@@ -109,13 +109,13 @@ children: books: {
 	return set.Templates()[0]
 }
 
-// TestUnitRolloutStepBlocksNoReader: while a step lists children for its
+// TestRolloutStepBlocksNoReader: while a step lists children for its
 // hold check (the kind's lock taken inside), the kind's status and a
 // reconcile's templateFor answer at once, and a parent sent to the target
 // is reconciled with the target. On the engine of a165818 the step held
 // the rollout's lock across that list while status held the kind's lock
 // and waited for the rollout's: /readyz froze the kind for good.
-func TestUnitRolloutStepBlocksNoReader(t *testing.T) {
+func TestRolloutStepBlocksNoReader(t *testing.T) {
 	scheme := runtime.NewScheme()
 	require.NoError(t, appsv1.AddToScheme(scheme))
 	c := fake.NewClientBuilder().WithScheme(scheme).Build()
@@ -197,9 +197,9 @@ func TestUnitRolloutStepBlocksNoReader(t *testing.T) {
 	assert.Contains(t, k.status(), "2 (")
 }
 
-// TestUnitRolloutViewIsACopy: what a reconcile got from templateFor does
+// TestRolloutViewIsACopy: what a reconcile got from templateFor does
 // not change under it when the coordinator moves on.
-func TestUnitRolloutViewIsACopy(t *testing.T) {
+func TestRolloutViewIsACopy(t *testing.T) {
 	ro := testRollout(revisions.PhaseProgressing, 0)
 	on2 := rolloutParent("on2", "h2", metav1.ConditionTrue, metav1.ConditionTrue)
 	got, err := ro.templateFor(on2)
@@ -213,10 +213,10 @@ func TestUnitRolloutViewIsACopy(t *testing.T) {
 	assert.Equal(t, int64(1), again.Number, "a later reconcile sees the rollback")
 }
 
-// TestUnitRolloutNotLoaded: a reconcile before the revisions are loaded is
+// TestRolloutNotLoaded: a reconcile before the revisions are loaded is
 // an error to retry, not a nil revision, nor a panic on a view with no
 // target.
-func TestUnitRolloutNotLoaded(t *testing.T) {
+func TestRolloutNotLoaded(t *testing.T) {
 	ro := New(&fakeKind{}, shelfKind, nil, 10, Hold{})
 	_, err := ro.templateFor(rolloutParent("p", "h1", metav1.ConditionTrue, metav1.ConditionTrue))
 	require.Error(t, err)

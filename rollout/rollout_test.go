@@ -53,9 +53,9 @@ func testRollout(phase revisions.Phase, wave int) *Rollout {
 	return ro
 }
 
-// TestUnitTemplateFor: which revision each parent is reconciled with, by
+// TestTemplateFor: which revision each parent is reconciled with, by
 // the phase of the rollout, whether the parent was moved, is new or pinned.
-func TestUnitTemplateFor(t *testing.T) {
+func TestTemplateFor(t *testing.T) {
 	on1 := rolloutParent("on1", "h1", metav1.ConditionTrue, metav1.ConditionTrue)
 	on2 := rolloutParent("on2", "h2", metav1.ConditionTrue, metav1.ConditionTrue)
 	fresh := rolloutParent("fresh", "", metav1.ConditionUnknown, metav1.ConditionUnknown)
@@ -143,9 +143,9 @@ func TestUnitTemplateFor(t *testing.T) {
 	})
 }
 
-// TestUnitRolloutOrder: canaries first, then a stable order by UID; pinned,
+// TestRolloutOrder: canaries first, then a stable order by UID; pinned,
 // paused and deleted parents take no part.
-func TestUnitRolloutOrder(t *testing.T) {
+func TestRolloutOrder(t *testing.T) {
 	var parents []unstructured.Unstructured
 	for _, name := range []string{"a", "b", "c", "d", "e", "f"} {
 		parents = append(parents, *rolloutParent(name, "h1", metav1.ConditionTrue, metav1.ConditionTrue))
@@ -177,11 +177,11 @@ func TestUnitRolloutOrder(t *testing.T) {
 	assert.Equal(t, first, names(rolloutOrder(reversed, templates.Canary{ObjectLabel: true})))
 }
 
-// TestUnitHealthGates: a moved parent passes when it is healthy on the
+// TestHealthGates: a moved parent passes when it is healthy on the
 // revision (revisions.ReadyOn, whose own cases are revisions'
 // TestReadyOn), fails at once when Synced=False on it, and fails when it
 // is not healthy by the deadline.
-func TestUnitHealthGates(t *testing.T) {
+func TestHealthGates(t *testing.T) {
 	since := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	within, past := since.Add(10*time.Second), since.Add(time.Minute)
 	const deadline = 30 * time.Second
@@ -201,9 +201,9 @@ func TestUnitHealthGates(t *testing.T) {
 	assert.Equal(t, "not Ready 30s after its update (progressDeadline): not updated to the revision", failedOn(notMoved, "h2", since, past, deadline))
 }
 
-// TestUnitRolloutIdleListsNoFleet: the coordinator lists every parent (under
+// TestRolloutIdleListsNoFleet: the coordinator lists every parent (under
 // sharding, from the apiserver) only in the phases that move some.
-func TestUnitRolloutIdleListsNoFleet(t *testing.T) {
+func TestRolloutIdleListsNoFleet(t *testing.T) {
 	for _, tc := range []struct {
 		rev  revisions.Revision
 		want bool
@@ -224,12 +224,12 @@ func TestUnitRolloutIdleListsNoFleet(t *testing.T) {
 	}
 }
 
-// TestUnitRollBackTo: a rolled-back target's parents go where an undo
+// TestRollBackTo: a rolled-back target's parents go where an undo
 // returns them (revisions.UndoTarget): the newest complete revision; when
 // none is complete, the newest other one; when there is none, nowhere. A
 // leader that reads the rollout back (restarted, or a shard following)
 // sends them, and new parents, to the same one.
-func TestUnitRollBackTo(t *testing.T) {
+func TestRollBackTo(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
 		phases []revisions.Phase // of revisions 1, 2, ...; the last is the target

@@ -18,7 +18,7 @@ import (
 	"github.com/cuengine/engine/templates"
 )
 
-func TestUnitDiffRevisionArgs(t *testing.T) {
+func TestDiffRevisionArgs(t *testing.T) {
 	for _, tc := range []struct {
 		name string
 		args []string
@@ -59,7 +59,7 @@ func TestUnitDiffRevisionArgs(t *testing.T) {
 	})
 }
 
-func TestUnitDiffRevisionBase(t *testing.T) {
+func TestDiffRevisionBase(t *testing.T) {
 	kr := &revisions.Stored{Kind: "MyKind.webapp.my.domain/v1", Revisions: []revisions.Revision{
 		{Number: 2, Hash: "h2"}, {Number: 5, Hash: "h1"}, // h1 renumbered from 1 to 5
 	}}

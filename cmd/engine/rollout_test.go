@@ -86,7 +86,7 @@ func unsynced(u unstructured.Unstructured) unstructured.Unstructured {
 	return u
 }
 
-func TestUnitRolloutResolveKind(t *testing.T) {
+func TestRolloutResolveKind(t *testing.T) {
 	resources := []*metav1.APIResourceList{
 		{GroupVersion: "webapp.my.domain/v1", APIResources: []metav1.APIResource{
 			{Name: "mykinds", SingularName: "mykind", Namespaced: true, Kind: "MyKind", ShortNames: []string{"mk"}, Verbs: []string{"get", "list"}},
@@ -133,7 +133,7 @@ func TestUnitRolloutResolveKind(t *testing.T) {
 	}
 }
 
-func TestUnitRolloutSelectRevisions(t *testing.T) {
+func TestRolloutSelectRevisions(t *testing.T) {
 	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	v2 := myKindGVK.GroupKind().WithVersion("v2")
 	other := schema.GroupVersionKind{Group: "webapp.my.domain", Version: "v1", Kind: "Mykind"} // a different kind with the same label
@@ -212,7 +212,7 @@ func fleetParents() []unstructured.Unstructured {
 	}
 }
 
-func TestUnitRolloutStatusTable(t *testing.T) {
+func TestRolloutStatusTable(t *testing.T) {
 	parents := fleetParents()
 	parents[len(parents)-1] = myKind("j", 7, "0123456789ab", true, false, "") // a revision pruned meanwhile
 	waves := func(rev revisions.Revision) int {
@@ -255,7 +255,7 @@ revision 3 (*) is paused at wave 2/3: ` + "`engine rollout resume mk`" + ` conti
 	}
 }
 
-func TestUnitRolloutStatusMessages(t *testing.T) {
+func TestRolloutStatusMessages(t *testing.T) {
 	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	held := `the new version of mykind.cue would delete 3 children (MyKind apps/a: Deployment apps/a); it waits for ` + "`engine rollout resume`"
 	for _, tc := range []struct {
@@ -281,7 +281,7 @@ func TestUnitRolloutStatusMessages(t *testing.T) {
 	}
 }
 
-func TestUnitRolloutHistoryTable(t *testing.T) {
+func TestRolloutHistoryTable(t *testing.T) {
 	kr := fleetFixture(t, revisions.PhaseProgressing, contract.AnnotationRolloutPaused)
 	now := time.Date(2026, 1, 3, 2, 0, 0, 0, time.UTC)
 	var out bytes.Buffer
@@ -317,9 +317,9 @@ pins: followed to revisions 1 to 3 (rollout: pins: newest: 10), not to a RolledB
 	assert.True(t, strings.HasSuffix(out.String(), "pins: none followed (rollout: pins: \"Forbid\")\n"), out.String())
 }
 
-// TestUnitRolloutStatusFailingBefore: status names the objects that were
+// TestRolloutStatusFailingBefore: status names the objects that were
 // failing before they moved to the target, a bounded list.
-func TestUnitRolloutStatusFailingBefore(t *testing.T) {
+func TestRolloutStatusFailingBefore(t *testing.T) {
 	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	for _, tc := range []struct {
 		name    string
@@ -346,7 +346,7 @@ func TestUnitRolloutStatusFailingBefore(t *testing.T) {
 	}
 }
 
-func TestUnitRolloutRequests(t *testing.T) {
+func TestRolloutRequests(t *testing.T) {
 	held := "the new version of mykind.cue would delete 3 children (MyKind apps/a: Deployment apps/a); it waits"
 	type want struct {
 		annotations map[string]any
@@ -428,11 +428,11 @@ func TestUnitRolloutRequests(t *testing.T) {
 	}
 }
 
-// TestUnitRolloutUndoWithoutACompleteRevision: with no other revision
+// TestRolloutUndoWithoutACompleteRevision: with no other revision
 // Complete, the engine returns the objects to the newest other one
 // (revisions.UndoTarget), and undo says so; with no other revision at all,
 // there is nothing to go back to.
-func TestUnitRolloutUndoWithoutACompleteRevision(t *testing.T) {
+func TestRolloutUndoWithoutACompleteRevision(t *testing.T) {
 	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	kr, err := revisions.Select([]appsv1.ControllerRevision{
 		*storedRevision("engine-system", myKindGVK, 1, "aaaaaaaaaaaa", revisions.PhaseRolledBack, 0, "", t0),
