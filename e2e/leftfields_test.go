@@ -34,7 +34,7 @@ func scaleOwned(t *testing.T, d *appsv1.Deployment) bool {
 	t.Helper()
 	for _, e := range d.ManagedFields {
 		var set map[string]any
-		require.NoError(t, json.Unmarshal(e.FieldsV1.Raw, &set))
+		require.NoError(t, json.Unmarshal(e.FieldsV1.GetRawBytes(), &set))
 		spec, _ := set["f:spec"].(map[string]any)
 		if _, ok := spec["f:replicas"]; ok && e.Subresource == "scale" {
 			return true

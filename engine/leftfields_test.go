@@ -63,7 +63,7 @@ func replicasOwners(t *testing.T, d *appsv1.Deployment) []string {
 	var owners []string
 	for _, e := range d.ManagedFields {
 		var set map[string]any
-		require.NoError(t, json.Unmarshal(e.FieldsV1.Raw, &set))
+		require.NoError(t, json.Unmarshal(e.FieldsV1.GetRawBytes(), &set))
 		spec, _ := set["f:spec"].(map[string]any)
 		if _, ok := spec["f:replicas"]; ok {
 			owner := e.Manager

@@ -42,9 +42,9 @@ type heldRecorder struct {
 	release chan struct{}
 	entered chan string
 
-	mu            sync.Mutex
-	inside, most  int
-	notes, events []string
+	mu           sync.Mutex
+	inside, most int
+	events       []string
 }
 
 func (r *heldRecorder) Eventf(regarding k8sruntime.Object, _ k8sruntime.Object, _, _, _, note string, args ...any) {

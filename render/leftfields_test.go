@@ -69,8 +69,8 @@ func TestKeepingLive(t *testing.T) {
 		d := leftDeployment(3, map[string]any{"team": "a"}, "metadata.annotations=Shared")
 		live := leftDeployment(3, map[string]any{"team": "b", "old": "x", "injected": "yes"}, "")
 		live.SetManagedFields([]metav1.ManagedFieldsEntry{
-			{Manager: contract.FieldManager, Operation: metav1.ManagedFieldsOperationApply, FieldsV1: &metav1.FieldsV1{Raw: []byte(`{"f:metadata":{"f:annotations":{".":{},"f:team":{},"f:old":{}}}}`)}},
-			{Manager: "kubectl-annotate", Operation: metav1.ManagedFieldsOperationUpdate, FieldsV1: &metav1.FieldsV1{Raw: []byte(`{"f:metadata":{"f:annotations":{"f:injected":{}}}}`)}},
+			{Manager: contract.FieldManager, Operation: metav1.ManagedFieldsOperationApply, FieldsV1: metav1.NewFieldsV1(`{"f:metadata":{"f:annotations":{".":{},"f:team":{},"f:old":{}}}}`)},
+			{Manager: "kubectl-annotate", Operation: metav1.ManagedFieldsOperationUpdate, FieldsV1: metav1.NewFieldsV1(`{"f:metadata":{"f:annotations":{"f:injected":{}}}}`)},
 		})
 		got := KeepingLive(d, live)
 		assert.Equal(t, map[string]string{"team": "a", "old": "x", contract.AnnotationOwnership: "metadata.annotations=Shared"}, got.GetAnnotations(),
@@ -80,7 +80,7 @@ func TestKeepingLive(t *testing.T) {
 		d := leftDeployment(3, map[string]any{"team": "a"}, "metadata.annotations=Shared")
 		live := leftDeployment(3, map[string]any{"team": "a", "injected": "yes"}, "")
 		live.SetManagedFields([]metav1.ManagedFieldsEntry{
-			{Manager: "injector", Operation: metav1.ManagedFieldsOperationUpdate, FieldsV1: &metav1.FieldsV1{Raw: []byte(`{"f:metadata":{"f:annotations":{}}}`)}},
+			{Manager: "injector", Operation: metav1.ManagedFieldsOperationUpdate, FieldsV1: metav1.NewFieldsV1(`{"f:metadata":{"f:annotations":{}}}`)},
 		})
 		assert.Equal(t, "yes", KeepingLive(d, live).GetAnnotations()["injected"])
 	})
