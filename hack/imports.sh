@@ -22,6 +22,7 @@ reconciler      render revisions providers templates contract
 rollout         render revisions templates contract
 diff            render revisions templates contract
 sharding        contract
+clusters        contract
 engine          *
 internal/...    *
 cmd/engine      engine contract templates render revisions reconciler rollout diff sharding providers providers/plugin internal/localcluster internal/pgserver
