@@ -25,6 +25,10 @@ build: ## Build the engine and its provider plugins into bin/ (engine, engine-pr
 assets: ## Build the local control plane and helm into bin/ (kube-apiserver, etcd, controller-manager, scheduler, kubectl, kwok, helm).
 	@bash hack/build-assets.sh
 
+.PHONY: prometheus
+prometheus: ## Install Debian's prometheus where it is missing (apt-get as root; the rollout analysis tests start throwaway servers from it).
+	@bash hack/prometheus.sh install
+
 .PHONY: postgres
 postgres: ## Install Debian's postgresql-15 where initdb/pg_ctl are missing (apt-get as root; the postgresql provider's tests start throwaway servers from it).
 	@bash hack/postgres.sh install
@@ -98,8 +102,8 @@ stage = @echo "test: $(1) ($$(( $$(date +%s) - $(START) ))s elapsed)"
 test: verify lint ## Check (verify, lint), run the fast lane (test-unit) so a slip fails in a minute, then the templates' cases, the chart, the alerts and dashboard, every test (unit, integration, end-to-end) with -race and the fault suite at full size.
 	$(call stage,stage 1/2: fast lane (no control plane): make test-unit)
 	@$(MAKE) --no-print-directory test-unit
-	$(call stage,stage 2/2: full (control plane): make assets postgres build test-templates test-chart test-monitoring$(comma) every test with -race$(comma) then test-faults)
-	@$(MAKE) --no-print-directory assets postgres build test-templates test-chart test-monitoring
+	$(call stage,stage 2/2: full (control plane): make assets postgres prometheus build test-templates test-chart test-monitoring$(comma) every test with -race$(comma) then test-faults)
+	@$(MAKE) --no-print-directory assets postgres prometheus build test-templates test-chart test-monitoring
 	$(GO) test -race -count=1 -timeout 40m -skip '^TestFaults$$' $(PKGS)
 	@$(MAKE) --no-print-directory test-faults
 	$(call stage,passed)

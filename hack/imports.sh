@@ -20,6 +20,7 @@ render          templates contract
 revisions       templates contract
 reconciler      render revisions providers templates contract
 rollout         render revisions templates contract
+rollout/analysis -
 diff            render revisions templates contract
 sharding        contract
 clusters        contract
