@@ -114,6 +114,16 @@ type Plan struct {
 	Reason string
 }
 
+// Refusal is the plan of an Apply that would fail with err without
+// writing: a terminal error is ActionRefuse with its message, and any
+// other error stops the plan (returned as it is).
+func Refusal(err error) (Plan, error) {
+	if _, retryable := Classify(err); retryable {
+		return Plan{}, err
+	}
+	return Plan{Action: ActionRefuse, Reason: err.Error()}, nil
+}
+
 // Change is one field Apply would set. A sensitive field's values are
 // never carried: Sensitive says a secret would be set or replaced.
 type Change struct {

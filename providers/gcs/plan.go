@@ -16,13 +16,13 @@ func (p *Provider) Plan(ctx context.Context, req providers.Request) (providers.P
 		// No name recorded yet: the first Apply creates the bucket.
 		spec, err := parseSpec(req.Spec)
 		if err != nil {
-			return refusal(err)
+			return providers.Refusal(err)
 		}
 		return createPlan(spec, req.Owner.UID), nil
 	}
 	spec, err := checkApply(req)
 	if err != nil {
-		return refusal(err)
+		return providers.Refusal(err)
 	}
 	attrs, err := p.attrs(ctx, req.ExternalName)
 	if err != nil {
@@ -32,10 +32,10 @@ func (p *Provider) Plan(ctx context.Context, req providers.Request) (providers.P
 		return createPlan(spec, req.Owner.UID), nil
 	}
 	if !ownedBy(attrs, req.Owner.UID) {
-		return refusal(notOwnedError(req.ExternalName, attrs, req.Owner.UID))
+		return providers.Refusal(notOwnedError(req.ExternalName, attrs, req.Owner.UID))
 	}
 	if attrs.Location != "" && !strings.EqualFold(attrs.Location, spec.Location) {
-		return refusal(immutableField(fieldLocation, attrs.Location, spec.Location))
+		return providers.Refusal(immutableField(fieldLocation, attrs.Location, spec.Location))
 	}
 	_, changes := bucketUpdate(spec, attrs, req.Owner.UID)
 	if len(changes) == 0 {
@@ -64,13 +64,4 @@ func createPlan(spec bucketSpec, uid string) providers.Plan {
 	}
 	sort.SliceStable(changes, func(i, j int) bool { return changes[i].Field < changes[j].Field })
 	return providers.Plan{Action: providers.ActionCreate, Changes: changes}
-}
-
-// refusal is the plan of an Apply that would fail with err without
-// writing; an error that is not such a refusal stops the plan.
-func refusal(err error) (providers.Plan, error) {
-	if _, retryable := providers.Classify(err); retryable {
-		return providers.Plan{}, err
-	}
-	return providers.Plan{Action: providers.ActionRefuse, Reason: err.Error()}, nil
 }

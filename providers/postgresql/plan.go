@@ -16,7 +16,7 @@ func (p *Provider) Plan(ctx context.Context, req providers.Request) (providers.P
 		// No name recorded yet: the first Apply creates both.
 		spec, err := parseSpec(req.Spec)
 		if err != nil {
-			return refusal(err)
+			return providers.Refusal(err)
 		}
 		return providers.Plan{Action: providers.ActionCreate, Changes: []providers.Change{
 			{Field: fieldDatabase, To: strconv.Quote(spec.Database)},
@@ -26,7 +26,7 @@ func (p *Provider) Plan(ctx context.Context, req providers.Request) (providers.P
 	}
 	n, err := checkApply(req)
 	if err != nil {
-		return refusal(err)
+		return providers.Refusal(err)
 	}
 	uid := req.Owner.UID
 	db, err := p.readDatabase(ctx, n.database)
@@ -34,7 +34,7 @@ func (p *Provider) Plan(ctx context.Context, req providers.Request) (providers.P
 		return providers.Plan{}, err
 	}
 	if db != nil && db.comment != ownerMark(uid) && (db.comment != "" || db.owner != n.role) {
-		return refusal(notOwnedError("database", n.database, db.comment, uid))
+		return providers.Refusal(notOwnedError("database", n.database, db.comment, uid))
 	}
 	role, err := p.readRole(ctx, n.role)
 	if err != nil {
@@ -47,7 +47,7 @@ func (p *Provider) Plan(ctx context.Context, req providers.Request) (providers.P
 			providers.Change{Field: "role", To: strconv.Quote(n.role)},
 			providers.Change{Field: "password", Sensitive: true})
 	case role.comment != ownerMark(uid):
-		return refusal(notOwnedError("role", n.role, role.comment, uid))
+		return providers.Refusal(notOwnedError("role", n.role, role.comment, uid))
 	default:
 		if !role.canLogin {
 			changes = append(changes, providers.Change{Field: "role.login", From: "false", To: "true"})
@@ -71,13 +71,4 @@ func (p *Provider) Plan(ctx context.Context, req providers.Request) (providers.P
 		return providers.Plan{Action: providers.ActionNone}, nil
 	}
 	return providers.Plan{Action: providers.ActionUpdate, Changes: changes}, nil
-}
-
-// refusal is the plan of an Apply that would fail with err without
-// writing; an error that is not such a refusal stops the plan.
-func refusal(err error) (providers.Plan, error) {
-	if _, retryable := providers.Classify(err); retryable {
-		return providers.Plan{}, err
-	}
-	return providers.Plan{Action: providers.ActionRefuse, Reason: err.Error()}, nil
 }
