@@ -131,6 +131,9 @@ func (p Policy) Within(bound Policy) Policy {
 // decodePolicy reads the policy block: crossNamespace is a bool or a list
 // of namespace names.
 func decodePolicy(v cue.Value) (Policy, error) {
+	if err := knownFields("policy", v, []string{"crossNamespace", "clusterScoped"}); err != nil {
+		return Policy{}, err
+	}
 	var raw struct {
 		CrossNamespace any  `json:"crossNamespace"`
 		ClusterScoped  bool `json:"clusterScoped"`
