@@ -61,7 +61,7 @@ type restartResult struct {
 	reconciles                    float64
 	rss, anon                     int64 // peaks once settled, bytes
 	cpu                           time.Duration
-	requests                      counts // every request, start to settled
+	requests                      counts // the controller's requests, exec to settled
 	// watchLists counts the initial lists streamed through a watch
 	// (WatchList), by resource, start to settled.
 	watchLists counts
@@ -171,7 +171,7 @@ func (h *Harness) scaleController(ctx context.Context, name string) (res *scaleR
 	if *addr, err = freeAddress(); err != nil {
 		return res, fmt.Errorf("no free port for the metrics: %w", err)
 	}
-	before, _, err := e.scrape(ctx)
+	before, beforeOwn, err := e.scrape(ctx)
 	if err != nil {
 		return res, err
 	}
@@ -193,7 +193,7 @@ func (h *Harness) scaleController(ctx context.Context, name string) (res *scaleR
 	}
 	now = total(snap.use)
 	res.restart.rss, res.restart.anon, res.restart.cpu = now.rss, now.anon, now.cpu
-	res.restart.requests = snap.api.minus(before)
+	res.restart.requests = snap.api.minus(before).minus(snap.own.minus(beforeOwn))
 	lists, err := scrapeWatchLists(ctx, e)
 	res.restart.watchLists = lists.minus(listsBefore)
 	return res, err
