@@ -37,8 +37,15 @@ import (
 //     once it settled, and its LIST requests by resource (the pages of
 //     its informers' initial lists) and writes.
 
-// scalePoll is how often the restart polls the controller's metrics.
-const scalePoll = 100 * time.Millisecond
+// scalePoll is how often the restart polls the controller's metrics. Each
+// poll costs the controller the encoding of its metrics (at every 100 ms,
+// gzipped, 8% of the engine's CPU over a restart, by its profile):
+// uncompressed, every 200 ms.
+const scalePoll = 200 * time.Millisecond
+
+// metricsClient reads a controller's metrics without compression, which
+// the controller would otherwise spend CPU on.
+var metricsClient = &http.Client{Transport: &http.Transport{DisableCompression: true}}
 
 // scaleStill is how long the reconcile count must hold still, with an
 // empty work queue, for the restart's reconciles to be over.
@@ -340,7 +347,7 @@ func scrapeReconciles(ctx context.Context, url string) (reconcileMetrics, error)
 	if err != nil {
 		return reconcileMetrics{}, err
 	}
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := metricsClient.Do(req)
 	if err != nil {
 		return reconcileMetrics{}, err
 	}
