@@ -225,6 +225,10 @@ func newHarness(ctx context.Context, cfg Config) (*Harness, error) {
 	if h.bins, err = copyBinaries(bins, filepath.Join(cfg.LogDir, "bin")); err != nil {
 		return nil, err
 	}
+	if cfg.Scale {
+		h.log.printf("scale: N=%d clients=%d runs=%s, default flags; logs in %s", cfg.N, cfg.Clients, strings.Join(cfg.Controllers, ","), cfg.LogDir)
+		return h, nil
+	}
 	h.log.printf("N=%d rounds=%d workers=%d clients=%d runs=%s; logs in %s", cfg.N, cfg.Rounds, cfg.Workers, cfg.Clients, strings.Join(cfg.Controllers, ","), cfg.LogDir)
 	return h, nil
 }
