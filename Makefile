@@ -140,6 +140,11 @@ bench-sharding: WORKERS ?= 4
 bench-sharding: assets build ## Benchmark sharding: the engine without it, then with --sharding over SHARDS replicas (1,3): times, peak RSS and parents per replica (N=5000, ROUNDS=1, WORKERS).
 	$(GO) run ./bench/cmd/bench -n $(N) -rounds $(ROUNDS) -workers $(WORKERS) -shards '$(SHARDS)'
 
+.PHONY: bench-scale
+bench-scale: N ?= 50000
+bench-scale: assets build ## Benchmark scale: N MyKinds (50000) with replicas 0, engine and reference with their defaults: time until all Ready, peak RSS, RSS per parent, CPU, and a restart with the N parents in place.
+	$(GO) run ./bench/cmd/bench -scale -n $(N) -phase-timeout 60m
+
 .PHONY: fmt
 fmt: ## Format the code.
 	gofmt -w $$(git ls-files '*.go')
