@@ -24,6 +24,7 @@ rollout/analysis -
 diff            render revisions templates contract
 sharding        contract
 clusters        contract
+migration       -
 engine          *
 internal/...    *
 cmd/engine      engine contract templates render revisions reconciler rollout diff sharding providers providers/plugin internal/localcluster internal/pgserver
