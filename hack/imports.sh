@@ -22,9 +22,10 @@ reconciler      render revisions providers templates contract
 rollout         render revisions templates contract
 diff            render revisions templates contract
 sharding        contract
+webhooks        templates contract
 engine          *
 internal/...    *
-cmd/engine      engine contract templates render revisions reconciler rollout diff sharding providers providers/plugin internal/localcluster internal/pgserver
+cmd/engine      engine contract templates render revisions reconciler rollout diff sharding webhooks providers providers/plugin internal/localcluster internal/pgserver
 '
 # The engine binary runs its providers as plugins (engine-provider-<name>,
 # providers/plugin): it links no provider implementation, directly or not
