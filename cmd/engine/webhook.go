@@ -17,6 +17,9 @@ import (
 	"github.com/cuengine/engine/webhooks"
 )
 
+// defaultCertDir is where the serving certificate is written by default.
+var defaultCertDir = filepath.Join(os.TempDir(), "engine-webhook-certs")
+
 // webhookOptions are the flags of the webhook server (docs/operations.md,
 // Admission webhook).
 type webhookOptions struct {
@@ -35,7 +38,7 @@ type webhookOptions struct {
 
 func (w *webhookOptions) addFlags(f *pflag.FlagSet) {
 	f.IntVar(&w.port, "webhook-port", 9443, "port of the webhook server, started when a template has spec constraints the CRD cannot carry (0: never)")
-	f.StringVar(&w.certDir, "webhook-cert-dir", filepath.Join(os.TempDir(), "engine-webhook-certs"), "directory of the webhook's serving certificate (tls.crt, tls.key): written from --webhook-secret, or mounted with --webhook-cert-manager-certificate")
+	f.StringVar(&w.certDir, "webhook-cert-dir", defaultCertDir, "directory of the webhook's serving certificate (tls.crt, tls.key): written from --webhook-secret, or mounted with --webhook-cert-manager-certificate")
 	f.StringVar(&w.namespace, "webhook-namespace", "", `namespace of the webhook's Secret and Service (default: the pod's namespace, else "default")`)
 	f.StringVar(&w.secret, "webhook-secret", "engine-webhook-certs", "Secret holding the webhook's CA and serving certificate, created and rotated by the engine")
 	f.StringVar(&w.service, "webhook-service", "engine-webhook", "Service through which the apiserver calls the webhook")
@@ -45,6 +48,24 @@ func (w *webhookOptions) addFlags(f *pflag.FlagSet) {
 	f.StringVar(&w.failurePolicy, "webhook-failure-policy", "Fail", `what the apiserver does with a create or update of a checked parent while the engine does not answer: "Fail" refuses it, "Ignore" lets it in unchecked (deletes never wait on the engine)`)
 	f.DurationVar(&w.timeout, "webhook-timeout", 5*time.Second, "how long the apiserver waits for the webhook (1s to 30s)")
 	f.StringVar(&w.certManager, "webhook-cert-manager-certificate", "", `cert-manager Certificate ("namespace/name") whose Secret is mounted in --webhook-cert-dir: the engine does not rotate, and cert-manager's cainjector fills the caBundle`)
+}
+
+// dev points the webhook at this machine: the local cluster's apiserver
+// calls https://localhost:<port>, the Secret lives in "default", the
+// certificate in the dev directory. Flags given on the command line win.
+func (w *webhookOptions) dev(dir string) {
+	if w.port == 0 {
+		return
+	}
+	if w.url == "" {
+		w.url = fmt.Sprintf("https://localhost:%d", w.port)
+	}
+	if w.namespace == "" {
+		w.namespace = "default"
+	}
+	if w.certDir == defaultCertDir {
+		w.certDir = filepath.Join(dir, "webhook-certs")
+	}
 }
 
 // hooks is the webhook server of `engine run`, nil when disabled.
