@@ -10,6 +10,7 @@ import (
 
 	"github.com/spf13/pflag"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 
@@ -115,4 +116,24 @@ func (h *hooks) reload(ctx context.Context, ev templates.ReloadEvent) {
 	if err := h.srv.SetTemplates(ctx, ev.Set); err != nil {
 		ctrl.LoggerFrom(ctx).Error(err, "starting the webhook server")
 	}
+}
+
+// addWebhookRBAC grants the webhook server what it writes: its
+// ValidatingWebhookConfiguration (the rotator lists and watches them all;
+// writes only to its own) and, in the engine's namespace (the first
+// Role), its certificate Secret (listed and watched by the rotator's
+// cache; written only by name).
+func addWebhookRBAC(roles *templates.Roles, configuration, secret string) {
+	vwc := []string{"validatingwebhookconfigurations"}
+	roles.ClusterRole.Rules = append(roles.ClusterRole.Rules,
+		rbacv1.PolicyRule{APIGroups: []string{"admissionregistration.k8s.io"}, Resources: vwc, Verbs: []string{"list", "watch", "create"}},
+		rbacv1.PolicyRule{APIGroups: []string{"admissionregistration.k8s.io"}, Resources: vwc, ResourceNames: []string{configuration}, Verbs: []string{"get", "update", "patch", "delete"}},
+	)
+	if len(roles.Roles) == 0 {
+		return
+	}
+	roles.Roles[0].Rules = append(roles.Roles[0].Rules,
+		rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"secrets"}, Verbs: []string{"list", "watch", "create"}},
+		rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"secrets"}, ResourceNames: []string{secret}, Verbs: []string{"get", "update", "patch"}},
+	)
 }
