@@ -78,6 +78,12 @@ func (w *constraintWalk) value(v cue.Value, path string) {
 		if w.shapes(v, def, hasDef, path) {
 			return
 		}
+		if alt, ok := besidesDefault(v, def, hasDef); ok {
+			// `*{app: "x"} | {[string]: string}`: the CRD's schema is the
+			// alternative's, the default its default (withDefault).
+			w.value(alt, path)
+			return
+		}
 		if kind == cue.StructKind {
 			w.fields(v, path)
 		} else if elem := v.LookupPath(cue.MakePath(cue.AnyIndex)); elem.Exists() {
@@ -110,6 +116,32 @@ func (w *constraintWalk) shapes(v, def cue.Value, hasDef bool, path string) bool
 	}
 	w.add(v, nil, path)
 	return true
+}
+
+// besidesDefault is the one alternative of a struct or list disjunction
+// with a default that is not the default.
+func besidesDefault(v, def cue.Value, hasDef bool) (cue.Value, bool) {
+	if !hasDef {
+		return cue.Value{}, false
+	}
+	op, alts := v.Expr()
+	if op == cue.NoOp && len(alts) == 1 && !hasDefault(alts[0]) {
+		// `*close({app: "x"}) | {[string]: string}` reads so (CUE v0.17.1).
+		return alts[0], true
+	}
+	if op != cue.OrOp {
+		return cue.Value{}, false
+	}
+	var others []cue.Value
+	for _, a := range alts {
+		if !a.Equals(def) {
+			others = append(others, a)
+		}
+	}
+	if len(others) != 1 {
+		return cue.Value{}, false
+	}
+	return others[0], true
 }
 
 func (w *constraintWalk) fields(v cue.Value, path string) {

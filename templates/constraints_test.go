@@ -33,7 +33,11 @@ func TestConstraintsBeyondTheCRD(t *testing.T) {
 		ratio?: float & >0.5
 		labels: [string]: string
 		ports: [...{port: int & >0, name?: string}]
-		anything: _`},
+		anything: _
+		defaults: *{app: "x"} | {[string]: string}
+		closed: *close({app: "x"}) | {[string]: string}
+		args: *["a", "b"] | [...string]
+		res: *{cpu: "1"} | {cpu: string, memory?: string}`},
 		{name: "a bound read from another field", spec: `
 		minReplicas: *1 | int & >=0
 		replicas: *2 | int & >=minReplicas & <=10`,

@@ -250,3 +250,10 @@ func eventuallyCluster(t *testing.T, what string, cond func(ctx context.Context)
 }
 
 var siteGVK = schema.GroupVersionKind{Group: "test.cuengine.dev", Version: "v1", Kind: "Site"}
+
+func TestVetNotesConstraintsBeyondTheCRD(t *testing.T) {
+	out, errOut, code := run(t, "vet", "--templates", "testdata/webhook")
+	require.Equal(t, 0, code, errOut)
+	assert.Equal(t, "note: site.cue:11:3: parent.spec.replicas: >=minReplicas is not in the CRD: the engine's admission webhook checks it\n", errOut)
+	assert.Contains(t, out, "ok  site.cue")
+}
