@@ -363,7 +363,7 @@ func (c *compiler) compile(src source) (*Template, error) {
 	if err := c.checkDefaults(src.path, t); err != nil {
 		return nil, err
 	}
-	t.constraints = c.constraintsOf(t)
+	t.constraints = c.constraintsOf(t, src.files)
 	return t, nil
 }
 

@@ -2,12 +2,14 @@ package templates
 
 import (
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 
 	"cuelang.org/go/cue"
 	"cuelang.org/go/cue/ast"
 	"cuelang.org/go/cue/format"
+	"cuelang.org/go/cue/parser"
 	"cuelang.org/go/cue/token"
 )
 
@@ -40,15 +42,64 @@ func (t *Template) NeedsAdmission() bool { return len(t.constraints) > 0 }
 
 // constraintsOf walks parent.spec as schemaOf does and collects what it
 // does not translate.
-func (c *compiler) constraintsOf(t *Template) []Constraint {
+func (c *compiler) constraintsOf(t *Template, files []string) []Constraint {
 	sv := t.value.LookupPath(pathSpec)
 	if !sv.Exists() {
 		return nil
 	}
 	w := &constraintWalk{root: c.root}
 	w.value(sv, "spec")
+	// The compiled value shows what an `if` in the spec adds only when it
+	// holds: the source shows the `if` itself.
+	for _, f := range files {
+		af, err := parser.ParseFile(f, nil)
+		if err != nil {
+			continue // it compiled: the compiler read it
+		}
+		w.comprehensions(af.Decls, nil)
+	}
 	return w.out
 }
+
+// comprehensions reports each `if` or `for` inside parent.spec in the
+// source (and spec fields a top-level one adds).
+func (w *constraintWalk) comprehensions(decls []ast.Decl, path []string) {
+	for _, d := range decls {
+		switch x := d.(type) {
+		case *ast.Field:
+			name, _, err := ast.LabelName(x.Label)
+			if err != nil {
+				continue
+			}
+			w.comprehensionsIn(x.Value, append(slices.Clip(path), name))
+		case *ast.EmbedDecl:
+			w.comprehensionsIn(x.Expr, path)
+		case *ast.Comprehension:
+			if inSpec(path) {
+				w.out = append(w.out, Constraint{Pos: position(w.root, x.Pos()), Path: strings.Join(path[1:], "."), What: declLine(x)})
+				continue
+			}
+			w.comprehensionsIn(x.Value, path)
+		}
+	}
+}
+
+func (w *constraintWalk) comprehensionsIn(e ast.Node, path []string) {
+	if len(path) > 0 && path[0] != "parent" || len(path) > 1 && path[1] != "spec" {
+		return
+	}
+	switch x := e.(type) {
+	case *ast.StructLit:
+		w.comprehensions(x.Elts, path)
+	case *ast.BinaryExpr:
+		w.comprehensionsIn(x.X, path)
+		w.comprehensionsIn(x.Y, path)
+	case *ast.ParenExpr:
+		w.comprehensionsIn(x.X, path)
+	}
+}
+
+func inSpec(path []string) bool { return len(path) >= 2 && path[0] == "parent" && path[1] == "spec" }
 
 type constraintWalk struct {
 	root string
@@ -163,13 +214,6 @@ func (w *constraintWalk) fields(v cue.Value, path string) {
 	}
 	if elem := v.LookupPath(cue.MakePath(cue.AnyString)); elem.Exists() {
 		w.value(elem, path+".*")
-	}
-	if s, ok := v.Syntax(cue.Raw()).(*ast.StructLit); ok {
-		for _, d := range s.Elts {
-			if cl, ok := d.(*ast.Comprehension); ok {
-				w.add(v, cl, path)
-			}
-		}
 	}
 }
 
@@ -308,6 +352,12 @@ func isLength(x *ast.CallExpr) bool {
 		return true
 	}
 	return false
+}
+
+// declLine is a declaration's source on one line.
+func declLine(d ast.Decl) string {
+	out := oneLine(&ast.StructLit{Elts: []ast.Decl{d}}, cue.Value{})
+	return strings.TrimSuffix(strings.TrimPrefix(out, "{"), "}")
 }
 
 // oneLine is n's CUE source on one line, or v's when n is nil.

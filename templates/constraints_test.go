@@ -68,6 +68,13 @@ func TestConstraintsBeyondTheCRD(t *testing.T) {
 		hi: int
 		_ordered: true & hi > lo`,
 			want: []Constraint{{Pos: "w.cue:10:3", Path: "spec._ordered", What: "hi > lo & {true}"}}},
+		{name: "a check under an if", spec: `
+		lo: int
+		hi: int
+		if hi < lo {
+			hi: "hi must not be below lo" & false
+		}`,
+			want: []Constraint{{Pos: "w.cue:10:3", Path: "spec", What: "if hi < lo {hi: \"hi must not be below lo\" & false}"}}},
 		{name: "inside a list item", spec: `
 		ports: [...{port: int, target: int & >=port}]`,
 			want: []Constraint{{Pos: "w.cue:8:26", Path: "spec.ports[].target", What: ">=port"}}},
