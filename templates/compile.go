@@ -78,7 +78,10 @@ type Template struct {
 	// readyWhen: its files mention readyWhen, so evaluations look for it
 	// on each child (ready.go).
 	readyWhen bool
-	memo      memo // recent results; the only mutable part, internally locked
+	// constraints are those of the spec the CRD does not carry
+	// (constraints.go).
+	constraints []Constraint
+	memo        memo // recent results; the only mutable part, internally locked
 }
 
 // Policy holds the template's explicit permissions, from its top-level
@@ -363,6 +366,7 @@ func (c *compiler) compile(src source) (*Template, error) {
 	if err := c.checkDefaults(src.path, t); err != nil {
 		return nil, err
 	}
+	t.constraints = c.constraintsOf(t, src.files)
 	return t, nil
 }
 

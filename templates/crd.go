@@ -53,6 +53,9 @@ func (c *compiler) buildCRD(path string, t *Template, shape *statusShape) (*apie
 	spec := apiextensionsv1.JSONSchemaProps{Type: "object", XPreserveUnknownFields: ptr(true)}
 	if sv := t.value.LookupPath(pathSpec); sv.Exists() {
 		spec = schemaOf(sv)
+		if err := c.immutable(path, sv, &spec); err != nil { // immutable.go
+			return nil, err
+		}
 	}
 	root := apiextensionsv1.JSONSchemaProps{
 		Type:        "object",
