@@ -172,20 +172,14 @@ func (w *renderingWriter) compare(name, before, after string) {
 	fmt.Fprintf(w.d.Out, "# %s %s/%s: %s %s\n%s", w.parent.GetKind(), w.parent.GetNamespace(), w.parent.GetName(), name, what, text)
 }
 
-// resourceYAML renders an external resource as the diff shows it; "" when
-// the rendering has none of that name.
+// resourceYAML renders an external resource's document
+// (templates.Resource.Document); "" when the rendering has none of that
+// name.
 func resourceYAML(r templates.Resource, exists bool) string {
 	if !exists {
 		return ""
 	}
-	m := map[string]any{"provider": r.Provider, "spec": r.Spec, "deletionPolicy": r.DeletionPolicy}
-	if len(r.DependsOn) > 0 {
-		m["dependsOn"] = r.DependsOn
-	}
-	if r.ConnectionSecret != "" {
-		m["connectionSecret"] = map[string]any{"name": r.ConnectionSecret}
-	}
-	return toYAML(m)
+	return toYAML(r.Document())
 }
 
 // statusYAML renders the status fields a template writes and its readiness
