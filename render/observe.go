@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -42,11 +43,8 @@ type ObserveOptions struct {
 
 // Observation is what a template sees of one parent's inputs.
 type Observation struct {
-	// References are the placed references (ResolveReferences), sorted by
-	// local name.
-	References []templates.Reference
-	// Observed is the observed state Observe was given with each
-	// reference's view (Observed) by its local name over it.
+	// Observed is the live state Observe was given with each reference's
+	// view (Observed) by its local name over it.
 	Observed map[string]any
 	// Versions identifies every object a reference matched, with its
 	// resource version, sorted: what changes when an input does.
@@ -57,7 +55,8 @@ type Observation struct {
 }
 
 // MissingReferencesError is a parent a reference of which does not exist:
-// the engine waits for it, changing nothing.
+// the engine waits for it, changing nothing. It says which and what the
+// engine does meanwhile: nothing, keeping the children there are.
 type MissingReferencesError struct {
 	// References are the missing references, by local name.
 	References []templates.Reference
@@ -66,7 +65,15 @@ type MissingReferencesError struct {
 }
 
 func (e *MissingReferencesError) Error() string {
-	return MissingReferences(e.References, e.Children).Error()
+	names := make([]string, len(e.References))
+	for i, ref := range e.References {
+		names[i] = fmt.Sprintf("%s (references.%s)", ref, ref.Name)
+	}
+	if e.Children > 0 {
+		return fmt.Sprintf("referenced %s not found: the %d existing children are kept as they are, nothing is created, updated or deleted until it exists again",
+			strings.Join(names, ", "), e.Children)
+	}
+	return fmt.Sprintf("waiting for referenced %s: nothing is created until it exists", strings.Join(names, ", "))
 }
 
 // ReadReferenceError is a reference the reader could not read.
@@ -104,7 +111,7 @@ func Observe(ctx context.Context, t *templates.Template, parent *unstructured.Un
 	if err != nil {
 		return nil, err
 	}
-	out := &Observation{References: refs, views: make(map[string]any, len(refs))}
+	out := &Observation{views: make(map[string]any, len(refs))}
 	given, _ := r.(Given)
 	var missing []templates.Reference
 	for _, ref := range refs {

@@ -115,17 +115,3 @@ func sortByKey(objs []*unstructured.Unstructured) {
 		return cmp.Or(cmp.Compare(a.GetNamespace(), b.GetNamespace()), cmp.Compare(a.GetName(), b.GetName()))
 	})
 }
-
-// MissingReferences says which references do not exist and what the
-// engine does meanwhile: nothing, keeping the children there are.
-func MissingReferences(missing []templates.Reference, children int) error {
-	names := make([]string, len(missing))
-	for i, ref := range missing {
-		names[i] = fmt.Sprintf("%s (references.%s)", ref, ref.Name)
-	}
-	if children > 0 {
-		return fmt.Errorf("referenced %s not found: the %d existing children are kept as they are, nothing is created, updated or deleted until it exists again",
-			strings.Join(names, ", "), children)
-	}
-	return fmt.Errorf("waiting for referenced %s: nothing is created until it exists", strings.Join(names, ", "))
-}
