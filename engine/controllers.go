@@ -77,7 +77,7 @@ func newKindController(e *Engine, t *templates.Template) *kindController {
 	kc.busy = newWorkers(e.opts.MaxConcurrentReconciles, e.opts.StallAfter)
 	kc.store = &revisions.Store{Client: e.writer, Reader: e.apiReader, Namespace: e.opts.RevisionNamespace, GVK: t.GVK}
 	kc.ro = rollout.New(kc, t.GVK, kc.store,
-		e.opts.RevisionHistoryLimit, rollout.Hold{Scoper: e.scoper, Limits: e.opts.Limits, Budget: e.budget, References: kc.referencedViews})
+		e.opts.RevisionHistoryLimit, rollout.Hold{Scoper: e.scoper, Limits: e.opts.Limits, Budget: e.budget, Observe: kc.observeForHold})
 	kc.rec = reconciler.New(reconciler.Options{
 		GVK:            t.GVK,
 		Kind:           kc,
