@@ -70,6 +70,12 @@ type Options struct {
 	// Fence, under sharding, is the shard's Lease: every write for a
 	// parent is checked by it first (fence.go). Required with Shard.
 	Fence Fence
+	// OnServed, when set, is called with the served set each time a
+	// reload (or the retry of a refused one) changes it, from one
+	// goroutine on every replica, outside the engine's locks: what the
+	// admission webhook checks parents against is what the engine
+	// serves, never a set it refused.
+	OnServed func(context.Context, *templates.Set)
 }
 
 // Engine runs one controller per templated parent kind. Templates are
@@ -110,6 +116,8 @@ type Engine struct {
 	// worker retryWake wakes (retryRefused).
 	refused   *refusedSet
 	retryWake chan struct{}
+	// servedWake wakes the servedNotifier (reload.go).
+	servedWake chan struct{}
 	// kindLoops are the kind controllers' loops (kindController.start);
 	// Start waits for them.
 	kindLoops sync.WaitGroup
@@ -205,12 +213,18 @@ func New(mgr manager.Manager, opts Options) (*Engine, error) {
 		indexed:      map[schema.GroupVersionKind]bool{},
 		failureWake:  make(chan struct{}, 1),
 		retryWake:    make(chan struct{}, 1),
+		servedWake:   make(chan struct{}, 1),
 	}
 	if err := mgr.Add(e); err != nil {
 		return nil, err
 	}
 	if err := mgr.Add(heapBar{e}); err != nil {
 		return nil, err
+	}
+	if opts.OnServed != nil {
+		if err := mgr.Add(servedNotifier{e}); err != nil {
+			return nil, err
+		}
 	}
 	return e, nil
 }

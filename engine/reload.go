@@ -32,6 +32,54 @@ const maxInvalidParents = 5
 // the failure visible: an error log with positions, metrics, the readiness
 // check, and a Warning event on the parents of the affected kinds.
 func (e *Engine) Reload(ctx context.Context, ev templates.ReloadEvent) {
+	if e.reload(ctx, ev) {
+		e.wakeServed()
+	}
+}
+
+// wakeServed tells the served-set notifier (servedNotifier) that the
+// served set changed.
+func (e *Engine) wakeServed() {
+	select {
+	case e.servedWake <- struct{}{}:
+	default:
+	}
+}
+
+// Served is the set the engine serves: the last one Reload (or a retry)
+// accepted, or the first one.
+func (e *Engine) Served() *templates.Set {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.set
+}
+
+// servedNotifier calls Options.OnServed with the served set each time it
+// changes, on every replica, from one goroutine: the calls come in order
+// and each hands the newest set, so a slow call never leaves an older set
+// in place. The manager starts it and waits for it.
+type servedNotifier struct{ e *Engine }
+
+// NeedLeaderElection implements manager.LeaderElectionRunnable.
+func (servedNotifier) NeedLeaderElection() bool { return false }
+
+// Start implements manager.Runnable.
+func (n servedNotifier) Start(ctx context.Context) error {
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-n.e.servedWake:
+		}
+		if set := n.e.Served(); set != nil {
+			n.e.opts.OnServed(ctx, set)
+		}
+	}
+}
+
+// reload is Reload under acceptMu; it reports whether ev's set is now
+// the served one.
+func (e *Engine) reload(ctx context.Context, ev templates.ReloadEvent) bool {
 	logger := log.FromContext(ctx)
 	e.acceptMu.Lock()
 	defer e.acceptMu.Unlock()
@@ -54,7 +102,7 @@ func (e *Engine) Reload(ctx context.Context, ev templates.ReloadEvent) {
 		metricReloadHealthy.Set(0)
 		logger.Error(err, "template reload refused; the last good templates keep serving", "changed", ev.Changed)
 		e.reportReloadFailure(ctx, err)
-		return
+		return false
 	}
 	metricReloads.WithLabelValues("success").Inc()
 	metricReloadHealthy.Set(1)
@@ -64,6 +112,7 @@ func (e *Engine) Reload(ctx context.Context, ev templates.ReloadEvent) {
 	for _, u := range ev.Set.Unchecked() {
 		logger.Info("child kind has no schema; its children are not checked", "template", u.Template, "child", u.Child, "kind", u.Kind.String())
 	}
+	return true
 }
 
 // refusedSet is a template set the cluster refused, to retry.
@@ -118,6 +167,7 @@ func (e *Engine) retryRefused(ctx context.Context) {
 					e.refused = nil
 				}
 				e.mu.Unlock()
+				e.wakeServed()
 				break
 			}
 		}

@@ -4,8 +4,10 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"sync"
 	"testing"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -57,7 +59,13 @@ func TestRefusedReloadRetriedOnceLiveObjectsFit(t *testing.T) {
 	tray, ok := first.Lookup(gvk)
 	require.True(t, ok)
 	installCRD(t, tray.CRD())
-	eng, ctx := runEngine(t, first, engine.Options{})
+	var servedMu sync.Mutex
+	var served []*templates.Set
+	eng, ctx := runEngine(t, first, engine.Options{OnServed: func(_ context.Context, set *templates.Set) {
+		servedMu.Lock()
+		defer servedMu.Unlock()
+		served = append(served, set)
+	}})
 	ns := namespace(t)
 	require.NoError(t, k8s.Create(context.Background(), parent(gvk, ns, "wide", map[string]any{"size": int64(7)})))
 	configMapData := func(key, want string) func(ctx context.Context) (bool, error) {
@@ -69,9 +77,11 @@ func TestRefusedReloadRetriedOnceLiveObjectsFit(t *testing.T) {
 	}
 	eventually(t, "the first template's ConfigMap", configMapData("version", "1"))
 
-	eng.Reload(ctx, templates.ReloadEvent{Set: load(trayTighter), Changed: []string{"tray.cue"}})
+	tighter := load(trayTighter)
+	eng.Reload(ctx, templates.ReloadEvent{Set: tighter, Changed: []string{"tray.cue"}})
 	require.Error(t, eng.ReloadError())
 	require.Contains(t, eng.ReloadError().Error(), "the new schema rejects live objects")
+	assert.Same(t, first, eng.Served(), "a refused set is not served")
 
 	p := parent(gvk, ns, "wide", nil)
 	require.NoError(t, k8s.Get(context.Background(), client.ObjectKeyFromObject(p), p))
@@ -82,4 +92,10 @@ func TestRefusedReloadRetriedOnceLiveObjectsFit(t *testing.T) {
 		return ok && eng.ReloadError() == nil, err
 	})
 	eventually(t, "size 3 applied", configMapData("size", "3"))
+	assert.Same(t, tighter, eng.Served())
+	eventually(t, "the accepted set handed to OnServed, the refused one never before", func(context.Context) (bool, error) {
+		servedMu.Lock()
+		defer servedMu.Unlock()
+		return len(served) == 1 && served[0] == tighter, nil
+	})
 }

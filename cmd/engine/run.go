@@ -236,7 +236,11 @@ func (o *runOptions) run(cmd *cobra.Command, cfg *rest.Config) error {
 			return err
 		}
 	}
+	// The webhook checks parents against the set the engine serves: it
+	// is built below, before the manager (and so the notifier) starts.
+	var admission *hooks
 	eng, err := engine.New(mgr, engine.Options{
+		OnServed:                func(ctx context.Context, set *templates.Set) { admission.serve(ctx, set) },
 		MaxConcurrentReconciles: o.maxConcurrentReconciles,
 		Namespace:               o.namespace,
 		Providers:               registry,
@@ -260,7 +264,7 @@ func (o *runOptions) run(cmd *cobra.Command, cfg *rest.Config) error {
 		}
 	}
 	eng.SetTemplates(set)
-	hooks, err := o.webhook.server(ctx, mgr, set)
+	admission, err = o.webhook.server(ctx, mgr, set)
 	if err != nil {
 		return err
 	}
@@ -271,7 +275,6 @@ func (o *runOptions) run(cmd *cobra.Command, cfg *rest.Config) error {
 		Rescan: o.rescanInterval,
 		OnReload: func(ev templates.ReloadEvent) {
 			eng.Reload(ctrl.LoggerInto(ctx, logger), ev)
-			hooks.reload(ctrl.LoggerInto(ctx, logger), ev)
 		},
 		Schemas: schemas,
 	})

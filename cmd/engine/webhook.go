@@ -108,12 +108,14 @@ func (w *webhookOptions) server(ctx context.Context, mgr manager.Manager, set *t
 	return &hooks{srv: srv}, nil
 }
 
-// reload hands the server a newly loaded set.
-func (h *hooks) reload(ctx context.Context, ev templates.ReloadEvent) {
-	if h.srv == nil || ev.Set == nil {
+// serve hands the server the set the engine now serves (never a set the
+// engine refused: a reload the live parents break keeps the last good
+// one, and so does admission).
+func (h *hooks) serve(ctx context.Context, set *templates.Set) {
+	if h == nil || h.srv == nil || set == nil {
 		return
 	}
-	if err := h.srv.SetTemplates(ctx, ev.Set); err != nil {
+	if err := h.srv.SetTemplates(ctx, set); err != nil {
 		ctrl.LoggerFrom(ctx).Error(err, "starting the webhook server")
 	}
 }
