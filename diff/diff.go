@@ -31,10 +31,27 @@ type Summary struct {
 	Adopted   int // existing objects granted to their parent (also counted as changed or unchanged)
 	Failed    int // parents the new template cannot evaluate
 	Waiting   int // parents left alone: a reference of theirs does not exist
+	// External resources, as their providers plan them (plans.go).
+	ResourcesCreated, ResourcesUpdated, ResourcesUnchanged int
+	// ResourcesRefused would fail without writing (an immutable field).
+	ResourcesRefused int
+	// ResourcesReplaced and ResourcesDeleted lose a resource's data.
+	ResourcesReplaced, ResourcesDeleted int
+	// ResourcesOrphaned leave the template and stay in place.
+	ResourcesOrphaned int
+	// ResourcesUnplanned were not planned (no provider plugins given).
+	ResourcesUnplanned int
 }
 
-// Changes is the number of objects that would change.
-func (s Summary) Changes() int { return s.Created + s.Changed + s.Pruned }
+// Changes is the number of objects and external resources that would
+// change.
+func (s Summary) Changes() int {
+	return s.Created + s.Changed + s.Pruned + s.ResourcesCreated + s.ResourcesUpdated + s.ResourcesRefused + s.Destroys() + s.ResourcesOrphaned
+}
+
+// Destroys is the number of external resources that would be deleted or
+// replaced: their data would be lost.
+func (s Summary) Destroys() int { return s.ResourcesReplaced + s.ResourcesDeleted }
 
 // Differ computes what the templates would change in a live cluster. It is
 // read-only: it lists and gets, and runs server-side apply as a dry run, so
@@ -51,6 +68,9 @@ type Differ struct {
 	// renderings, and bounds the evaluations that overran; nil remembers
 	// nothing.
 	Budget *render.Budget
+	// Providers plan the external resources (plans.go); nil: they are
+	// listed, not planned.
+	Providers Providers
 }
 
 // DiffKind diffs every live parent of the template's kind (or only the given
@@ -117,6 +137,7 @@ func (d *Differ) diffParent(ctx context.Context, t *templates.Template, parent *
 			d.write(parent, c, "pruned", clean(c), "")
 		}
 	}
+	d.planResources(ctx, parent, out.Result.Resources, sum)
 	return nil
 }
 
@@ -272,7 +293,9 @@ func FormatSummary(w io.Writer, sums []Summary) {
 		for _, p := range []struct {
 			n    int
 			what string
-		}{{s.Created, "created"}, {s.Changed, "changed"}, {s.Pruned, "pruned"}, {s.Unchanged, "unchanged"}, {s.Adopted, "adopted"}, {s.Conflicts, "conflicts"}, {s.Failed, "failed"}, {s.Waiting, "waiting for references"}} {
+		}{{s.Created, "created"}, {s.Changed, "changed"}, {s.Pruned, "pruned"}, {s.Unchanged, "unchanged"}, {s.Adopted, "adopted"}, {s.Conflicts, "conflicts"}, {s.Failed, "failed"}, {s.Waiting, "waiting for references"},
+			{s.ResourcesCreated, "resources created"}, {s.ResourcesUpdated, "resources updated"}, {s.ResourcesUnchanged, "resources unchanged"}, {s.ResourcesRefused, "resources refused"},
+			{s.ResourcesReplaced, "resources replaced"}, {s.ResourcesDeleted, "resources deleted"}, {s.ResourcesOrphaned, "resources orphaned"}, {s.ResourcesUnplanned, "resources not planned"}} {
 			if p.n > 0 {
 				parts = append(parts, fmt.Sprintf("%d %s", p.n, p.what))
 			}

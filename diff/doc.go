@@ -41,9 +41,14 @@
 // It does not own rendering, the ownership proofs or the applied hash
 // (package render), loading templates or stored revisions, finding the
 // parent and the revisions to compare, flags and exit status (cmd/engine).
+// DiffKind also plans each external resource with its provider
+// (providers.Provider.Plan, which reads only) when Differ.Providers is
+// set, and says what happens to a recorded resource the template no
+// longer renders (plans.go); DiffRenderings compares resource specs as
+// the templates render them, calling no provider.
+//
 // It keeps none of the reconcile's state and does none of its work: no
-// status, conditions, events, inventory or finalizer, and no provider is
-// called, so DiffKind does not diff external resources and DiffRenderings
-// compares their specs as the templates render them. It imports render,
-// templates and contract, never engine (hack/imports.sh).
+// status, conditions, events, inventory or finalizer. It imports render,
+// revisions, templates, providers (the contract) and contract, never
+// engine (hack/imports.sh).
 package diff

@@ -21,7 +21,7 @@ revisions       templates contract
 reconciler      render revisions providers templates contract
 rollout         render revisions templates contract
 rollout/analysis -
-diff            render revisions templates contract
+diff            render revisions templates providers contract
 sharding        contract
 clusters        contract
 migration       -

@@ -2,7 +2,6 @@ package reconciler
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"maps"
 	"math/rand/v2"
@@ -228,32 +227,13 @@ func jitter(d time.Duration) time.Duration {
 }
 
 // resourceRecord is what the parent's annotation says of one resource.
-type resourceRecord struct {
-	Name           string            `json:"-"`
-	Provider       string            `json:"provider"`
-	ExternalName   string            `json:"externalName"`
-	Attempt        int               `json:"attempt,omitempty"`
-	Settings       map[string]string `json:"settings,omitempty"`
-	DeletionPolicy string            `json:"deletionPolicy"`
-	// DependsOn are the local names the resource depends on: they are
-	// deleted only after it (order.go).
-	DependsOn []string `json:"dependsOn,omitempty"`
-}
+type resourceRecord = contract.ResourceRecord
 
 // recordedResources reads every resource record of the parent, by name.
 func recordedResources(parent *unstructured.Unstructured) (map[string]resourceRecord, error) {
-	out := map[string]resourceRecord{}
-	for k, v := range parent.GetAnnotations() {
-		name, ok := strings.CutPrefix(k, contract.AnnotationResourcePrefix)
-		if !ok {
-			continue
-		}
-		var rec resourceRecord
-		if err := json.Unmarshal([]byte(v), &rec); err != nil {
-			return nil, terminalError(contract.ReasonNotSynced, fmt.Errorf("annotation %s is not a resource record (edited by hand?): %w", k, err))
-		}
-		rec.Name = name
-		out[name] = rec
+	out, err := contract.ResourceRecords(parent.GetAnnotations())
+	if err != nil {
+		return nil, terminalError(contract.ReasonNotSynced, err)
 	}
 	return out, nil
 }
