@@ -20,6 +20,7 @@ import (
 	"github.com/cuengine/engine/reconciler"
 	"github.com/cuengine/engine/rollout"
 	"github.com/cuengine/engine/templates"
+	"github.com/cuengine/engine/templates/watch"
 )
 
 // maxInvalidParents bounds how many failing parents a refused reload names.
@@ -31,7 +32,7 @@ const maxInvalidParents = 5
 // new schema); anything else keeps the last good version serving and makes
 // the failure visible: an error log with positions, metrics, the readiness
 // check, and a Warning event on the parents of the affected kinds.
-func (e *Engine) Reload(ctx context.Context, ev templates.ReloadEvent) {
+func (e *Engine) Reload(ctx context.Context, ev watch.ReloadEvent) {
 	logger := log.FromContext(ctx)
 	e.acceptMu.Lock()
 	defer e.acceptMu.Unlock()
@@ -67,7 +68,7 @@ func (e *Engine) Reload(ctx context.Context, ev templates.ReloadEvent) {
 }
 
 // retryAccept retries a refused set with backoff while it is the latest.
-func (e *Engine) retryAccept(ctx context.Context, gen uint64, ev templates.ReloadEvent) {
+func (e *Engine) retryAccept(ctx context.Context, gen uint64, ev watch.ReloadEvent) {
 	for delay := 2 * time.Second; ; delay = min(2*delay, time.Minute) {
 		select {
 		case <-ctx.Done():
@@ -82,7 +83,7 @@ func (e *Engine) retryAccept(ctx context.Context, gen uint64, ev templates.Reloa
 
 // retryOnce makes one retry and reports whether retrying is over: the set
 // was accepted, or a newer reload superseded it.
-func (e *Engine) retryOnce(ctx context.Context, gen uint64, ev templates.ReloadEvent) (bool, error) {
+func (e *Engine) retryOnce(ctx context.Context, gen uint64, ev watch.ReloadEvent) (bool, error) {
 	e.acceptMu.Lock()
 	defer e.acceptMu.Unlock()
 	e.mu.Lock()

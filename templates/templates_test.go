@@ -44,6 +44,12 @@ func loadOne(t testing.TB, dir string, name ...string) *Template {
 	return nil
 }
 
+func writeFile(t *testing.T, path string, b []byte) {
+	t.Helper()
+	require.NoError(t, os.MkdirAll(filepath.Dir(path), 0o755))
+	require.NoError(t, os.WriteFile(path, b, 0o644))
+}
+
 // golden compares got with testdata/golden/name, or rewrites it with -update.
 func golden(t *testing.T, name string, got []byte) {
 	t.Helper()
