@@ -12,6 +12,7 @@ import (
 	"cuelang.org/go/cue/ast"
 	"cuelang.org/go/cue/build"
 	"cuelang.org/go/cue/cuecontext"
+	"cuelang.org/go/cue/format"
 	"cuelang.org/go/cue/load"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	structuralschema "k8s.io/apiextensions-apiserver/pkg/apiserver/schema"
@@ -66,7 +67,7 @@ type Template struct {
 	// referenceKinds are the kinds of its references (references.go).
 	referenceKinds []schema.GroupVersionKind
 	// referenceDecls are its references as known without a parent: the
-	// kind, and the namespace when it is literal (rbac.go).
+	// kind, and the namespace when it is literal (DeclaredReferences).
 	referenceDecls []Reference
 	// parentReads and observedReads are what the template reads of its
 	// inputs (reads.go).
@@ -509,4 +510,13 @@ func (c *compiler) checkMap(path string, v cue.Value, name string) error {
 		return c.problemf(path, m, name, "must be a map of local name to object, not %v", k)
 	}
 	return nil
+}
+
+// exprText is an expression as the source writes it, on one line.
+func exprText(e ast.Expr) string {
+	b, err := format.Node(e)
+	if err != nil {
+		return "an expression"
+	}
+	return strings.Join(strings.Fields(string(b)), " ")
 }

@@ -36,7 +36,7 @@ func (c *compiler) buildCRD(path string, t *Template, shape *statusShape) (*apie
 	}
 	kind := t.GVK.Kind
 	if opts.Plural == "" {
-		opts.Plural = plural(strings.ToLower(kind))
+		opts.Plural = Plural(strings.ToLower(kind))
 	}
 	if opts.Singular == "" {
 		opts.Singular = strings.ToLower(kind)
@@ -239,8 +239,10 @@ func engineStatusSchema() map[string]apiextensionsv1.JSONSchemaProps {
 	}
 }
 
-// plural makes the English plural Kubernetes tools expect for a lower-case kind.
-func plural(s string) string {
+// Plural makes the English plural Kubernetes tools expect for a lower-case
+// kind: the resource name of a template's CRD, and engine rbac's guess for
+// other kinds.
+func Plural(s string) string {
 	switch {
 	case strings.HasSuffix(s, "s"), strings.HasSuffix(s, "x"), strings.HasSuffix(s, "z"),
 		strings.HasSuffix(s, "ch"), strings.HasSuffix(s, "sh"):
