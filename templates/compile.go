@@ -19,6 +19,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/cuengine/engine/contract"
+	"github.com/cuengine/engine/templates/openapi"
 )
 
 // Paths of the template contract, defined once.
@@ -352,7 +353,7 @@ func (c *compiler) compile(src source) (*Template, error) {
 	if t.graph, err = graphOf(c.root, src.path, src.files); err != nil { // graph.go
 		return nil, err
 	}
-	if t.crd, err = c.buildCRD(src.path, t, statusShapeOf(src.files)); err != nil {
+	if t.crd, err = c.buildCRD(src.path, t, openapi.StatusShapeOf(src.files)); err != nil {
 		return nil, err
 	}
 	if t.schema, err = structural(t.crd); err != nil {

@@ -1,4 +1,4 @@
-package templates
+package openapi
 
 import (
 	"encoding/json"
@@ -22,7 +22,7 @@ import (
 // arrays; scalars get their type, bounds, lengths, patterns, enums, formats
 // and defaults. A value whose kind CUE leaves open (a reference to observed
 // state, `_`) keeps whatever it holds via x-kubernetes-preserve-unknown-fields.
-func schemaOf(v cue.Value) apiextensionsv1.JSONSchemaProps {
+func SchemaOf(v cue.Value) apiextensionsv1.JSONSchemaProps {
 	kind := v.IncompleteKind() &^ cue.BottomKind
 	def, hasDef := v.Default()
 	if hasDef && !def.IsConcrete() {
@@ -111,7 +111,7 @@ func withDefault(v, def cue.Value) apiextensionsv1.JSONSchemaProps {
 // with a default, itself without one.
 func schemaWithoutDefault(a cue.Value) apiextensionsv1.JSONSchemaProps {
 	if !hasDefault(a) {
-		return schemaOf(a)
+		return SchemaOf(a)
 	}
 	switch a.IncompleteKind() &^ cue.BottomKind {
 	case cue.StructKind:
@@ -194,14 +194,14 @@ func structSchema(v cue.Value) apiextensionsv1.JSONSchemaProps {
 			if s.Properties == nil {
 				s.Properties = map[string]apiextensionsv1.JSONSchemaProps{}
 			}
-			s.Properties[name] = schemaOf(fv)
+			s.Properties[name] = SchemaOf(fv)
 			if isRequired(it, fv) {
 				s.Required = append(s.Required, name)
 			}
 		}
 	}
 	if elem := v.LookupPath(cue.MakePath(cue.AnyString)); elem.Exists() {
-		es := schemaOf(elem)
+		es := SchemaOf(elem)
 		s.AdditionalProperties = &apiextensionsv1.JSONSchemaPropsOrBool{Allows: true, Schema: &es}
 	}
 	if s.Properties == nil && s.AdditionalProperties == nil {
@@ -242,7 +242,7 @@ func isRequired(it *cue.Iterator, v cue.Value) bool {
 func listSchema(v cue.Value) apiextensionsv1.JSONSchemaProps {
 	s := apiextensionsv1.JSONSchemaProps{Type: "array"}
 	if elem := v.LookupPath(cue.MakePath(cue.AnyIndex)); elem.Exists() {
-		es := schemaOf(elem)
+		es := SchemaOf(elem)
 		s.Items = &apiextensionsv1.JSONSchemaPropsOrArray{Schema: &es}
 	} else {
 		s.Items = &apiextensionsv1.JSONSchemaPropsOrArray{Schema: &apiextensionsv1.JSONSchemaProps{XPreserveUnknownFields: ptr(true)}}
@@ -447,3 +447,21 @@ func docOf(v cue.Value) string {
 }
 
 func ptr[T any](x T) *T { return &x }
+
+// HasRequired reports whether the struct v has a required field, below it
+// too: a parent must then give it (the CRD requires spec).
+func HasRequired(v cue.Value) bool {
+	if !v.Exists() || v.IncompleteKind() != cue.StructKind {
+		return false
+	}
+	it, err := v.Fields(cue.Optional(true))
+	if err != nil {
+		return false
+	}
+	for it.Next() {
+		if isRequired(it, it.Value()) {
+			return true
+		}
+	}
+	return false
+}
