@@ -28,7 +28,6 @@ var (
 	pathAPIVersion = cue.ParsePath("parent.apiVersion")
 	pathKind       = cue.ParsePath("parent.kind")
 	pathSpec       = cue.ParsePath("parent.spec")
-	pathStatus     = cue.ParsePath("parent.status")
 	pathChildren   = cue.ParsePath("children")
 	pathResources  = cue.ParsePath("resources")
 	pathOutStatus  = cue.ParsePath("status")
