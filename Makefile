@@ -25,6 +25,10 @@ build: ## Build the engine and its provider plugins into bin/ (engine, engine-pr
 assets: ## Build the local control plane and helm into bin/ (kube-apiserver, etcd, controller-manager, scheduler, kubectl, kwok, helm).
 	@bash hack/build-assets.sh
 
+.PHONY: prometheus
+prometheus: ## Install Debian's prometheus where it is missing (apt-get as root; the rollout analysis tests start throwaway servers from it).
+	@bash hack/prometheus.sh install
+
 .PHONY: postgres
 postgres: ## Install Debian's postgresql-15 where initdb/pg_ctl are missing (apt-get as root; the postgresql provider's tests start throwaway servers from it).
 	@bash hack/postgres.sh install
@@ -98,8 +102,8 @@ stage = @echo "test: $(1) ($$(( $$(date +%s) - $(START) ))s elapsed)"
 test: verify lint ## Check (verify, lint), run the fast lane (test-unit) so a slip fails in a minute, then the templates' cases, the chart, the alerts and dashboard, every test (unit, integration, end-to-end) with -race and the fault suite at full size.
 	$(call stage,stage 1/2: fast lane (no control plane): make test-unit)
 	@$(MAKE) --no-print-directory test-unit
-	$(call stage,stage 2/2: full (control plane): make assets postgres build test-templates test-chart test-monitoring$(comma) every test with -race$(comma) then test-faults)
-	@$(MAKE) --no-print-directory assets postgres build test-templates test-chart test-monitoring
+	$(call stage,stage 2/2: full (control plane): make assets postgres prometheus build test-templates test-chart test-monitoring$(comma) every test with -race$(comma) then test-faults)
+	@$(MAKE) --no-print-directory assets postgres prometheus build test-templates test-chart test-monitoring
 	$(GO) test -race -count=1 -timeout 40m -skip '^TestFaults$$' $(PKGS)
 	@$(MAKE) --no-print-directory test-faults
 	$(call stage,passed)
@@ -135,6 +139,11 @@ bench-sharding: ROUNDS ?= 1
 bench-sharding: WORKERS ?= 4
 bench-sharding: assets build ## Benchmark sharding: the engine without it, then with --sharding over SHARDS replicas (1,3): times, peak RSS and parents per replica (N=5000, ROUNDS=1, WORKERS).
 	$(GO) run ./bench/cmd/bench -n $(N) -rounds $(ROUNDS) -workers $(WORKERS) -shards '$(SHARDS)'
+
+.PHONY: bench-scale
+bench-scale: N ?= 50000
+bench-scale: assets build ## Benchmark scale: N MyKinds (50000) with replicas 0, engine and reference with their defaults: time until all Ready, peak RSS, RSS per parent, CPU, and a restart with the N parents in place.
+	$(GO) run ./bench/cmd/bench -scale -n $(N) -phase-timeout 60m
 
 .PHONY: fmt
 fmt: ## Format the code.

@@ -42,6 +42,8 @@ func TestWireValues(t *testing.T) {
 		{contract.LabelShard, "engine.cuengine.dev/shard"},
 		{contract.LabelDrain, "engine.cuengine.dev/drain"},
 		{contract.LabelShardGroup, "engine.cuengine.dev/shard-group"},
+		{contract.LabelCluster, "engine.cuengine.dev/cluster"},
+		{contract.KeyKubeconfig, "kubeconfig"},
 		{contract.AnnotationCRDTemplate, "engine.cuengine.dev/template"},
 		{contract.AnnotationCRDTemplateHash, "engine.cuengine.dev/template-revision"},
 		{contract.LabelTemplateKind, "engine.cuengine.dev/template-kind"},

@@ -122,6 +122,12 @@ const (
 	// LabelShardGroup, on a shard's Lease, names the engine deployment it is a
 	// shard of (the leader election id), so the sharder lists its own shards.
 	LabelShardGroup = "engine.cuengine.dev/shard-group"
+	// LabelCluster, on a Secret in the engine's namespace, registers a
+	// workload cluster: its value is the cluster's name, the Secret's
+	// KeyKubeconfig its kubeconfig (package clusters).
+	LabelCluster = "engine.cuengine.dev/cluster"
+	// KeyKubeconfig is the key of a cluster Secret's kubeconfig.
+	KeyKubeconfig = "kubeconfig"
 )
 
 // Annotations of the CRDs the engine generates from the templates (they

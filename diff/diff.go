@@ -83,16 +83,17 @@ func (d *Differ) diffParent(ctx context.Context, t *templates.Template, parent *
 		return err
 	}
 	live := render.NewLiveChildren(existing)
-	observed, err := d.withReferences(ctx, parent, live.Observed(parent), t) // references.go
-	var missing *missingReferenceError
+	in, err := d.observe(ctx, t, parent, live.Observed(parent))
+	var missing *render.MissingReferencesError
 	if errors.As(err, &missing) {
+		// The engine would wait, changing nothing.
 		sum.Waiting++
 		fmt.Fprintf(d.Out, "# %s %s/%s: %v\n", parent.GetKind(), parent.GetNamespace(), parent.GetName(), missing)
 		return nil
 	}
 	var out *render.Rendered
 	if err == nil {
-		out, err = render.Render(t, parent, observed, d.renderOptions())
+		out, err = render.Render(t, parent, in.Observed, d.renderOptions())
 	}
 	if err != nil {
 		sum.Failed++
@@ -121,6 +122,14 @@ func (d *Differ) diffParent(ctx context.Context, t *templates.Template, parent *
 
 func (d *Differ) renderOptions() render.Options {
 	return render.Options{Limits: d.Limits, Scoper: render.MapperScoper{Mapper: d.Mapper}, Budget: d.Budget}
+}
+
+// observe is what t sees of the parent: live with the view of each of
+// its references read from the cluster, as the engine reads them
+// (render.Observe). A reference that does not exist is a
+// *render.MissingReferencesError.
+func (d *Differ) observe(ctx context.Context, t *templates.Template, parent *unstructured.Unstructured, live map[string]any) (*render.Observation, error) {
+	return render.Observe(ctx, t, parent, live, render.LiveReader{Reader: d.Client}, render.ObserveOptions{Scoper: render.MapperScoper{Mapper: d.Mapper}, Limits: d.Limits})
 }
 
 // diffChild dry-runs the apply of one desired child and diffs the result

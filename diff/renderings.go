@@ -34,7 +34,8 @@ func (e *RenderError) Unwrap() error { return e.Err }
 
 // DiffRenderings renders one live parent with two templates, from and to,
 // both seeing the same observed state (its live children, and its external
-// resources as its status records them), and writes to Out a unified diff,
+// resources as its status records them), each with its own references read
+// from the cluster, and writes to Out a unified diff,
 // from → to, of every child, external resource and status the two
 // renderings disagree on. Nothing is written when they agree. Unlike
 // DiffKind it runs no dry run: both sides are what the engine would apply,
@@ -45,15 +46,12 @@ func (d *Differ) DiffRenderings(ctx context.Context, parent *unstructured.Unstru
 	if err != nil {
 		return sum, err
 	}
-	observed, err := d.withReferences(ctx, parent, render.NewLiveChildren(live).Observed(parent), from.Template, to.Template)
-	if err != nil {
-		return sum, &RenderError{Rendering: to.Name, Parent: fmt.Sprintf("%s %s/%s", parent.GetKind(), parent.GetNamespace(), parent.GetName()), Err: err}
-	}
-	before, err := d.render(parent, from, observed)
+	observed := render.NewLiveChildren(live).Observed(parent)
+	before, err := d.render(ctx, parent, from, observed)
 	if err != nil {
 		return sum, err
 	}
-	after, err := d.render(parent, to, observed)
+	after, err := d.render(ctx, parent, to, observed)
 	if err != nil {
 		return sum, err
 	}
@@ -103,11 +101,17 @@ type rendering struct {
 	ready     *bool
 }
 
-func (d *Differ) render(parent *unstructured.Unstructured, r Rendering, observed map[string]any) (*rendering, error) {
+// render renders the parent with r's template, from the live state and
+// the template's own references (Differ.observe).
+func (d *Differ) render(ctx context.Context, parent *unstructured.Unstructured, r Rendering, live map[string]any) (*rendering, error) {
 	fail := func(err error) error {
 		return &RenderError{Rendering: r.Name, Parent: fmt.Sprintf("%s %s/%s", parent.GetKind(), parent.GetNamespace(), parent.GetName()), Err: err}
 	}
-	out, err := render.Render(r.Template, parent, observed, d.renderOptions())
+	in, err := d.observe(ctx, r.Template, parent, live)
+	if err != nil {
+		return nil, fail(err)
+	}
+	out, err := render.Render(r.Template, parent, in.Observed, d.renderOptions())
 	if err != nil {
 		return nil, fail(fmt.Errorf("%s", templates.Summary(err, 3)))
 	}
@@ -168,20 +172,14 @@ func (w *renderingWriter) compare(name, before, after string) {
 	fmt.Fprintf(w.d.Out, "# %s %s/%s: %s %s\n%s", w.parent.GetKind(), w.parent.GetNamespace(), w.parent.GetName(), name, what, text)
 }
 
-// resourceYAML renders an external resource as the diff shows it; "" when
-// the rendering has none of that name.
+// resourceYAML renders an external resource's document
+// (templates.Resource.Document); "" when the rendering has none of that
+// name.
 func resourceYAML(r templates.Resource, exists bool) string {
 	if !exists {
 		return ""
 	}
-	m := map[string]any{"provider": r.Provider, "spec": r.Spec, "deletionPolicy": r.DeletionPolicy}
-	if len(r.DependsOn) > 0 {
-		m["dependsOn"] = r.DependsOn
-	}
-	if r.ConnectionSecret != "" {
-		m["connectionSecret"] = map[string]any{"name": r.ConnectionSecret}
-	}
-	return toYAML(m)
+	return toYAML(r.Document())
 }
 
 // statusYAML renders the status fields a template writes and its readiness

@@ -77,7 +77,7 @@ func newKindController(e *Engine, t *templates.Template) *kindController {
 	kc.busy = newWorkers(e.opts.MaxConcurrentReconciles, e.opts.StallAfter)
 	kc.store = &revisions.Store{Client: e.writer, Reader: e.apiReader, Namespace: e.opts.RevisionNamespace, GVK: t.GVK}
 	kc.ro = rollout.New(kc, t.GVK, kc.store,
-		e.opts.RevisionHistoryLimit, rollout.Hold{Scoper: e.scoper, Limits: e.opts.Limits, Budget: e.budget, References: kc.referencedViews})
+		e.opts.RevisionHistoryLimit, rollout.Hold{Scoper: e.scoper, Limits: e.opts.Limits, Budget: e.budget, Observe: kc.observeForHold})
 	kc.rec = reconciler.New(reconciler.Options{
 		GVK:            t.GVK,
 		Kind:           kc,
@@ -161,23 +161,21 @@ func (kc *kindController) Enqueue(parent *unstructured.Unstructured) {
 // requeueAfterConflict queues a parent for a reconcile once the cache has
 // had reconciler.ConflictDelay to show what a status write conflicted with.
 func (kc *kindController) requeueAfterConflict(key types.NamespacedName) {
-	parent := &unstructured.Unstructured{}
-	parent.SetGroupVersionKind(kc.gvk)
-	parent.SetNamespace(key.Namespace)
-	parent.SetName(key.Name)
-	time.AfterFunc(reconciler.ConflictDelay, func() { kc.Enqueue(parent) })
+	kc.enqueueAfter(key, reconciler.ConflictDelay)
 }
 
-// start runs the controller in the background. Until the parent kind is
-// served by the apiserver (its CRD installed), it retries with backoff and
-// reports the error in Status, without affecting other kinds.
+// start runs the controller in the background, on the engine's kindLoops
+// (Start waits for them). Until the parent kind is served by the apiserver
+// (its CRD installed), it retries with backoff and reports the error in
+// Status, without affecting other kinds. The caller holds the engine's
+// lock, so a start cannot race Start's wait.
 func (kc *kindController) start(parent context.Context) {
 	ctx, cancel := context.WithCancel(parent)
 	kc.mu.Lock()
 	kc.ctx, kc.cancel = ctx, cancel
 	kc.mu.Unlock()
 	logger := log.FromContext(parent).WithValues("kind", contract.KindString(kc.gvk))
-	go func() {
+	kc.e.kindLoops.Go(func() {
 		backoff := wait.Backoff{Duration: time.Second, Factor: 2, Steps: 1 << 30, Cap: 30 * time.Second}
 		for attempt := 0; ; attempt++ {
 			err := kc.run(ctx)
@@ -196,7 +194,7 @@ func (kc *kindController) start(parent context.Context) {
 			case <-time.After(backoff.Step()):
 			}
 		}
-	}()
+	})
 }
 
 // context is the kind's context once started; a stopped kind's is done.
@@ -460,6 +458,13 @@ func (kc *kindController) queueSource() source.TypedSource[reconcile.Request] {
 // next one. It parks nothing: the queue does not block, and pending holds
 // each parent once.
 func (kc *kindController) enqueueRequest(parent types.NamespacedName) {
+	kc.enqueueAfter(parent, 0)
+}
+
+// enqueueAfter queues a parent on the running controller's queue after
+// delay, with no goroutine of its own; while no controller runs, it is
+// pending at once for the next one.
+func (kc *kindController) enqueueAfter(parent types.NamespacedName, delay time.Duration) {
 	kc.mu.Lock()
 	q := kc.queue
 	if q == nil {
@@ -470,7 +475,7 @@ func (kc *kindController) enqueueRequest(parent types.NamespacedName) {
 	}
 	kc.mu.Unlock()
 	if q != nil {
-		q.Add(reconcile.Request{NamespacedName: parent})
+		q.AddAfter(reconcile.Request{NamespacedName: parent}, delay)
 	}
 }
 

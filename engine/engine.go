@@ -106,6 +106,13 @@ type Engine struct {
 	// worker failureWake wakes (reportReloadFailures).
 	failure     *reloadFailure
 	failureWake chan struct{}
+	// refused is the newest template set the cluster refused, for the
+	// worker retryWake wakes (retryRefused).
+	refused   *refusedSet
+	retryWake chan struct{}
+	// kindLoops are the kind controllers' loops (kindController.start);
+	// Start waits for them.
+	kindLoops sync.WaitGroup
 
 	acceptMu sync.Mutex // serializes reloads: one set is checked and swapped at a time
 	indexMu  sync.Mutex // held while registering an index
@@ -197,6 +204,7 @@ func New(mgr manager.Manager, opts Options) (*Engine, error) {
 		kinds:        map[schema.GroupVersionKind]*kindController{},
 		indexed:      map[schema.GroupVersionKind]bool{},
 		failureWake:  make(chan struct{}, 1),
+		retryWake:    make(chan struct{}, 1),
 	}
 	if err := mgr.Add(e); err != nil {
 		return nil, err
@@ -280,14 +288,17 @@ func (e *Engine) Start(ctx context.Context) error {
 		loops.Go(func() { e.countShardParents(ctx) })
 	}
 	loops.Go(func() { e.reportReloadFailures(ctx) })
+	loops.Go(func() { e.retryRefused(ctx) })
 	<-ctx.Done()
 	e.mu.Lock()
 	kinds := e.kinds
 	e.kinds = map[schema.GroupVersionKind]*kindController{}
+	e.ctx = nil // no kind starts from now on (SetTemplates)
 	e.mu.Unlock()
 	for _, kc := range kinds {
 		kc.stop() // outside the engine's lock: it releases the kind's references
 	}
+	e.kindLoops.Wait()
 	return nil
 }
 

@@ -2,6 +2,7 @@ package engine_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync/atomic"
 	"testing"
@@ -147,6 +148,11 @@ func (o *observer) Apply(context.Context, providers.Request) (providers.Observat
 }
 
 func (o *observer) Delete(context.Context, providers.Request) error { return nil }
+
+// Plan is not called by a reconcile.
+func (o *observer) Plan(context.Context, providers.Request) (providers.Plan, error) {
+	return providers.Plan{}, errors.New("observer: Plan is not called by a reconcile")
+}
 
 const watched = `package watched
 

@@ -140,7 +140,7 @@ func (c *referenceCache) read(ctx context.Context, ref templates.Reference) ([]*
 		return nil, err
 	}
 	if inf == nil {
-		return render.ReadReference(ctx, c.live, ref)
+		return render.LiveReader{Reader: c.live}.Read(ctx, ref)
 	}
 	if err := inf.wait(ctx); err != nil {
 		return nil, err
@@ -343,25 +343,16 @@ func (kc *kindController) dropReferences() {
 	kc.e.refs.releaseKind(kc)
 }
 
-// referencedViews reads a parent's references for the rollout's hold check
-// (rollout.Hold), as the reconcile reads them: false when one cannot be
-// placed or read, or does not exist, when the reconcile changes nothing.
-func (kc *kindController) referencedViews(t *templates.Template, parent *unstructured.Unstructured) (map[string]any, bool) {
-	refs, err := render.ResolveReferences(t, parent, kc.e.scoper, kc.e.opts.Limits)
+// observeForHold is what the rollout's hold check sees of a parent
+// (rollout.Hold.Observe): live with its references read as the reconcile
+// reads them (render.Observe), from the engine's cache or, for a
+// reference no parent holds, from the apiserver; an error when one cannot
+// be placed or read, or does not exist, when the reconcile changes
+// nothing.
+func (kc *kindController) observeForHold(t *templates.Template, parent *unstructured.Unstructured, live map[string]any) (map[string]any, error) {
+	obs, err := render.Observe(kc.context(), t, parent, live, kc, render.ObserveOptions{Scoper: kc.e.scoper, Limits: kc.e.opts.Limits})
 	if err != nil {
-		return nil, false
+		return nil, err
 	}
-	out := make(map[string]any, len(refs))
-	for _, ref := range refs {
-		objs, err := kc.Read(kc.context(), ref)
-		if err != nil {
-			return nil, false
-		}
-		view, ok := render.Observed(ref, objs)
-		if !ok {
-			return nil, false
-		}
-		out[ref.Name] = view
-	}
-	return out, true
+	return obs.Observed, nil
 }

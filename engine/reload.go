@@ -45,9 +45,9 @@ func (e *Engine) Reload(ctx context.Context, ev watch.ReloadEvent) {
 		if err = e.accept(ctx, ev.Set); err != nil {
 			// The files are fine but the cluster refused them (live
 			// objects the new schema rejects, a CRD change): the watcher
-			// will not send them again, so retry until they pass or a
-			// newer edit replaces them.
-			go e.retryAccept(ctx, gen, ev)
+			// will not send them again, so the retry worker retries until
+			// they pass or a newer edit replaces them.
+			e.queueRetry(gen, ev)
 		}
 	}
 	if err != nil {
@@ -67,16 +67,60 @@ func (e *Engine) Reload(ctx context.Context, ev watch.ReloadEvent) {
 	}
 }
 
-// retryAccept retries a refused set with backoff while it is the latest.
-func (e *Engine) retryAccept(ctx context.Context, gen uint64, ev watch.ReloadEvent) {
-	for delay := 2 * time.Second; ; delay = min(2*delay, time.Minute) {
+// refusedSet is a template set the cluster refused, to retry.
+type refusedSet struct {
+	gen uint64
+	ev  watch.ReloadEvent
+}
+
+// queueRetry hands a refused set to the retry worker (retryRefused); a
+// newer one replaces it.
+func (e *Engine) queueRetry(gen uint64, ev watch.ReloadEvent) {
+	e.mu.Lock()
+	e.refused = &refusedSet{gen: gen, ev: ev}
+	e.mu.Unlock()
+	select {
+	case e.retryWake <- struct{}{}:
+	default:
+	}
+}
+
+// retryRefused is the worker that retries the newest refused set with
+// backoff while it is the latest reload; a newer refused set starts the
+// backoff again. It runs while the engine does, and Start waits for it.
+func (e *Engine) retryRefused(ctx context.Context) {
+	for {
 		select {
 		case <-ctx.Done():
 			return
-		case <-time.After(delay):
+		case <-e.retryWake:
 		}
-		if done, _ := e.retryOnce(ctx, gen, ev); done {
-			return
+		for delay := 2 * time.Second; ; delay = min(2*delay, time.Minute) {
+			timer := time.NewTimer(delay)
+			select {
+			case <-ctx.Done():
+				timer.Stop()
+				return
+			case <-e.retryWake: // a newer refused set: back off from the start
+				timer.Stop()
+				delay = time.Second
+				continue
+			case <-timer.C:
+			}
+			e.mu.Lock()
+			r := e.refused
+			e.mu.Unlock()
+			if r == nil {
+				break
+			}
+			if done, _ := e.retryOnce(ctx, r.gen, r.ev); done {
+				e.mu.Lock()
+				if e.refused == r {
+					e.refused = nil
+				}
+				e.mu.Unlock()
+				break
+			}
 		}
 	}
 }

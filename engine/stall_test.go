@@ -2,6 +2,7 @@ package engine_test
 
 import (
 	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -41,6 +42,11 @@ func (p *stuckProvider) Apply(ctx context.Context, _ providers.Request) (provide
 }
 
 func (p *stuckProvider) Delete(context.Context, providers.Request) error { return nil }
+
+// Plan is not called by a reconcile.
+func (p *stuckProvider) Plan(context.Context, providers.Request) (providers.Plan, error) {
+	return providers.Plan{}, errors.New("stuckProvider: Plan is not called by a reconcile")
+}
 
 // TestStalledKindIsReported: when every worker of a kind is held (here by
 // a provider call that does not return), the kind's status says it is

@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	k8sruntime "k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/util/workqueue"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
@@ -24,6 +25,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/cuengine/engine/templates"
+	"github.com/cuengine/engine/templates/watch"
 )
 
 // listCache is a cache whose lists come from a fake client.
@@ -154,4 +156,54 @@ func receiveWithin[T any](t *testing.T, ch <-chan T, what string) T {
 		var zero T
 		return zero
 	}
+}
+
+// TestRefusedSetsRetriedByOneWorker: sets the cluster refused are retried
+// by one worker, not a goroutine each; only the newest is retried, and
+// the worker ends with the engine.
+func TestRefusedSetsRetriedByOneWorker(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	e := &Engine{retryWake: make(chan struct{}, 1)}
+	worker := make(chan struct{})
+	go func() {
+		defer close(worker)
+		e.retryRefused(ctx)
+	}()
+	before := runtime.NumGoroutine()
+	sets := make([]*templates.Set, 10)
+	for i := range sets {
+		sets[i] = &templates.Set{}
+		e.mu.Lock()
+		e.reloadGen++
+		gen := e.reloadGen
+		e.mu.Unlock()
+		e.queueRetry(gen, watch.ReloadEvent{Set: sets[i]})
+	}
+	assert.LessOrEqual(t, runtime.NumGoroutine(), before+1, "goroutines started by refused sets")
+	require.Eventually(t, func() bool {
+		e.mu.Lock()
+		defer e.mu.Unlock()
+		return e.set != nil && e.refused == nil
+	}, 20*time.Second, 50*time.Millisecond, "the newest refused set accepted on a retry")
+	e.mu.Lock()
+	assert.Same(t, sets[9], e.set, "the newest set is the one retried")
+	e.mu.Unlock()
+	cancel()
+	receiveWithin(t, worker, "the worker ends with the engine")
+}
+
+// TestConflictRequeueParksNothing: a parent requeued after a status
+// conflict waits on the controller's queue, not on a timer goroutine.
+func TestConflictRequeueParksNothing(t *testing.T) {
+	q := workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[reconcile.Request]())
+	defer q.ShutDown()
+	kc := &kindController{gvk: fenceParentKind, queue: q}
+	before := runtime.NumGoroutine()
+	for i := range 50 {
+		kc.requeueAfterConflict(types.NamespacedName{Namespace: "apps", Name: fmt.Sprintf("p%02d", i)})
+	}
+	assert.LessOrEqual(t, runtime.NumGoroutine(), before+2, "goroutines parked by the requeues")
+	assert.Equal(t, 0, q.Len(), "nothing queued before the delay")
+	require.Eventually(t, func() bool { return q.Len() == 50 }, 10*time.Second, 10*time.Millisecond)
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 	eventsv1 "k8s.io/api/events/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/kubernetes"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -157,6 +158,7 @@ func TestWriteDiscipline(t *testing.T) {
 	ctx := context.Background()
 	ns := namespace(t)
 	mk := parent(myKindGVK, ns, "counted", map[string]any{"deploymentName": "counted"})
+	created := settle(t, ns)
 	getsBefore := requests(t, getVerb)
 	require.NoError(t, k8s.Create(ctx, mk))
 	eventually(t, "Synced", func(ctx context.Context) (bool, error) {
@@ -164,6 +166,26 @@ func TestWriteDiscipline(t *testing.T) {
 		return c != nil && c.Status == metav1.ConditionTrue, err
 	})
 	before := settle(t, ns)
+	// A new parent costs one apply of its child, one Created event and one
+	// status write, which carries Ready, Synced and observedGeneration
+	// together: the write the hand-written reference does not make, since
+	// it keeps no conditions (docs/benchmarks.md, Writes).
+	assert.Equal(t, 1, delta(created, before, "mykinds"), "the test's own create")
+	assert.Equal(t, 1, delta(created, before, "deployments"), "one apply of the new child")
+	assert.Equal(t, 1, delta(created, before, "mykinds/status"), "one status write")
+	assert.Equal(t, 1, eventCount(t, ns), "one Created event")
+	cur := &unstructured.Unstructured{}
+	cur.SetGroupVersionKind(myKindGVK)
+	require.NoError(t, k8s.Get(ctx, client.ObjectKeyFromObject(mk), cur))
+	gen, found, err := unstructured.NestedInt64(cur.Object, "status", "observedGeneration")
+	require.NoError(t, err)
+	assert.True(t, found, "observedGeneration in the first status")
+	assert.Equal(t, cur.GetGeneration(), gen)
+	for _, c := range []string{contract.ConditionReady, contract.ConditionSynced} {
+		cond, err := condition(ctx, mk, c)
+		require.NoError(t, err)
+		assert.NotNil(t, cond, "%s in the first status", c)
+	}
 	// The test reads no Deployment itself until here: the engine created
 	// the child without reading it first (the create-only apply).
 	assert.Equal(t, 0, delta(getsBefore, requests(t, getVerb), "deployments"), "no read of a new child")

@@ -31,11 +31,15 @@ render              templates templates/openapi contract
 revisions       templates contract
 reconciler      render revisions providers templates contract
 rollout         render revisions templates contract
+rollout/analysis -
 diff            render revisions templates contract
 sharding        contract
+clusters        contract
+migration       -
+webhooks        templates contract
 engine          *
 internal/...    *
-cmd/engine      engine contract templates templates/openapi templates/rbac templates/watch render revisions reconciler rollout diff sharding providers providers/plugin internal/localcluster internal/pgserver
+cmd/engine      engine contract templates templates/openapi templates/rbac templates/watch render revisions reconciler rollout diff sharding webhooks providers providers/plugin internal/localcluster internal/pgserver
 '
 # The engine binary runs its providers as plugins (engine-provider-<name>,
 # providers/plugin): it links no provider implementation, directly or not

@@ -98,3 +98,11 @@ func (l *lazy) Delete(ctx context.Context, req Request) error {
 	}
 	return p.Delete(ctx, req)
 }
+
+func (l *lazy) Plan(ctx context.Context, req Request) (Plan, error) {
+	p, err := l.get(ctx)
+	if err != nil {
+		return Plan{}, err
+	}
+	return p.Plan(ctx, req)
+}

@@ -19,6 +19,7 @@ func (nopProvider) ExternalName(context.Context, Request, int) (string, map[stri
 }
 func (nopProvider) Apply(context.Context, Request) (Observation, error) { return Observation{}, nil }
 func (nopProvider) Delete(context.Context, Request) error               { return nil }
+func (nopProvider) Plan(context.Context, Request) (Plan, error)         { return Plan{Action: ActionNone}, nil }
 
 // slowBuild is a build that waits for release (or its caller's context),
 // as a plugin's client construction and dial do.

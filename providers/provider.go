@@ -76,6 +76,65 @@ type Provider interface {
 	Apply(ctx context.Context, req Request) (Observation, error)
 	// Delete removes the resource. An absent resource is success.
 	Delete(ctx context.Context, req Request) error
+	// Plan says what Apply would do with req now, reading the external
+	// system and writing nothing. An empty req.ExternalName is a resource
+	// that has none recorded yet: its plan is a create. What Apply would
+	// refuse (an immutable field, a foreign resource, an invalid spec) is
+	// a plan with ActionRefuse, not an error; errors are for what stops
+	// the plan itself (the system does not answer, credentials).
+	Plan(ctx context.Context, req Request) (Plan, error)
+}
+
+// Action is what Apply would do to a resource.
+type Action string
+
+// The actions of a Plan, from the least to the most disruptive.
+const (
+	// ActionNone: the resource is as the spec says.
+	ActionNone Action = "None"
+	// ActionUpdate: Apply corrects the fields in Changes in place.
+	ActionUpdate Action = "Update"
+	// ActionCreate: the resource is absent and Apply creates it.
+	ActionCreate Action = "Create"
+	// ActionRefuse: Apply would fail without writing (Reason says why);
+	// the resource stays as it is.
+	ActionRefuse Action = "Refuse"
+	// ActionReplace: Apply would delete the resource and create it anew
+	// (data is lost). Neither built-in provider replaces: both refuse a
+	// change they cannot make in place.
+	ActionReplace Action = "Replace"
+)
+
+// Plan is what Apply would do to one resource, written before it does.
+type Plan struct {
+	Action Action
+	// Changes are the fields Apply would set, in a stable order.
+	Changes []Change
+	// Reason says why a plan is ActionRefuse or ActionReplace.
+	Reason string
+}
+
+// Refusal is the plan of an Apply that would fail with err without
+// writing: a terminal error is ActionRefuse with its message, and any
+// other error stops the plan (returned as it is).
+func Refusal(err error) (Plan, error) {
+	if _, retryable := Classify(err); retryable {
+		return Plan{}, err
+	}
+	return Plan{Action: ActionRefuse, Reason: err.Error()}, nil
+}
+
+// Change is one field Apply would set. A sensitive field's values are
+// never carried: Sensitive says a secret would be set or replaced.
+type Change struct {
+	// Field is the field in the provider's terms (a spec field where the
+	// spec names it: "labels.team", "versioning").
+	Field string
+	// From is the current value, empty on a create.
+	From string
+	// To is the value Apply would set.
+	To        string
+	Sensitive bool
 }
 
 // Reasons for provider errors. They end up as the reason of the parent's

@@ -71,3 +71,12 @@ func TestRegistry(t *testing.T) {
 	assert.Equal(t, nopProvider{}, p)
 	assert.Equal(t, []string{"gcs", "postgresql"}, r.Names())
 }
+
+func TestRefusal(t *testing.T) {
+	plan, err := Refusal(Terminal(ReasonImmutableField, "spec.location changed"))
+	require.NoError(t, err)
+	assert.Equal(t, Plan{Action: ActionRefuse, Reason: "ImmutableField: spec.location changed"}, plan)
+	down := Retryable(ReasonUnavailable, errors.New("503"))
+	_, err = Refusal(down)
+	assert.Same(t, down, err, "a retryable error stops the plan")
+}

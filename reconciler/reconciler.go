@@ -203,7 +203,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	eval, err := r.evaluate(ctx, t, parent, withReferences(live.Observed(parent), refs), st) // evaluate.go
+	eval, err := r.evaluate(ctx, t, parent, refs.With(live.Observed(parent)), st) // evaluate.go
 	if err != nil {
 		return ctrl.Result{}, err
 	}

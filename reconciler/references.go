@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -26,23 +25,17 @@ type References interface {
 	Read(ctx context.Context, ref templates.Reference) ([]*unstructured.Unstructured, error)
 }
 
-// referenced is what one reconcile read of the parent's references.
-type referenced struct {
-	// observed holds each reference's view by local name (render.Observed).
-	observed map[string]any
-	// versions identifies every object read, with its resource version,
-	// for the settled check's fingerprint.
-	versions []string
-}
-
-// readReferences evaluates the parent's references (render.ResolveReferences),
-// tells the reference cache to requeue the parent when any of them changes,
-// and reads them. A reference the policy refuses is a terminal problem; a
-// reference that does not exist makes the parent wait: the reconcile ends
-// here, so nothing is created, updated or deleted on its account (the
-// children it has are kept as they are), and the watch brings it back when
-// the object appears. Nil for a template without references.
-func (r *Reconciler) readReferences(ctx context.Context, t *templates.Template, parent *unstructured.Unstructured, owned render.OwnedChildren, st *status) (*referenced, error) {
+// readReferences reads the parent's references (render.Observe, through
+// the engine's cache), which is told what the parent references, so that a
+// change of any of them requeues the parent. A reference the policy
+// refuses is a terminal problem; a reference that does not exist makes the
+// parent wait: the reconcile ends here, so nothing is created, updated or
+// deleted on its account (the children it has are kept as they are), and
+// the watch brings it back when the object appears. The observation's
+// Observed holds the references' views alone: Reconcile merges them with
+// what it observes of the children once it reads them (Observation.With),
+// after the settled check. Nil for a template without references.
+func (r *Reconciler) readReferences(ctx context.Context, t *templates.Template, parent *unstructured.Unstructured, owned render.OwnedChildren, st *status) (*render.Observation, error) {
 	key := types.NamespacedName{Namespace: parent.GetNamespace(), Name: parent.GetName()}
 	if !t.HasReferences() {
 		r.forgetReferences(key) // a template edited to have none
@@ -51,61 +44,31 @@ func (r *Reconciler) readReferences(ctx context.Context, t *templates.Template, 
 	if r.references == nil {
 		return nil, fmt.Errorf("template %s has references, and this engine reads none", t.Path)
 	}
-	refs, err := render.ResolveReferences(t, parent, r.scoper, r.limits)
-	if err != nil {
-		r.forgetReferences(key)
-		var re *render.Error
-		if errors.As(err, &re) && re.Reason == contract.ReasonReferenceRefused {
-			err = terminalError(re.Reason, re)
-			st.fail(re.Reason, err)
-			st.ready = condition{status: metav1.ConditionFalse, reason: re.Reason, message: SafeMessage(re.Error())}
-			return nil, err
-		}
-		return nil, st.templateFailed(err)
-	}
-	r.references.Track(key, refs)
-	out := &referenced{observed: make(map[string]any, len(refs))}
-	var missing []templates.Reference
-	for _, ref := range refs {
-		objs, err := r.references.Read(ctx, ref)
-		if err != nil {
-			return nil, fmt.Errorf("reading reference %s: %w", ref.Name, err)
-		}
-		view, ok := render.Observed(ref, objs)
-		if !ok {
-			missing = append(missing, ref)
-			continue
-		}
-		out.observed[ref.Name] = view
-		for _, o := range objs {
-			if render.Matches(ref, o) {
-				out.versions = append(out.versions, fmt.Sprintf("%s=%s/%s/%s/%s", ref.Name, o.GroupVersionKind(), o.GetNamespace(), o.GetName(), o.GetResourceVersion()))
-			}
-		}
-	}
-	if len(missing) > 0 {
-		err := waitingError(contract.ReasonReferenceNotFound, 0, render.MissingReferences(missing, len(owned)))
+	obs, err := render.Observe(ctx, t, parent, nil, r.references, render.ObserveOptions{
+		Scoper: r.scoper, Limits: r.limits, Children: len(owned),
+		Placed: func(refs []templates.Reference) { r.references.Track(key, refs) },
+	})
+	var read *render.ReadReferenceError
+	var re *render.Error
+	var missing *render.MissingReferencesError
+	switch {
+	case err == nil:
+		return obs, nil
+	case errors.As(err, &read):
+		return nil, err
+	case errors.As(err, &re) && re.Reason == contract.ReasonReferenceRefused:
+		err = terminalError(re.Reason, re)
+		st.fail(re.Reason, err)
+		st.ready = condition{status: metav1.ConditionFalse, reason: re.Reason, message: SafeMessage(re.Error())}
+		return nil, err
+	case errors.As(err, &missing):
+		err := waitingError(contract.ReasonReferenceNotFound, 0, missing)
 		st.fail(contract.ReasonReferenceNotFound, err)
 		st.ready = condition{status: metav1.ConditionFalse, reason: contract.ReasonReferenceNotFound, message: SafeMessage(err.Error())}
 		return nil, err
+	default: // the references cannot be evaluated
+		return nil, st.templateFailed(err)
 	}
-	slices.Sort(out.versions)
-	return out, nil
-}
-
-// withReferences returns the observed state with the references' views.
-func withReferences(observed map[string]any, refs *referenced) map[string]any {
-	if refs == nil || len(refs.observed) == 0 {
-		return observed
-	}
-	out := make(map[string]any, len(observed)+len(refs.observed))
-	for k, v := range observed {
-		out[k] = v
-	}
-	for k, v := range refs.observed {
-		out[k] = v
-	}
-	return out
 }
 
 // forgetReferences stops requeueing the parent for its references.

@@ -25,7 +25,7 @@ const deferredStatusDelay = 10 * time.Second
 // isSettled reports whether the parent's inputs are those of the last
 // reconcile that found nothing to change: a resync or a repeated event then
 // needs no evaluation and no write.
-func (r *Reconciler) isSettled(t *templates.Template, parent *unstructured.Unstructured, owned render.OwnedChildren, refs *referenced, st *status) bool {
+func (r *Reconciler) isSettled(t *templates.Template, parent *unstructured.Unstructured, owned render.OwnedChildren, refs *render.Observation, st *status) bool {
 	key := types.NamespacedName{Namespace: parent.GetNamespace(), Name: parent.GetName()}
 	var revision int64
 	if st.revision != nil {
@@ -69,7 +69,7 @@ func (r *Reconciler) settle(eval *evaluation, applies, deletes int, resync time.
 // the children (a pinned parent, bound.go), the parent's spec generation
 // and metadata, and the identity and resource version of each existing
 // child and of each referenced object.
-func fingerprint(t *templates.Template, bound string, revision int64, parent *unstructured.Unstructured, existing render.OwnedChildren, refs *referenced) string {
+func fingerprint(t *templates.Template, bound string, revision int64, parent *unstructured.Unstructured, existing render.OwnedChildren, refs *render.Observation) string {
 	h := sha256.New()
 	fmt.Fprintf(h, "%s\x00%s\x00%d\x00%d\x00%s\x00", t.Hash, bound, revision, parent.GetGeneration(), parent.GetUID())
 	writeMap(h, parent.GetLabels())
@@ -82,7 +82,7 @@ func fingerprint(t *templates.Template, bound string, revision int64, parent *un
 	slices.Sort(keys)
 	fmt.Fprint(h, strings.Join(keys, "\x00"))
 	if refs != nil {
-		fmt.Fprintf(h, "\x01%s", strings.Join(refs.versions, "\x00"))
+		fmt.Fprintf(h, "\x01%s", strings.Join(refs.Versions, "\x00"))
 	}
 	return hex.EncodeToString(h.Sum(nil))
 }

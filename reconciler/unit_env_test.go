@@ -513,6 +513,10 @@ func (p *fakeProvider) Delete(_ context.Context, req providers.Request) error {
 	return p.call("delete " + req.ExternalName)
 }
 
+func (p *fakeProvider) Plan(_ context.Context, req providers.Request) (providers.Plan, error) {
+	return providers.Plan{Action: providers.ActionNone}, p.call("plan " + req.ExternalName)
+}
+
 func (p *fakeProvider) call(c string) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()

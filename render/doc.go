@@ -14,6 +14,12 @@
 //     contract.Reason* constant; the evaluations that outlive the timeout
 //     are counted by the metric engine_evaluations_overrunning, registered
 //     in controller-runtime's metrics.Registry;
+//   - Observe, the one door for what a template sees of a parent: its
+//     references resolved and placed by the policy (ResolveReferences),
+//     read through a ReferenceReader (the engine's cache, LiveReader for
+//     a client, Given offline), their views (Observed) merged over the
+//     observed state of the children and resources, every missing one in
+//     a MissingReferencesError;
 //   - the desired children (Desired): the template's object with the
 //     namespace defaulted to the parent's, the engine's labels and
 //     annotations (contract), a controller owner reference to the parent,
@@ -57,8 +63,8 @@
 //
 // It does not write to the apiserver and keeps no reconcile state but the
 // Budget its callers share: it reads the objects it is given and returns
-// what to apply; its one read of the cluster is HolderOf's get,
-// through the reader its caller passes. Applying, pruning, recording the inventory and the resources on
+// what to apply; its reads of the cluster are HolderOf's get and
+// LiveReader's, through the client its caller passes. Applying, pruning, recording the inventory and the resources on
 // the parent, the status and its conditions are package reconciler's. It
 // imports templates and contract, never reconciler, engine or providers.
 package render

@@ -1,6 +1,7 @@
 package render
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"maps"
@@ -53,13 +54,21 @@ func Offline(t *templates.Template, parent *unstructured.Unstructured, given Giv
 }
 
 func offline(t *templates.Template, parent *unstructured.Unstructured, given Given, opts Options) (*Rendered, error) {
-	base, err := givenReferences(t, parent, given, opts)
+	// The observations by name with each reference's view of the given
+	// objects, as the engine reads them from the cluster; a reference
+	// neither gives is missing, and the engine would wait for it. Reading
+	// the given objects does no I/O: no context to end it.
+	in, err := Observe(context.Background(), t, parent, given.ByName, given, ObserveOptions{Scoper: opts.Scoper, Limits: opts.Limits})
 	if err != nil {
 		return nil, err
 	}
+	base := in.Observed
 	m := matches{byName: map[string]match{}}
 	for n := 1; ; n++ {
 		observed := maps.Clone(base)
+		if observed == nil {
+			observed = map[string]any{}
+		}
 		for name, mt := range m.byName {
 			observed[name] = mt.obj.Object
 		}
@@ -76,37 +85,6 @@ func offline(t *templates.Template, parent *unstructured.Unstructured, given Giv
 				n, changed.name, describeObject(changed.obj), changed.before.rendering, describeObject(changed.before.obj))
 		}
 	}
-}
-
-// givenReferences is the observations by name with each reference's view
-// of the given objects (Observed), as the engine reads them from the
-// cluster; a reference neither gives is missing, and the engine would wait
-// for it.
-func givenReferences(t *templates.Template, parent *unstructured.Unstructured, given Given, opts Options) (map[string]any, error) {
-	observed := maps.Clone(given.ByName)
-	if observed == nil {
-		observed = map[string]any{}
-	}
-	refs, err := ResolveReferences(t, parent, opts.Scoper, opts.Limits)
-	if err != nil {
-		return nil, err
-	}
-	var missing []templates.Reference
-	for _, ref := range refs {
-		if _, ok := observed[ref.Name]; ok {
-			continue
-		}
-		view, ok := Observed(ref, given.Live)
-		if !ok {
-			missing = append(missing, ref)
-			continue
-		}
-		observed[ref.Name] = view
-	}
-	if len(missing) > 0 {
-		return nil, MissingReferences(missing, 0)
-	}
-	return observed, nil
 }
 
 // matches are the given objects matched to children so far, by local

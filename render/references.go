@@ -2,15 +2,12 @@ package render
 
 import (
 	"cmp"
-	"context"
 	"fmt"
 	"slices"
 	"strings"
 
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/cuengine/engine/contract"
 	"github.com/cuengine/engine/templates"
@@ -117,52 +114,4 @@ func sortByKey(objs []*unstructured.Unstructured) {
 	slices.SortFunc(objs, func(a, b *unstructured.Unstructured) int {
 		return cmp.Or(cmp.Compare(a.GetNamespace(), b.GetNamespace()), cmp.Compare(a.GetName(), b.GetName()))
 	})
-}
-
-// MissingReferences says which references do not exist and what the
-// engine does meanwhile: nothing, keeping the children there are.
-func MissingReferences(missing []templates.Reference, children int) error {
-	names := make([]string, len(missing))
-	for i, ref := range missing {
-		names[i] = fmt.Sprintf("%s (references.%s)", ref, ref.Name)
-	}
-	if children > 0 {
-		return fmt.Errorf("referenced %s not found: the %d existing children are kept as they are, nothing is created, updated or deleted until it exists again",
-			strings.Join(names, ", "), children)
-	}
-	return fmt.Errorf("waiting for referenced %s: nothing is created until it exists", strings.Join(names, ", "))
-}
-
-// ReadReference reads a reference through r (the engine's cache of
-// referenced objects, or a live client): the named object, or the objects
-// its selector matches, each with the reference's kind set. A named object
-// that does not exist is none, not an error.
-func ReadReference(ctx context.Context, r client.Reader, ref templates.Reference) ([]*unstructured.Unstructured, error) {
-	if ref.ByName() {
-		obj := &unstructured.Unstructured{}
-		obj.SetGroupVersionKind(ref.GVK)
-		err := r.Get(ctx, client.ObjectKey{Namespace: ref.Namespace, Name: ref.ObjectName}, obj)
-		if apierrors.IsNotFound(err) {
-			return nil, nil
-		}
-		if err != nil {
-			return nil, err
-		}
-		return []*unstructured.Unstructured{obj}, nil
-	}
-	list := &unstructured.UnstructuredList{}
-	list.SetGroupVersionKind(ref.GVK.GroupVersion().WithKind(ref.GVK.Kind + "List"))
-	opts := []client.ListOption{client.MatchingLabels(ref.Selector)}
-	if ref.Namespace != "" {
-		opts = append(opts, client.InNamespace(ref.Namespace))
-	}
-	if err := r.List(ctx, list, opts...); err != nil {
-		return nil, err
-	}
-	out := make([]*unstructured.Unstructured, len(list.Items))
-	for i := range list.Items {
-		out[i] = &list.Items[i]
-		out[i].SetGroupVersionKind(ref.GVK)
-	}
-	return out, nil
 }

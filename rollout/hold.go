@@ -2,7 +2,6 @@ package rollout
 
 import (
 	"fmt"
-	"maps"
 	"strings"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -47,10 +46,12 @@ type Hold struct {
 	Scoper render.Scoper
 	Limits render.Limits
 	Budget *render.Budget
-	// References reads a parent's references as the reconcile would: their
-	// observed views by local name, false when one is missing (the
-	// reconcile then changes nothing). Nil reads none.
-	References func(t *templates.Template, parent *unstructured.Unstructured) (map[string]any, bool)
+	// Observe is what the template sees of a parent whose live children
+	// and resources are observed as live: their observed state with the
+	// parent's references read as the reconcile reads them
+	// (render.Observe), an error when one cannot be read or is missing
+	// (the reconcile then changes nothing). Nil reads no references.
+	Observe func(t *templates.Template, parent *unstructured.Unstructured, live map[string]any) (map[string]any, error)
 }
 
 // countDeletes evaluates t for a live parent, whose live children are list,
@@ -67,16 +68,10 @@ func (h Hold) countDeletes(t *templates.Template, parent *unstructured.Unstructu
 		return err
 	}
 	observed := live.Observed(parent)
-	if h.References != nil && t.HasReferences() {
-		refs, ok := h.References(t, parent)
-		if !ok {
+	if h.Observe != nil && t.HasReferences() {
+		if observed, err = h.Observe(t, parent, observed); err != nil {
 			return nil // the reconcile waits for them, deleting nothing
 		}
-		observed = maps.Clone(observed)
-		if observed == nil {
-			observed = map[string]any{}
-		}
-		maps.Copy(observed, refs)
 	}
 	out, err := render.Render(t, parent, observed, render.Options{Limits: h.Limits, Scoper: h.Scoper, Budget: h.Budget})
 	if err != nil {

@@ -79,7 +79,10 @@ type Template struct {
 	// readyWhen: its files mention readyWhen, so evaluations look for it
 	// on each child (ready.go).
 	readyWhen bool
-	memo      memo // recent results; the only mutable part, internally locked
+	// constraints are those of the spec the CRD does not carry
+	// (constraints.go).
+	constraints []Constraint
+	memo        memo // recent results; the only mutable part, internally locked
 }
 
 // Policy holds the template's explicit permissions, from its top-level
@@ -132,6 +135,9 @@ func (p Policy) Within(bound Policy) Policy {
 // decodePolicy reads the policy block: crossNamespace is a bool or a list
 // of namespace names.
 func decodePolicy(v cue.Value) (Policy, error) {
+	if err := knownFields("policy", v, []string{"crossNamespace", "clusterScoped"}); err != nil {
+		return Policy{}, err
+	}
 	var raw struct {
 		CrossNamespace any  `json:"crossNamespace"`
 		ClusterScoped  bool `json:"clusterScoped"`
@@ -361,6 +367,7 @@ func (c *compiler) compile(src source) (*Template, error) {
 	if err := c.checkDefaults(src.path, t); err != nil {
 		return nil, err
 	}
+	t.constraints = c.constraintsOf(t, src.files)
 	return t, nil
 }
 

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"math/big"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -92,8 +93,31 @@ func (r Rollout) MaxFailuresString() string {
 // defaultWaves are a Progressive rollout's waves when it lists none.
 var defaultWaves = []Wave{{Count: 1}, {Percent: 10}, {Percent: 50}, {Percent: 100}}
 
+// rolloutFields are the fields of the rollout block, as vet lists them.
+var rolloutFields = []string{"strategy", "waves", "progressDeadline", "maxFailures", "allowDeletions", "canary", "pins"}
+
+// knownFields refuses a field of a top-level block that the engine does
+// not read: a misspelt or unsupported field would otherwise be dropped
+// without a word (a "soak" the engine ignores promotes at once).
+func knownFields(block string, v cue.Value, known []string) error {
+	it, err := v.Fields(cue.Optional(true))
+	if err != nil {
+		return nil // not a struct: the decoding says so
+	}
+	for it.Next() {
+		name := it.Selector().Unquoted()
+		if !slices.Contains(known, name) {
+			return &fieldError{block, name, fmt.Sprintf("unknown field (the %s block has: %s)", block, strings.Join(known, ", "))}
+		}
+	}
+	return nil
+}
+
 // decodeRollout reads the rollout block. Errors name the field.
 func decodeRollout(v cue.Value) (Rollout, error) {
+	if err := knownFields("rollout", v, rolloutFields); err != nil {
+		return Rollout{}, err
+	}
 	var raw struct {
 		Strategy         *string `json:"strategy"`
 		Waves            []any   `json:"waves"`

@@ -33,6 +33,11 @@
 // parents labelled with its shard, its peak RSS and CPU (sharding.go,
 // report_sharding.go).
 //
+// With Config.Scale, the scale benchmark replaces the phases: N parents
+// with replicas 0, each controller with its default flags, the time until
+// every parent is Ready, CPU and memory, then a restart with the N parents
+// in place (scale.go, report_scale.go).
+//
 // The package owns the workload, the measurements and the report; it does
 // not own the control plane (internal/localcluster) or the controllers.
 package harness

@@ -67,6 +67,11 @@ type Config struct {
 	// with --sharding over that many replicas, phases (a) to (d) each.
 	// Controllers is then ignored.
 	Shards []int
+	// Scale turns the run into the scale benchmark (scale.go): N parents
+	// with replicas 0, each controller with its default flags, time until
+	// every parent is Ready, memory and CPU, then a restart with the N
+	// parents in place. Rounds, Workers and Raw are then ignored.
+	Scale bool
 	// Raw adds, per round, a run of the harness creating the Deployments
 	// itself, with no controller.
 	Raw bool
@@ -130,6 +135,9 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	h, err := newHarness(ctx, cfg)
 	if err != nil {
 		return nil, err
+	}
+	if h.cfg.Scale {
+		return h.runScale(ctx)
 	}
 	rep := newReport(h.cfg)
 	rep.KroVersion = h.kroVer
@@ -216,6 +224,10 @@ func newHarness(ctx context.Context, cfg Config) (*Harness, error) {
 	}
 	if h.bins, err = copyBinaries(bins, filepath.Join(cfg.LogDir, "bin")); err != nil {
 		return nil, err
+	}
+	if cfg.Scale {
+		h.log.printf("scale: N=%d clients=%d runs=%s, default flags; logs in %s", cfg.N, cfg.Clients, strings.Join(cfg.Controllers, ","), cfg.LogDir)
+		return h, nil
 	}
 	h.log.printf("N=%d rounds=%d workers=%d clients=%d runs=%s; logs in %s", cfg.N, cfg.Rounds, cfg.Workers, cfg.Clients, strings.Join(cfg.Controllers, ","), cfg.LogDir)
 	return h, nil

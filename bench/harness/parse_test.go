@@ -178,3 +178,29 @@ func TestControlPlaneAD(t *testing.T) {
 	_, ok = partial.controlPlaneAD()
 	assert.False(t, ok)
 }
+
+func TestParseReconciles(t *testing.T) {
+	raw := []byte(`# HELP controller_runtime_reconcile_total Total number of reconciliations per controller
+controller_runtime_reconcile_total{controller="engine-MyKind.webapp.my.domain/v1",result="success"} 4999
+controller_runtime_reconcile_total{controller="engine-MyKind.webapp.my.domain/v1",result="error"} 2
+controller_runtime_reconcile_total{controller="engine-Gcs.storage.cuengine.dev/v1",result="success"} 0
+workqueue_depth{controller="engine-MyKind.webapp.my.domain/v1",name="engine-MyKind.webapp.my.domain/v1"} 3
+workqueue_depth_other 7
+`)
+	got, err := parseReconciles(raw)
+	require.NoError(t, err)
+	assert.Equal(t, reconcileMetrics{reconciles: 5001, depth: 3}, got)
+
+	_, err = parseReconciles([]byte("workqueue_depth{name=\"x\"} many\n"))
+	require.EqualError(t, err, `malformed metric line "workqueue_depth{name=\"x\"} many": strconv.ParseFloat: parsing "many": invalid syntax`)
+}
+
+func TestParseWatchLists(t *testing.T) {
+	raw := []byte(`apiserver_watch_list_duration_seconds_bucket{component="apiserver",group="apps",resource="deployments",scope="namespace",version="v1",le="0.05"} 1
+apiserver_watch_list_duration_seconds_count{component="apiserver",group="apps",resource="deployments",scope="cluster",version="v1"} 2
+apiserver_watch_list_duration_seconds_count{component="apiserver",group="webapp.my.domain",resource="mykinds",scope="cluster",version="v1"} 1
+`)
+	got, err := parseWatchLists(raw)
+	require.NoError(t, err)
+	assert.Equal(t, counts{"deployments": 2, "mykinds": 1}, got)
+}

@@ -30,6 +30,8 @@ const (
 	phaseScale    = "d"
 	phaseReload   = "e"
 	phaseRaw      = "raw"
+	// phaseAllReady is the scale benchmark's one phase (scale.go).
+	phaseAllReady = "all-ready"
 )
 
 // phaseTitles describe the phases in the report.
@@ -40,6 +42,7 @@ var phaseTitles = map[string]string{
 	phaseScale:    "(d) scale 10% MyKinds -> Deployments",
 	phaseReload:   "(e) template image edit -> N Deployments",
 	phaseRaw:      "raw: harness creates N Deployments",
+	phaseAllReady: "create N MyKinds -> every parent Ready",
 }
 
 // createPhase creates every parent at once.

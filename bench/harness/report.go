@@ -86,6 +86,8 @@ type Report struct {
 	LoadEnd   string
 	// KroVersion is the version of kro the peer runs used, if any.
 	KroVersion string
+	// Scale holds the scale benchmark's runs (Config.Scale).
+	Scale []*scaleResult
 }
 
 func newReport(cfg Config) *Report {
@@ -102,6 +104,10 @@ var targets = map[string]string{
 func (r *Report) Write(w io.Writer) {
 	if len(r.cfg.Shards) > 0 {
 		r.writeSharding(w)
+		return
+	}
+	if r.cfg.Scale {
+		r.writeScale(w)
 		return
 	}
 	c := r.cfg

@@ -110,6 +110,7 @@ Ctrl-C stops the engine and the cluster.
 
 `, cluster.Kubeconfig, binDir(), set.Root, gcsNote, pgNote)
 	o.installCRDs = true
+	o.webhook.dev(dir)
 	return o.run(cmd, cluster.Config)
 }
 

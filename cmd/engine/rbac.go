@@ -13,12 +13,15 @@ import (
 )
 
 type rbacOptions struct {
-	templates         string
-	name              string
-	serviceAccount    string
-	namespace         string
-	revisionNamespace string
-	installCRDs       bool
+	templates            string
+	name                 string
+	serviceAccount       string
+	namespace            string
+	revisionNamespace    string
+	installCRDs          bool
+	webhook              bool
+	webhookConfiguration string
+	webhookSecret        string
 }
 
 func newRBACCommand() *cobra.Command {
@@ -36,7 +39,9 @@ templates, bound to the engine's ServiceAccount:
   --install-crds the CRDs (updates only of the templates' own);
   a Role and its RoleBinding in --namespace: the leader election and shard
   Leases, and the templates' revisions (ControllerRevisions), which go to a
-  second Role in --revision-namespace if it differs;
+  second Role in --revision-namespace if it differs; with --webhook, the
+  webhook's certificate Secret there, and its ValidatingWebhookConfiguration
+  in the ClusterRole (writes only of its own);
   referenced Secrets and ConfigMaps (read only) in a Role per namespace the
   references can reach, when every reference of the kind names its
   namespace; otherwise in the ClusterRole, and for Secrets a note on
@@ -56,6 +61,9 @@ policy: both are warnings on standard error, with the child's file:line.`,
 				Name: o.name, ServiceAccount: o.serviceAccount, Namespace: o.namespace,
 				RevisionNamespace: o.revisionNamespace, InstallCRDs: o.installCRDs,
 			})
+			if o.webhook {
+				addWebhookRBAC(roles, o.webhookConfiguration, o.webhookSecret)
+			}
 			for _, note := range roles.Notes {
 				fmt.Fprintf(cmd.ErrOrStderr(), "note: %s\n", note)
 			}
@@ -78,6 +86,9 @@ policy: both are warnings on standard error, with the child's file:line.`,
 	cmd.Flags().StringVar(&o.namespace, "namespace", "engine-system", "namespace of the ServiceAccount and of the engine's Leases (engine run --leader-election-namespace)")
 	cmd.Flags().StringVar(&o.revisionNamespace, "revision-namespace", "", "namespace of the templates' revisions (engine run --revision-namespace; default: --namespace)")
 	cmd.Flags().BoolVar(&o.installCRDs, "install-crds", false, "also allow managing CustomResourceDefinitions (engine run --install-crds)")
+	cmd.Flags().BoolVar(&o.webhook, "webhook", true, "also allow the webhook server: its ValidatingWebhookConfiguration, and its certificate Secret in --namespace (engine run --webhook-port; false with --webhook-port=0)")
+	cmd.Flags().StringVar(&o.webhookConfiguration, "webhook-configuration", "engine.cuengine.dev", "engine run --webhook-configuration")
+	cmd.Flags().StringVar(&o.webhookSecret, "webhook-secret", "engine-webhook-certs", "engine run --webhook-secret")
 	return cmd
 }
 

@@ -212,11 +212,7 @@ func (r *rendering) write(w io.Writer) error {
 		fmt.Fprintln(w, "---")
 	}
 	for _, res := range r.result.Resources {
-		doc := map[string]any{"provider": res.Provider, "spec": res.Spec, "deletionPolicy": res.DeletionPolicy}
-		if res.ConnectionSecret != "" {
-			doc["connectionSecret"] = map[string]any{"name": res.ConnectionSecret}
-		}
-		if err := writeYAML(w, fmt.Sprintf("resource %q (external)", res.Name), doc); err != nil {
+		if err := writeYAML(w, fmt.Sprintf("resource %q (external)", res.Name), res.Document()); err != nil {
 			return err
 		}
 		fmt.Fprintln(w, "---")

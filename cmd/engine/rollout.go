@@ -24,6 +24,7 @@ type rolloutOptions struct {
 	revisionNamespace string
 	output            string
 	wait              time.Duration
+	watch             bool
 }
 
 func newRolloutCommand() *cobra.Command {
@@ -69,8 +70,14 @@ their current generation, Synced and Ready), and how many are pinned to it
 (annotation engine.cuengine.dev/template-revision). Then why the target is
 where it is: what a held revision would delete, why one rolled back, and the
 objects that were failing before they moved to it, which its health gates
-do not count.`, o.status)
+do not count.
+
+With --watch, it redraws the table whenever it changes (on a terminal; elsewhere
+it prints each new table after a "---" line with the time) until the target's
+rollout ends: exit status 0 when it is Complete, 1 when it rolled back. A newer
+revision that supersedes the target becomes the one watched.`, o.status)
 	status.Flags().StringVarP(&o.output, "output", "o", "", `output format: "" (a table) or json`)
+	status.Flags().BoolVarP(&o.watch, "watch", "w", false, "redraw until the rollout ends; exit 1 when it rolls back")
 	history := kindArg("history", "Every stored revision of the kind, oldest first", `History prints every stored revision of the kind, oldest first: its number,
 content hash, phase, age, the objects that run it, the objects pinned to it
 (annotation engine.cuengine.dev/template-revision; "(refused)" when the
@@ -161,6 +168,12 @@ func (s *rolloutSession) wavesOf(rev revisions.Revision) int {
 }
 
 func (o *rolloutOptions) status(ctx context.Context, w io.Writer, s *rolloutSession) error {
+	if o.watch {
+		if o.output != "" {
+			return fmt.Errorf("--watch draws the table: use -o json without --watch")
+		}
+		return o.watchStatus(ctx, w, s)
+	}
 	parents, err := s.parents(ctx)
 	if err != nil {
 		return err

@@ -277,6 +277,45 @@ revision 4: RolledBack, wave 3/3: undone (engine rollout undo)
 `, out)
 	})
 
+	t.Run("status --watch", func(t *testing.T) {
+		v5, v6, v7, v8 := rolloutTemplate(t, 5), rolloutTemplate(t, 6), rolloutTemplate(t, 7), rolloutTemplate(t, 8)
+		r5 := rc.record(t, "engine-system", v5, 5, revisions.PhaseProgressing, 0, "wave 1 of 3")
+		out, errOut, code := waitedFor(t, rolloutArgs("status", "mk", "--watch"), func(printed func() string) {
+			eventually(t, func() bool { return strings.Contains(squash(printed()), "5* "+v5.Hash+" Progressing 1/3") })
+			rc.act(t, r5, revisions.PhaseProgressing, 1, "wave 2 of 3")
+			eventually(t, func() bool { return strings.Contains(squash(printed()), "5* "+v5.Hash+" Progressing 2/3") })
+			rc.act(t, r5, revisions.PhaseComplete, 2, "rolled out in 3 waves")
+		})
+		require.Equal(t, 0, code, errOut)
+		blocks := regexp.MustCompile(`(?m)^--- \d\d:\d\d:\d\d$`).Split(out, -1)
+		require.Len(t, blocks, 3, "a table per change, not per poll:\n%s", out)
+		assert.Contains(t, squash(blocks[2]), "5* "+v5.Hash+" Complete 3/3")
+
+		r6 := rc.record(t, "engine-system", v6, 6, revisions.PhaseProgressing, 0, "wave 1 of 3")
+		_, errOut, code = waitedFor(t, rolloutArgs("status", "mk", "-w"), func(printed func() string) {
+			eventually(t, func() bool { return strings.Contains(printed(), "6* ") })
+			rc.act(t, r6, revisions.PhaseRolledBack, 0, "2 objects failed: MyKind apps/c: not Ready within 2m")
+		})
+		assert.Equal(t, 1, code)
+		assert.Equal(t, "revision 6 of MyKind.webapp.my.domain rolled back: 2 objects failed: MyKind apps/c: not Ready within 2m", errOut)
+
+		// A newer revision supersedes the watched one: it is watched next.
+		r7 := rc.record(t, "engine-system", v7, 7, revisions.PhaseProgressing, 0, "wave 1 of 3")
+		out, errOut, code = waitedFor(t, rolloutArgs("status", "mk", "--watch"), func(printed func() string) {
+			eventually(t, func() bool { return strings.Contains(printed(), "7* ") })
+			rc.act(t, r7, revisions.PhaseSuperseded, 0, "superseded by revision 8")
+			r8 := rc.record(t, "engine-system", v8, 8, revisions.PhaseProgressing, 0, "wave 1 of 3")
+			eventually(t, func() bool { return strings.Contains(printed(), "8* ") })
+			rc.act(t, r8, revisions.PhaseComplete, 2, "rolled out in 3 waves")
+		})
+		require.Equal(t, 0, code, errOut)
+		assert.Contains(t, squash(out), "8* "+v8.Hash+" Complete 3/3")
+
+		_, errOut, code = rolloutCLI("status", "mk", "--watch", "-o", "json")
+		assert.Equal(t, 1, code)
+		assert.Equal(t, "--watch draws the table: use -o json without --watch", errOut)
+	})
+
 	t.Run("errors", func(t *testing.T) {
 		_, errOut, code := rolloutCLI("status", "nope")
 		assert.Equal(t, 1, code)

@@ -2,16 +2,19 @@ package main
 
 import (
 	"cmp"
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
 	"maps"
+	"os"
 	"slices"
 	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
 
+	"golang.org/x/term"
 	"k8s.io/apimachinery/pkg/util/duration"
 
 	"github.com/cuengine/engine/contract"
@@ -171,4 +174,52 @@ func count(n int, one, many string) string {
 		return "1 " + one
 	}
 	return fmt.Sprintf("%d %s", n, many)
+}
+
+// watchStatus redraws the status whenever it changes, until the target
+// revision's rollout ends: nil when it is Complete, an error when it
+// rolled back. The revisions are read again each time, so a newer
+// revision that supersedes the target is the one watched next.
+func (o *rolloutOptions) watchStatus(ctx context.Context, w io.Writer, s *rolloutSession) error {
+	f, isFile := w.(*os.File)
+	tty := isFile && term.IsTerminal(int(f.Fd()))
+	tick := time.NewTicker(rolloutPollInterval)
+	defer tick.Stop()
+	last := ""
+	for {
+		revs, err := revisions.Find(ctx, s.c, s.gvk.GroupKind(), s.revs.Namespace)
+		if err != nil && ctx.Err() == nil {
+			return err
+		}
+		parents, perr := s.parents(ctx)
+		if perr != nil && ctx.Err() == nil {
+			return perr
+		}
+		if err == nil && perr == nil {
+			s.revs = revs
+			var b strings.Builder
+			printStatus(&b, revisions.FleetOf(s.revs, parents, s.wavesOf), s.arg)
+			if b.String() != last {
+				switch {
+				case tty:
+					fmt.Fprint(w, "\x1b[H\x1b[2J") // home, clear: a redraw
+				case last != "":
+					fmt.Fprintf(w, "--- %s\n", time.Now().Format(time.TimeOnly))
+				}
+				fmt.Fprint(w, b.String())
+				last = b.String()
+			}
+			switch target := s.revs.Target(); target.Phase {
+			case revisions.PhaseComplete:
+				return nil
+			case revisions.PhaseRolledBack:
+				return fmt.Errorf("%s rolled back: %s", revisionName(s.revs, target), target.Message)
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-tick.C:
+		}
+	}
 }

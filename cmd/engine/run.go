@@ -66,6 +66,7 @@ type runOptions struct {
 	shardID                 string
 	providerDir             string
 	providerPing            pluginPing
+	webhook                 webhookOptions
 }
 
 func (o *runOptions) addFlags(cmd *cobra.Command) {
@@ -88,6 +89,7 @@ func (o *runOptions) addFlags(cmd *cobra.Command) {
 	f.DurationVar(&o.resourceResync, "resource-resync", 10*time.Minute, "how often external resources are re-observed (jittered)")
 	f.StringVar(&o.revisionNamespace, "revision-namespace", "", "namespace of the templates' revisions (ControllerRevisions) (default: --leader-election-namespace, else the pod's namespace, else \"default\")")
 	f.IntVar(&o.revisionHistoryLimit, "revision-history-limit", 10, "revisions kept per kind, besides those an object runs or is pinned to")
+	o.webhook.addFlags(f)
 	addLimitFlags(f, &o.limits)
 	f.IntVar(&o.budget.MaxOverrunning, "max-overrunning-evaluations", render.DefaultMaxOverrunning, "evaluations past --evaluation-timeout that may run at once (CUE cannot be interrupted); past it an object whose evaluation overran before is Synced=False EvaluationBudgetExceeded, not evaluated, and past twice it every object is")
 	f.StringVar(&o.maxEvaluationHeap, "max-evaluation-heap", "", `live heap (a quantity, "768Mi") past which an object whose evaluation overran before is refused, EvaluationBudgetExceeded, and a sixth over which every object is (default: three quarters of GOMEMLIMIT when set)`)
@@ -259,13 +261,20 @@ func (o *runOptions) run(cmd *cobra.Command, cfg *rest.Config) error {
 		}
 	}
 	eng.SetTemplates(set)
+	hooks, err := o.webhook.server(ctx, mgr, set)
+	if err != nil {
+		return err
+	}
 	if loadErr != nil {
 		eng.Reload(ctrl.LoggerInto(ctx, logger), watch.ReloadEvent{Err: loadErr})
 	}
 	watcher, err := watch.New(set.Root, set, watch.Options{
-		Rescan:   o.rescanInterval,
-		OnReload: func(ev watch.ReloadEvent) { eng.Reload(ctrl.LoggerInto(ctx, logger), ev) },
-		Schemas:  schemas,
+		Rescan: o.rescanInterval,
+		OnReload: func(ev watch.ReloadEvent) {
+			eng.Reload(ctrl.LoggerInto(ctx, logger), ev)
+			hooks.reload(ctrl.LoggerInto(ctx, logger), ev)
+		},
+		Schemas: schemas,
 	})
 	if err != nil {
 		return err

@@ -198,11 +198,7 @@ func outcome(r *rendering) map[string]any {
 	}
 	resources := map[string]any{}
 	for _, res := range r.result.Resources {
-		m := map[string]any{"provider": res.Provider, "spec": res.Spec, "deletionPolicy": res.DeletionPolicy}
-		if res.ConnectionSecret != "" {
-			m["connectionSecret"] = map[string]any{"name": res.ConnectionSecret}
-		}
-		resources[res.Name] = m
+		resources[res.Name] = res.Document()
 	}
 	status := r.result.Status
 	if status == nil {

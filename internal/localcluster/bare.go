@@ -32,6 +32,9 @@ func (c *Cluster) startBare(ctx context.Context, assets string, prog *progress) 
 	}
 	prog.printf("kube-apiserver ready (%s)", since(started))
 	c.Config = cfg
+	if env.ControlPlane.Etcd != nil && env.ControlPlane.Etcd.URL != nil {
+		c.EtcdURL = env.ControlPlane.Etcd.URL.String()
+	}
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("starting envtest control plane: %w", err)
 	}

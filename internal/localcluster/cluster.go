@@ -45,6 +45,9 @@ type Cluster struct {
 	// Dir is the working directory holding data, certificates, the
 	// kubeconfig and one <component>.log file per process.
 	Dir string
+	// EtcdURL is etcd's client URL (plain HTTP on the loopback), for tests
+	// that read what the apiserver stored.
+	EtcdURL string
 
 	removeDir bool                 // Dir was created by Start
 	env       *envtest.Environment // bare mode

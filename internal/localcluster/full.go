@@ -100,6 +100,7 @@ func (s *fullStart) start(name string, args ...string) (*process, error) {
 // startEtcd starts etcd and waits until it reports healthy.
 func (s *fullStart) startEtcd(ctx context.Context) error {
 	client := "http://" + hostPort(s.ports.etcdClient)
+	s.c.EtcdURL = client
 	peer := "http://" + hostPort(s.ports.etcdPeer)
 	p, err := s.start("etcd",
 		"--name=localcluster",

@@ -159,8 +159,8 @@ func (p *Provider) reconcile(ctx context.Context, req providers.Request, spec bu
 	if attrs.Location != "" && !strings.EqualFold(attrs.Location, spec.Location) {
 		return providers.Observation{}, immutableField(fieldLocation, attrs.Location, spec.Location)
 	}
-	update, changed := bucketUpdate(spec, attrs, req.Owner.UID)
-	if !changed {
+	update, changes := bucketUpdate(spec, attrs, req.Owner.UID)
+	if len(changes) == 0 {
 		return observation(attrs, spec.ProjectID), nil
 	}
 	updated, err := p.update(ctx, req.ExternalName, attrs.MetaGeneration, update)

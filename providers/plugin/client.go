@@ -50,6 +50,31 @@ func (p *Plugin) Delete(ctx context.Context, req providers.Request) error {
 	return errorFromWire(resp.Error)
 }
 
+// Plan asks the plugin, within ctx's deadline. A sensitive change arrives
+// without values, whatever the plugin sent.
+func (p *Plugin) Plan(ctx context.Context, req providers.Request) (providers.Plan, error) {
+	var resp planResponse
+	if err := p.call(ctx, methodPlan, req, 0, &resp); err != nil {
+		return providers.Plan{}, err
+	}
+	if err := errorFromWire(resp.Error); err != nil {
+		return providers.Plan{}, err
+	}
+	plan := providers.Plan{Action: providers.Action(resp.Action), Reason: resp.Reason}
+	switch plan.Action {
+	case providers.ActionNone, providers.ActionUpdate, providers.ActionCreate, providers.ActionRefuse, providers.ActionReplace:
+	default:
+		return providers.Plan{}, unavailable(p.opts.Name, fmt.Errorf("%s: unknown action %q", methodPlan, resp.Action))
+	}
+	for _, c := range resp.Changes {
+		if c.Sensitive {
+			c.From, c.To = "", ""
+		}
+		plan.Changes = append(plan.Changes, providers.Change(c))
+	}
+	return plan, nil
+}
+
 // call makes one call on the published connection. It fails at once with
 // ProviderUnavailable when the plugin is down (no waiting for it), and a
 // call cut by the plugin's death fails the same way.

@@ -125,6 +125,26 @@ func (testProvider) Delete(_ context.Context, req providers.Request) error {
 	return nil
 }
 
+func (testProvider) Plan(ctx context.Context, req providers.Request) (providers.Plan, error) {
+	switch req.Spec["do"] {
+	case "retryable":
+		return providers.Plan{}, providers.Retryable(providers.ReasonUnavailable, errors.New("try later"))
+	case "refuse":
+		return providers.Plan{Action: providers.ActionRefuse, Reason: "spec.location cannot change"}, nil
+	case "unknown":
+		return providers.Plan{Action: "Explode"}, nil
+	case "block":
+		<-ctx.Done()
+		return providers.Plan{}, ctx.Err()
+	}
+	// A plugin that carelessly puts a secret in a sensitive change: the
+	// wire drops it.
+	return providers.Plan{Action: providers.ActionUpdate, Changes: []providers.Change{
+		{Field: "labels.team", From: `"a"`, To: `"b"`},
+		{Field: "password", From: secret, To: secret, Sensitive: true},
+	}}, nil
+}
+
 // logBuffer is a logr.Logger writing into a buffer the test reads.
 type logBuffer struct {
 	mu sync.Mutex

@@ -3,6 +3,7 @@ package plugin
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -203,22 +204,21 @@ func TestPluginExternalNameEndsWithItsCaller(t *testing.T) {
 	}, waitFor, 10*time.Millisecond, "log:\n%s", logs)
 }
 
-// TestPluginHandshakeRefusesTheOldProtocol: a plugin built before
-// ExternalName took a context (protocol 1) is refused, naming both
-// versions.
+// TestPluginHandshakeRefusesTheOldProtocol: a plugin built before Plan
+// (protocol 2) is refused, naming both versions.
 func TestPluginHandshakeRefusesTheOldProtocol(t *testing.T) {
 	t.Parallel()
-	require.Equal(t, 2, ProtocolVersion)
-	p, logs := newTestPlugin(t, "fake", envTestVersion+"=1")
+	require.Equal(t, 3, ProtocolVersion)
+	p, logs := newTestPlugin(t, "fake", envTestVersion+"=2")
 	require.Eventually(t, func() bool {
 		err := p.Health()
-		return err != nil && strings.Contains(err.Error(), self(t)+" speaks plugin protocol 1, this engine 2: install the plugin built with this engine")
+		return err != nil && strings.Contains(err.Error(), self(t)+" speaks plugin protocol 2, this engine 3: install the plugin built with this engine")
 	}, waitFor, 10*time.Millisecond, "log:\n%s", logs)
 	_, _, err := p.ExternalName(context.Background(), providers.Request{Name: "data", Owner: owner}, 0)
 	reason, retryable := providers.Classify(err)
 	assert.Equal(t, providers.ReasonProviderUnavailable, reason)
 	assert.True(t, retryable)
-	assert.Contains(t, err.Error(), "speaks plugin protocol 1, this engine 2")
+	assert.Contains(t, err.Error(), "speaks plugin protocol 2, this engine 3")
 }
 
 func TestPluginSensitiveOutputsAreNeverLogged(t *testing.T) {
@@ -306,7 +306,7 @@ func TestPluginHandshakeRefusesAnotherProtocol(t *testing.T) {
 	want := "provider fake: plugin " + self(t) + " down (restarts: "
 	require.Eventually(t, func() bool {
 		err := p.Health()
-		return err != nil && strings.Contains(err.Error(), self(t)+" speaks plugin protocol 99, this engine 2: install the plugin built with this engine")
+		return err != nil && strings.Contains(err.Error(), self(t)+" speaks plugin protocol 99, this engine 3: install the plugin built with this engine")
 	}, waitFor, 10*time.Millisecond, "log:\n%s", logs)
 	assert.False(t, p.Status().Up)
 	assert.True(t, strings.HasPrefix(p.Health().Error(), want), p.Health().Error())
@@ -314,7 +314,7 @@ func TestPluginHandshakeRefusesAnotherProtocol(t *testing.T) {
 	reason, retryable := providers.Classify(err)
 	assert.Equal(t, providers.ReasonProviderUnavailable, reason)
 	assert.True(t, retryable)
-	assert.Contains(t, err.Error(), "speaks plugin protocol 99, this engine 2")
+	assert.Contains(t, err.Error(), "speaks plugin protocol 99, this engine 3")
 }
 
 func TestPluginHandshakeRefusesAnotherName(t *testing.T) {
@@ -456,4 +456,32 @@ func TestPluginMetrics(t *testing.T) {
 	cancel()
 	<-done
 	assert.Equal(t, 0.0, up(), "down once stopped")
+}
+
+// TestPluginPlan: a plan crosses the socket with its action, changes and
+// reason; a sensitive change arrives without values whatever the plugin
+// sent; an unknown action and a provider error are errors, classified.
+func TestPluginPlan(t *testing.T) {
+	t.Parallel()
+	p, logs := startPlugin(t, "fake")
+	plan, err := p.Plan(context.Background(), providers.Request{Name: "data", ExternalName: "data-u1-0", Owner: owner, Spec: map[string]any{}})
+	require.NoError(t, err, "log:\n%s", logs)
+	assert.Equal(t, providers.Plan{Action: providers.ActionUpdate, Changes: []providers.Change{
+		{Field: "labels.team", From: `"a"`, To: `"b"`},
+		{Field: "password", Sensitive: true},
+	}}, plan)
+	assert.NotContains(t, fmt.Sprint(plan), secret)
+
+	plan, err = p.Plan(context.Background(), providers.Request{Name: "data", ExternalName: "data-u1-0", Owner: owner, Spec: map[string]any{"do": "refuse"}})
+	require.NoError(t, err)
+	assert.Equal(t, providers.Plan{Action: providers.ActionRefuse, Reason: "spec.location cannot change"}, plan)
+
+	_, err = p.Plan(context.Background(), providers.Request{Name: "data", ExternalName: "data-u1-0", Owner: owner, Spec: map[string]any{"do": "retryable"}})
+	reason, retryable := providers.Classify(err)
+	assert.Equal(t, providers.ReasonUnavailable, reason)
+	assert.True(t, retryable)
+
+	_, err = p.Plan(context.Background(), providers.Request{Name: "data", ExternalName: "data-u1-0", Owner: owner, Spec: map[string]any{"do": "unknown"}})
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), `ProviderUnavailable: provider fake: plugin unavailable: Plan: unknown action "Explode"`)
 }

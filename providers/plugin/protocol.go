@@ -18,7 +18,8 @@ import (
 //   - 2: ExternalName carries the caller's deadline and cancellation (the
 //     messages are those of 1, but a plugin of 1 may run its ExternalName
 //     past the caller's end).
-const ProtocolVersion = 2
+//   - 3: Plan (what Apply would do, nothing written).
+const ProtocolVersion = 3
 
 // The environment a plugin is started with.
 const (
@@ -85,6 +86,21 @@ type deleteResponse struct {
 	Error *wireError `json:"error,omitempty"`
 }
 
+// planResponse is a providers.Plan; a sensitive change carries no values.
+type planResponse struct {
+	Action  string       `json:"action,omitempty"`
+	Changes []wireChange `json:"changes,omitempty"`
+	Reason  string       `json:"reason,omitempty"`
+	Error   *wireError   `json:"error,omitempty"`
+}
+
+type wireChange struct {
+	Field     string `json:"field"`
+	From      string `json:"from,omitempty"`
+	To        string `json:"to,omitempty"`
+	Sensitive bool   `json:"sensitive,omitempty"`
+}
+
 func toWire(req providers.Request, attempt int) (*wireRequest, error) {
 	w := &wireRequest{
 		Name:         req.Name,
@@ -136,6 +152,7 @@ type service interface {
 	externalName(ctx context.Context, req *wireRequest) (*externalNameResponse, error)
 	apply(ctx context.Context, req *wireRequest) (*applyResponse, error)
 	delete(ctx context.Context, req *wireRequest) (*deleteResponse, error)
+	plan(ctx context.Context, req *wireRequest) (*planResponse, error)
 }
 
 const (
@@ -143,13 +160,14 @@ const (
 	methodExternalName = "ExternalName"
 	methodApply        = "Apply"
 	methodDelete       = "Delete"
+	methodPlan         = "Plan"
 )
 
 // fullMethod is the path a client invokes.
 func fullMethod(m string) string { return "/" + serviceName + "/" + m }
 
 // serviceDesc is what protoc-gen-go-grpc would generate for the service,
-// written out: four unary methods.
+// written out: five unary methods.
 var serviceDesc = grpc.ServiceDesc{
 	ServiceName: serviceName,
 	HandlerType: (*service)(nil),
@@ -158,6 +176,7 @@ var serviceDesc = grpc.ServiceDesc{
 		unary(methodExternalName, service.externalName),
 		unary(methodApply, service.apply),
 		unary(methodDelete, service.delete),
+		unary(methodPlan, service.plan),
 	},
 	Metadata: "providers/plugin/protocol.go",
 }

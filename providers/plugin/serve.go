@@ -149,6 +149,28 @@ func (s *server) delete(ctx context.Context, w *wireRequest) (*deleteResponse, e
 	return &deleteResponse{}, nil
 }
 
+func (s *server) plan(ctx context.Context, w *wireRequest) (*planResponse, error) {
+	req, err := fromWire(w)
+	if err != nil {
+		return &planResponse{Error: errorToWire(providers.Terminal(providers.ReasonInvalidSpec, "%w", err))}, nil
+	}
+	plan, err := s.p.Plan(ctx, req)
+	if err != nil {
+		if ended := callEnded(ctx); ended != nil {
+			return nil, ended
+		}
+		return &planResponse{Error: errorToWire(err)}, nil
+	}
+	resp := &planResponse{Action: string(plan.Action), Reason: plan.Reason}
+	for _, c := range plan.Changes {
+		if c.Sensitive {
+			c.From, c.To = "", "" // a secret never crosses the socket in a plan
+		}
+		resp.Changes = append(resp.Changes, wireChange(c))
+	}
+	return resp, nil
+}
+
 // callEnded is the gRPC status of a call whose deadline passed or whose
 // caller cancelled it, nil while it runs. A provider's error after that is
 // the end of the call, not the provider's answer: sent as a status, the

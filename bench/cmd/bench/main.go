@@ -44,6 +44,7 @@ func run() int {
 	flag.StringVar(&controllers, "controllers", "engine,reference", "controllers to run, comma-separated (engine, reference, kro, kro-defaults)")
 	flag.StringVar(&shards, "shards", "", "replica counts, comma-separated (e.g. 1,3): run the sharding benchmark instead of the controllers: the engine without sharding, then with --sharding over each count, phases (a)-(d)")
 	flag.StringVar(&peers, "peers", "", "peers to add to the controllers, comma-separated: kro adds kro (with -workers) and kro-defaults (its defaults); needs `hack/build-assets.sh kro`")
+	flag.BoolVar(&cfg.Scale, "scale", false, "run the scale benchmark instead: N MyKinds with replicas 0, engine and reference with their default flags, time until all Ready, memory, CPU and a restart (make bench-scale)")
 	flag.BoolVar(&cfg.Raw, "raw", true, "also time the harness creating the Deployments itself, per round")
 	flag.DurationVar(&cfg.PhaseTimeout, "phase-timeout", 10*time.Minute, "bound on each phase")
 	flag.DurationVar(&cfg.ReloadTimeout, "reload-timeout", 30*time.Second, "phase (e) is n/a when no Deployment changes within this")

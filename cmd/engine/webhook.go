@@ -1,0 +1,141 @@
+package main
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/spf13/pflag"
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+
+	"github.com/cuengine/engine/templates"
+	"github.com/cuengine/engine/templates/rbac"
+	"github.com/cuengine/engine/templates/watch"
+	"github.com/cuengine/engine/webhooks"
+)
+
+// defaultCertDir is where the serving certificate is written by default.
+var defaultCertDir = filepath.Join(os.TempDir(), "engine-webhook-certs")
+
+// webhookOptions are the flags of the webhook server (docs/operations.md,
+// Admission webhook).
+type webhookOptions struct {
+	port          int
+	certDir       string
+	namespace     string
+	secret        string
+	service       string
+	servicePort   int
+	url           string
+	configuration string
+	failurePolicy string
+	timeout       time.Duration
+	certManager   string
+}
+
+func (w *webhookOptions) addFlags(f *pflag.FlagSet) {
+	f.IntVar(&w.port, "webhook-port", 9443, "port of the webhook server, started when a template has spec constraints the CRD cannot carry (0: never)")
+	f.StringVar(&w.certDir, "webhook-cert-dir", defaultCertDir, "directory of the webhook's serving certificate (tls.crt, tls.key): written from --webhook-secret, or mounted with --webhook-cert-manager-certificate")
+	f.StringVar(&w.namespace, "webhook-namespace", "", `namespace of the webhook's Secret and Service (default: the pod's namespace, else "default")`)
+	f.StringVar(&w.secret, "webhook-secret", "engine-webhook-certs", "Secret holding the webhook's CA and serving certificate, created and rotated by the engine")
+	f.StringVar(&w.service, "webhook-service", "engine-webhook", "Service through which the apiserver calls the webhook")
+	f.IntVar(&w.servicePort, "webhook-service-port", 443, "port of --webhook-service")
+	f.StringVar(&w.url, "webhook-url", "", `base URL through which the apiserver calls the webhook, instead of the Service ("https://localhost:9443" under engine dev)`)
+	f.StringVar(&w.configuration, "webhook-configuration", "engine.cuengine.dev", "name of the ValidatingWebhookConfiguration the engine manages")
+	f.StringVar(&w.failurePolicy, "webhook-failure-policy", "Fail", `what the apiserver does with a create or update of a checked parent while the engine does not answer: "Fail" refuses it, "Ignore" lets it in unchecked (deletes never wait on the engine)`)
+	f.DurationVar(&w.timeout, "webhook-timeout", 5*time.Second, "how long the apiserver waits for the webhook (1s to 30s)")
+	f.StringVar(&w.certManager, "webhook-cert-manager-certificate", "", `cert-manager Certificate ("namespace/name") whose Secret is mounted in --webhook-cert-dir: the engine does not rotate, and cert-manager's cainjector fills the caBundle`)
+}
+
+// dev points the webhook at this machine: the local cluster's apiserver
+// calls https://localhost:<port>, the Secret lives in "default", the
+// certificate in the dev directory. Flags given on the command line win.
+func (w *webhookOptions) dev(dir string) {
+	if w.port == 0 {
+		return
+	}
+	if w.url == "" {
+		w.url = fmt.Sprintf("https://localhost:%d", w.port)
+	}
+	if w.namespace == "" {
+		w.namespace = "default"
+	}
+	if w.certDir == defaultCertDir {
+		w.certDir = filepath.Join(dir, "webhook-certs")
+	}
+}
+
+// hooks is the webhook server of `engine run`, nil when disabled.
+type hooks struct{ srv *webhooks.Server }
+
+// server builds the webhook server and hands it the first set.
+func (w *webhookOptions) server(ctx context.Context, mgr manager.Manager, set *templates.Set) (*hooks, error) {
+	if w.port == 0 {
+		return &hooks{}, nil
+	}
+	policy := admissionregistrationv1.FailurePolicyType(w.failurePolicy)
+	if policy != admissionregistrationv1.Fail && policy != admissionregistrationv1.Ignore {
+		return nil, &exitError{code: 2, msg: fmt.Sprintf(`--webhook-failure-policy must be "Fail" or "Ignore", not %q`, w.failurePolicy)}
+	}
+	if w.timeout < time.Second || w.timeout > 30*time.Second {
+		return nil, &exitError{code: 2, msg: fmt.Sprintf("--webhook-timeout must be from 1s to 30s, not %s", w.timeout)}
+	}
+	srv, err := webhooks.New(mgr, webhooks.Options{
+		Port:                   w.port,
+		CertDir:                w.certDir,
+		Namespace:              cmp.Or(w.namespace, podNamespace(), "default"),
+		SecretName:             w.secret,
+		Service:                w.service,
+		ServicePort:            w.servicePort,
+		URL:                    w.url,
+		ConfigurationName:      w.configuration,
+		FailurePolicy:          policy,
+		Timeout:                w.timeout,
+		CertManagerCertificate: w.certManager,
+		RotationCheck:          12 * time.Hour,
+		CertPoll:               10 * time.Second,
+	})
+	if err != nil {
+		return nil, err
+	}
+	if err := srv.SetTemplates(ctx, set); err != nil {
+		return nil, err
+	}
+	return &hooks{srv: srv}, nil
+}
+
+// reload hands the server a newly loaded set.
+func (h *hooks) reload(ctx context.Context, ev watch.ReloadEvent) {
+	if h.srv == nil || ev.Set == nil {
+		return
+	}
+	if err := h.srv.SetTemplates(ctx, ev.Set); err != nil {
+		ctrl.LoggerFrom(ctx).Error(err, "starting the webhook server")
+	}
+}
+
+// addWebhookRBAC grants the webhook server what it writes: its
+// ValidatingWebhookConfiguration (the rotator lists and watches them all;
+// writes only to its own) and, in the engine's namespace (the first
+// Role), its certificate Secret (listed and watched by the rotator's
+// cache; written only by name).
+func addWebhookRBAC(roles *rbac.Roles, configuration, secret string) {
+	vwc := []string{"validatingwebhookconfigurations"}
+	roles.ClusterRole.Rules = append(roles.ClusterRole.Rules,
+		rbacv1.PolicyRule{APIGroups: []string{"admissionregistration.k8s.io"}, Resources: vwc, Verbs: []string{"list", "watch", "create"}},
+		rbacv1.PolicyRule{APIGroups: []string{"admissionregistration.k8s.io"}, Resources: vwc, ResourceNames: []string{configuration}, Verbs: []string{"get", "update", "patch", "delete"}},
+	)
+	if len(roles.Roles) == 0 {
+		return
+	}
+	roles.Roles[0].Rules = append(roles.Roles[0].Rules,
+		rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"secrets"}, Verbs: []string{"list", "watch", "create"}},
+		rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"secrets"}, ResourceNames: []string{secret}, Verbs: []string{"get", "update", "patch"}},
+	)
+}

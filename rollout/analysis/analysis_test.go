@@ -1,0 +1,127 @@
+package analysis
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/cuengine/engine/internal/promserver"
+)
+
+func TestParseCondition(t *testing.T) {
+	for in, want := range map[string]Condition{
+		"< 0.05": {"<", 0.05}, "<=1": {"<=", 1}, " >= 0.99 ": {">=", 0.99}, "== 0": {"==", 0}, "!= 3": {"!=", 3}, "> -1e3": {">", -1000},
+	} {
+		got, err := ParseCondition(in)
+		require.NoError(t, err, in)
+		assert.Equal(t, want, got, in)
+	}
+	_, err := ParseCondition("about 3")
+	assert.EqualError(t, err, `condition "about 3" must be an operator (<, <=, >, >=, ==, !=) and a number, as "< 0.05"`)
+	_, err = ParseCondition("< lots")
+	assert.EqualError(t, err, `condition "< lots": "lots" is not a number`)
+	c, _ := ParseCondition("< 1")
+	assert.False(t, c.Holds(math.NaN()), "NaN never holds")
+	assert.True(t, c.Holds(0.5))
+	assert.False(t, c.Holds(1))
+}
+
+func TestExpandEscapes(t *testing.T) {
+	got := Expand(`rate(x{kind="{{kind}}",revision="{{revision}}",wave="{{wave}}"}[1m])`, Vars{Kind: `My"Kind\`, Revision: "3", Wave: 2})
+	assert.Equal(t, `rate(x{kind="My\"Kind\\",revision="3",wave="2"}[1m])`, got)
+}
+
+// metricsPage serves a Prometheus text page the test rewrites.
+type metricsPage struct {
+	mu   sync.Mutex
+	text string
+}
+
+func (p *metricsPage) set(text string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.text = text
+}
+
+func (p *metricsPage) ServeHTTP(w http.ResponseWriter, _ *http.Request) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	w.Header().Set("Content-Type", "text/plain; version=0.0.4")
+	fmt.Fprint(w, p.text)
+}
+
+// TestEvaluateAgainstPrometheus: a real Prometheus scrapes a page the test
+// controls; a check passes while the value meets its condition, fails
+// naming the value, series and condition once it does not, and is held
+// (never passed) when there is no data, when the credentials are wrong
+// and when the server is gone. The password appears in no message.
+func TestEvaluateAgainstPrometheus(t *testing.T) {
+	if testing.Short() {
+		t.Skip("needs a Prometheus server (run without -short)")
+	}
+	page := &metricsPage{text: "app_error_ratio{revision=\"3\",pod=\"a\"} 0.01\napp_error_ratio{revision=\"3\",pod=\"b\"} 0.02\n"}
+	target := httptest.NewServer(page)
+	defer target.Close()
+	const user, password = "engine", "s3cr3t-pr0m-pass"
+	ctx := context.Background()
+	prom, err := promserver.Start(ctx, promserver.Options{Targets: []string{strings.TrimPrefix(target.URL, "http://")}, Username: user, Password: password,
+		Log: func(f string, a ...any) { fmt.Fprintf(os.Stderr, f+"\n", a...) }})
+	require.NoError(t, err)
+	stopped := false
+	defer func() {
+		if !stopped {
+			prom.Stop()
+		}
+	}()
+	server, err := NewServer(prom.URL, Credentials{Username: user, Password: password}, 5*time.Second)
+	require.NoError(t, err)
+	check := Check{Name: "errors", Query: `max(app_error_ratio{revision="{{revision}}"})`, Condition: "< 0.05"}
+	perPod := Check{Name: "per-pod", Query: `app_error_ratio{revision="{{revision}}"}`, Condition: "< 0.05"}
+	vars := Vars{Kind: "MyKind.webapp.my.domain", Revision: "3", Wave: 1}
+
+	var res Result
+	require.Eventually(t, func() bool {
+		res = server.Evaluate(ctx, check, vars, time.Now())
+		return res.Verdict == Passed
+	}, time.Minute, 200*time.Millisecond, "the first scrape arrives: %+v", res)
+	assert.Equal(t, `analysis errors passed: max(app_error_ratio{revision="3"}) is 0.02, the condition is < 0.05`, res.Message)
+	assert.Equal(t, 0.02, res.Value)
+
+	page.set("app_error_ratio{revision=\"3\",pod=\"a\"} 0.01\napp_error_ratio{revision=\"3\",pod=\"b\"} 0.3\n")
+	require.Eventually(t, func() bool {
+		res = server.Evaluate(ctx, perPod, vars, time.Now())
+		return res.Verdict == Failed
+	}, time.Minute, 200*time.Millisecond, "%+v", res)
+	assert.Equal(t, `analysis per-pod failed: app_error_ratio{revision="3"} is 0.3 for app_error_ratio{instance="`+strings.TrimPrefix(target.URL, "http://")+`", job="test", pod="b", revision="3"}, the condition is < 0.05`, res.Message)
+	assert.Equal(t, 0.3, res.Value)
+
+	res = server.Evaluate(ctx, check, Vars{Revision: "9"}, time.Now())
+	assert.Equal(t, Held, res.Verdict)
+	assert.Equal(t, `analysis errors held: the query max(app_error_ratio{revision="9"}) returned no data (no data is not success)`, res.Message)
+	assert.True(t, math.IsNaN(res.Value))
+
+	wrong, err := NewServer(prom.URL, Credentials{Username: user, Password: "guess"}, 5*time.Second)
+	require.NoError(t, err)
+	res = wrong.Evaluate(ctx, check, vars, time.Now())
+	assert.Equal(t, Held, res.Verdict, res.Message)
+	assert.Contains(t, res.Message, "analysis errors held: Prometheus at "+prom.URL+" did not answer the query")
+	assert.NotContains(t, res.Message, password)
+	assert.NotContains(t, res.Message, "guess")
+
+	require.NoError(t, prom.Stop())
+	stopped = true
+	res = server.Evaluate(ctx, check, vars, time.Now())
+	assert.Equal(t, Held, res.Verdict)
+	assert.Contains(t, res.Message, "connection refused")
+	assert.NotContains(t, res.Message, password)
+}

@@ -1,0 +1,118 @@
+package webhooks
+
+import (
+	"context"
+	"fmt"
+	"slices"
+
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/cuengine/engine/contract"
+	"github.com/cuengine/engine/templates"
+)
+
+// webhookName names the one validating webhook of the configuration.
+const webhookName = "parents.engine.cuengine.dev"
+
+// annotationInjectCA is cert-manager's cainjector annotation: the CA of
+// the named Certificate ("namespace/name") becomes the caBundle.
+const annotationInjectCA = "cert-manager.io/inject-ca-from"
+
+// matchSpecWrites calls the webhook only for a create, or an update that
+// changes the spec of an object not being deleted: status writes (another
+// resource, parents/status), label, annotation and finalizer edits, and
+// the removal of a finalizer from an object being deleted never wait on
+// the engine.
+var matchSpecWrites = []admissionregistrationv1.MatchCondition{
+	{Name: "not-being-deleted", Expression: "!has(object.metadata.deletionTimestamp)"},
+	{Name: "spec-written", Expression: "request.operation == 'CREATE' || !has(object.spec) || !has(oldObject.spec) || object.spec != oldObject.spec"},
+}
+
+// configuration is the ValidatingWebhookConfiguration for set: one rule
+// per kind whose template needs admission, nil when none does.
+func (o *Options) configuration(set *templates.Set) *admissionregistrationv1.ValidatingWebhookConfiguration {
+	var rules []admissionregistrationv1.RuleWithOperations
+	for _, t := range set.Templates() {
+		if !t.NeedsAdmission() {
+			continue
+		}
+		crd := t.CRD()
+		scope := admissionregistrationv1.NamespacedScope
+		if crd.Spec.Scope == "Cluster" {
+			scope = admissionregistrationv1.ClusterScope
+		}
+		rules = append(rules, admissionregistrationv1.RuleWithOperations{
+			Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create, admissionregistrationv1.Update},
+			Rule: admissionregistrationv1.Rule{
+				APIGroups:   []string{t.GVK.Group},
+				APIVersions: []string{t.GVK.Version},
+				Resources:   []string{crd.Spec.Names.Plural},
+				Scope:       &scope,
+			},
+		})
+	}
+	if len(rules) == 0 {
+		return nil
+	}
+	path := PathValidate
+	cc := admissionregistrationv1.WebhookClientConfig{}
+	if o.URL != "" {
+		url := o.URL + path
+		cc.URL = &url
+	} else {
+		port := int32(o.ServicePort)
+		cc.Service = &admissionregistrationv1.ServiceReference{Namespace: o.Namespace, Name: o.Service, Path: &path, Port: &port}
+	}
+	failure := o.FailurePolicy
+	sideEffects := admissionregistrationv1.SideEffectClassNone
+	timeout := int32(o.Timeout.Seconds())
+	vwc := &admissionregistrationv1.ValidatingWebhookConfiguration{
+		TypeMeta: metav1.TypeMeta{APIVersion: "admissionregistration.k8s.io/v1", Kind: "ValidatingWebhookConfiguration"},
+		ObjectMeta: metav1.ObjectMeta{
+			Name:   o.ConfigurationName,
+			Labels: map[string]string{contract.LabelManagedBy: contract.ManagedByValue},
+		},
+		Webhooks: []admissionregistrationv1.ValidatingWebhook{{
+			Name:                    webhookName,
+			ClientConfig:            cc,
+			Rules:                   rules,
+			FailurePolicy:           &failure,
+			SideEffects:             &sideEffects,
+			TimeoutSeconds:          &timeout,
+			AdmissionReviewVersions: []string{"v1"},
+			MatchConditions:         slices.Clone(matchSpecWrites),
+		}},
+	}
+	if o.CertManagerCertificate != "" {
+		vwc.Annotations = map[string]string{annotationInjectCA: o.CertManagerCertificate}
+	}
+	return vwc
+}
+
+// syncConfiguration applies the configuration for set (server-side apply:
+// the caBundle, written by the rotator or the cainjector, is theirs and
+// kept), or deletes it when no template needs admission.
+func (o *Options) syncConfiguration(ctx context.Context, c client.Client, set *templates.Set) error {
+	vwc := o.configuration(set)
+	if vwc == nil {
+		old := &admissionregistrationv1.ValidatingWebhookConfiguration{ObjectMeta: metav1.ObjectMeta{Name: o.ConfigurationName}}
+		if err := c.Delete(ctx, old); err != nil && !apierrors.IsNotFound(err) {
+			return fmt.Errorf("deleting ValidatingWebhookConfiguration %s: %w", o.ConfigurationName, err)
+		}
+		return nil
+	}
+	raw, err := runtime.DefaultUnstructuredConverter.ToUnstructured(vwc)
+	if err != nil {
+		return err
+	}
+	u := &unstructured.Unstructured{Object: raw}
+	if err := c.Apply(ctx, client.ApplyConfigurationFromUnstructured(u), client.FieldOwner(contract.FieldManager), client.ForceOwnership); err != nil {
+		return fmt.Errorf("applying ValidatingWebhookConfiguration %s: %w", o.ConfigurationName, err)
+	}
+	return nil
+}

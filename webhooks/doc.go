@@ -1,0 +1,27 @@
+// Package webhooks is the engine's HTTPS server for the apiserver's calls:
+// the validating admission of parents (validate.go) and, later, the
+// conversion of parents between the versions of their kind.
+//
+// It owns:
+//
+//   - server.go: Options, New and the Runnables it adds to a manager (the
+//     controller-runtime webhook server, started once its certificate is
+//     on disk); Register, the one door for another handler (a /convert
+//     handler registers here and is served with the same certificate);
+//     SetTemplates, which hands it each newly loaded set.
+//   - validate.go: the /validate handler: a created or updated parent
+//     evaluated against its template's CUE schema; a refusal names the CUE
+//     error's field path, message and file:line.
+//   - configuration.go: the ValidatingWebhookConfiguration it manages, one
+//     rule per kind whose template has constraints the CRD does not carry
+//     (templates.Template.NeedsAdmission), deleted when none has.
+//   - certs.go: the serving certificate: a self-signed CA and serving
+//     certificate kept in a Secret of the engine's namespace, rotated by
+//     open-policy-agent/cert-controller, which injects the CA as the
+//     configuration's caBundle; the Secret's certificate written to the
+//     server's directory. Or, with cert-manager, a mounted certificate and
+//     the cainjector's annotation.
+//
+// It does not load templates or reconcile: it is handed compiled sets and
+// asks a Template to ValidateParent one object.
+package webhooks

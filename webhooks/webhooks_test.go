@@ -1,0 +1,136 @@
+package webhooks
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	admissionv1 "k8s.io/api/admission/v1"
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+
+	"github.com/cuengine/engine/templates"
+)
+
+func loadSet(t *testing.T) *templates.Set {
+	t.Helper()
+	set, err := templates.Load("testdata/templates")
+	require.NoError(t, err)
+	return set
+}
+
+func request(t *testing.T, op admissionv1.Operation, kind string, obj map[string]any) admission.Request {
+	t.Helper()
+	raw, err := json.Marshal(obj)
+	require.NoError(t, err)
+	return admission.Request{AdmissionRequest: admissionv1.AdmissionRequest{
+		Operation: op,
+		Kind:      metav1.GroupVersionKind{Group: "test.cuengine.dev", Version: "v1", Kind: kind},
+		Object:    runtime.RawExtension{Raw: raw},
+	}}
+}
+
+func site(spec map[string]any) map[string]any {
+	return map[string]any{
+		"apiVersion": "test.cuengine.dev/v1", "kind": "Site",
+		"metadata": map[string]any{"name": "web", "namespace": "apps"},
+		"spec":     spec,
+	}
+}
+
+func TestValidator(t *testing.T) {
+	set := loadSet(t)
+	v := &validator{lookup: set.Lookup}
+	ctx := context.Background()
+
+	t.Run("a spec that breaks a cross-field constraint is refused", func(t *testing.T) {
+		resp := v.Handle(ctx, request(t, admissionv1.Create, "Site", site(map[string]any{"region": "eu", "minReplicas": 5, "replicas": 1})))
+		assert.False(t, resp.Allowed)
+		assert.Equal(t, int32(422), resp.Result.Code)
+		assert.Equal(t, metav1.StatusReasonInvalid, resp.Result.Reason)
+		assert.Equal(t, "template site.cue: site.cue:11:27: parent.spec.replicas: invalid value 1 (out of bound >=5)", resp.Result.Message)
+		assert.Equal(t, []metav1.StatusCause{{Type: metav1.CauseTypeFieldValueInvalid, Field: "spec.replicas", Message: "site.cue:11:27: invalid value 1 (out of bound >=5)"}}, resp.Result.Details.Causes)
+	})
+	t.Run("an update is checked too", func(t *testing.T) {
+		resp := v.Handle(ctx, request(t, admissionv1.Update, "Site", site(map[string]any{"region": "eu", "minReplicas": 5, "replicas": 1})))
+		assert.False(t, resp.Allowed)
+	})
+	t.Run("a valid spec is admitted", func(t *testing.T) {
+		resp := v.Handle(ctx, request(t, admissionv1.Create, "Site", site(map[string]any{"region": "eu", "minReplicas": 2, "replicas": 3})))
+		assert.True(t, resp.Allowed, resp.Result)
+	})
+	t.Run("an object being deleted is admitted", func(t *testing.T) {
+		obj := site(map[string]any{"region": "eu", "minReplicas": 5, "replicas": 1})
+		obj["metadata"].(map[string]any)["deletionTimestamp"] = "2026-01-01T00:00:00Z"
+		resp := v.Handle(ctx, request(t, admissionv1.Update, "Site", obj))
+		assert.True(t, resp.Allowed)
+	})
+	t.Run("a delete is never checked", func(t *testing.T) {
+		resp := v.Handle(ctx, request(t, admissionv1.Delete, "Site", site(map[string]any{"replicas": 1, "minReplicas": 5})))
+		assert.True(t, resp.Allowed)
+	})
+	t.Run("a kind whose template needs no webhook is admitted", func(t *testing.T) {
+		resp := v.Handle(ctx, request(t, admissionv1.Create, "Plain", map[string]any{"spec": map[string]any{"replicas": 1}}))
+		assert.True(t, resp.Allowed)
+	})
+}
+
+func TestConfiguration(t *testing.T) {
+	set := loadSet(t)
+	opts := Options{
+		Namespace: "engine-system", Service: "engine-webhook", ServicePort: 443,
+		ConfigurationName: "engine.cuengine.dev", FailurePolicy: admissionregistrationv1.Fail, Timeout: 5 * time.Second,
+	}
+	vwc := opts.configuration(set)
+	require.NotNil(t, vwc)
+	require.Len(t, vwc.Webhooks, 1)
+	hook := vwc.Webhooks[0]
+	assert.Equal(t, "parents.engine.cuengine.dev", hook.Name)
+	scope := admissionregistrationv1.NamespacedScope
+	assert.Equal(t, []admissionregistrationv1.RuleWithOperations{{
+		Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create, admissionregistrationv1.Update},
+		Rule:       admissionregistrationv1.Rule{APIGroups: []string{"test.cuengine.dev"}, APIVersions: []string{"v1"}, Resources: []string{"sites"}, Scope: &scope},
+	}}, hook.Rules, "only the kind whose template needs it, never its status")
+	path, port := "/validate", int32(443)
+	assert.Equal(t, admissionregistrationv1.WebhookClientConfig{Service: &admissionregistrationv1.ServiceReference{Namespace: "engine-system", Name: "engine-webhook", Path: &path, Port: &port}}, hook.ClientConfig)
+	assert.Equal(t, admissionregistrationv1.Fail, *hook.FailurePolicy)
+	assert.Equal(t, int32(5), *hook.TimeoutSeconds)
+	assert.Equal(t, matchSpecWrites, hook.MatchConditions)
+	assert.Empty(t, vwc.Annotations)
+
+	t.Run("engine dev: a URL", func(t *testing.T) {
+		local := opts
+		local.URL = "https://localhost:9443"
+		hook := local.configuration(set).Webhooks[0]
+		require.NotNil(t, hook.ClientConfig.URL)
+		assert.Equal(t, "https://localhost:9443/validate", *hook.ClientConfig.URL)
+		assert.Nil(t, hook.ClientConfig.Service)
+		dns, err := local.dnsName()
+		require.NoError(t, err)
+		assert.Equal(t, "localhost", dns)
+	})
+	t.Run("cert-manager injects the CA", func(t *testing.T) {
+		cm := opts
+		cm.CertManagerCertificate = "engine-system/engine-webhook"
+		assert.Equal(t, map[string]string{"cert-manager.io/inject-ca-from": "engine-system/engine-webhook"}, cm.configuration(set).Annotations)
+	})
+	t.Run("no template needs it: no configuration", func(t *testing.T) {
+		src, err := os.ReadFile("testdata/templates/plain.cue")
+		require.NoError(t, err)
+		dir := t.TempDir()
+		require.NoError(t, os.WriteFile(filepath.Join(dir, "plain.cue"), src, 0o644))
+		plain, err := templates.Load(dir)
+		require.NoError(t, err)
+		assert.Nil(t, opts.configuration(plain))
+	})
+	dns, err := opts.dnsName()
+	require.NoError(t, err)
+	assert.Equal(t, "engine-webhook.engine-system.svc", dns)
+}
