@@ -16,7 +16,7 @@ import (
 )
 
 // Constraint is a constraint of the parent's spec that the generated CRD's
-// OpenAPI schema does not carry (schema.go drops or loosens it): a bound
+// OpenAPI schema does not carry (openapi/schema.go drops or loosens it): a bound
 // read from another field, a second pattern, `!=`, a validator from a
 // package, a disjunction of shapes, a check in a hidden field. The
 // apiserver accepts an object that breaks it; the engine's validating

@@ -13,10 +13,12 @@
 //     once into a Template: its value, parent kind, hash, and the
 //     compile-only blocks (crd, policy, rollout) taken out of what an
 //     evaluation unifies with.
-//   - crd.go, admit.go, prune.go: the CRD of the parent kind
-//     (the schemas come from templates/openapi), its defaults checked as
-//     the apiserver checks them, and a parent admitted and pruned as the
-//     apiserver would store it.
+//   - crd.go, immutable.go, constraints.go, admit.go, prune.go: the CRD
+//     of the parent kind (the schemas come from templates/openapi), its
+//     defaults checked as the apiserver checks them, its immutable fields,
+//     the spec's constraints the CRD cannot carry (for the admission
+//     webhook), and a parent admitted and pruned as the apiserver would
+//     store it.
 //   - graph.go, graph_refs.go, localnames.go, reads.go, kinds.go,
 //     references.go, growth.go, defaults.go: what the source says: the
 //     dependency graph of children and resources, what a template reads of
@@ -29,9 +31,10 @@
 //     check: every child unified with its kind's schema (templates/openapi
 //     finds it), each conflict an error at the user's line; a child's
 //     ownership field.
-//   - evaluate.go, ready.go, memo.go: Evaluate one parent (and what it
-//     observes) into children, resources, status and readiness, with a
-//     memo of recent results.
+//   - evaluate.go, ready.go, memo.go, document.go: Evaluate one parent
+//     (and what it observes) into children, resources, status and
+//     readiness, with a memo of recent results; a resource as the CLI
+//     shows it.
 //   - errors.go: Error and Problem, every message at file:line:col.
 //
 // It knows nothing about Kubernetes clients or reconciling: the engine asks
