@@ -42,7 +42,7 @@ vulncheck: ## Scan the engine's binary with govulncheck offline, against a datab
 	@bash hack/vulncheck.sh
 
 .PHONY: generate
-generate: build ## Regenerate config/crds.yaml, config/rbac.yaml, config/templates and the chart's generated files (charts/engine/crds, files/) from examples/templates, and the built-in kinds' schemas (templates/childschema_builtin.json.gz) from k8s.io/kubernetes.
+generate: build ## Regenerate config/crds.yaml, config/rbac.yaml, config/templates and the chart's generated files (charts/engine/crds, files/) from examples/templates, and the built-in kinds' schemas (templates/openapi/builtin.json.gz) from k8s.io/kubernetes.
 	ENGINE=$(BIN)/engine hack/generate.sh .
 
 .PHONY: verify

@@ -29,6 +29,7 @@ import (
 	"github.com/cuengine/engine/render"
 	"github.com/cuengine/engine/revisions"
 	"github.com/cuengine/engine/templates"
+	"github.com/cuengine/engine/templates/watch"
 )
 
 var quarryGVK = schema.GroupVersionKind{Group: "quarry.cuengine.dev", Version: "v1", Kind: "Quarry"}
@@ -186,7 +187,7 @@ func TestTemplateEditsWithRunawaysKeepMemoryBounded(t *testing.T) {
 		require.NoError(t, os.WriteFile(file, []byte(quarryTemplate(edit)), 0o644))
 		set, err := templates.Load(dir)
 		require.NoError(t, err)
-		eng.Reload(ctx, templates.ReloadEvent{Set: set, Changed: []string{"quarry.cue"}})
+		eng.Reload(ctx, watch.ReloadEvent{Set: set, Changed: []string{"quarry.cue"}})
 		require.NoError(t, eng.ReloadError())
 		// The next edit follows as soon as this one is recorded, as an
 		// author saving again and again would.

@@ -19,6 +19,7 @@ import (
 	"github.com/cuengine/engine/contract"
 	"github.com/cuengine/engine/engine"
 	"github.com/cuengine/engine/templates"
+	"github.com/cuengine/engine/templates/watch"
 )
 
 var boxGVK = schema.GroupVersionKind{Group: "box.cuengine.dev", Version: "v1", Kind: "Box"}
@@ -62,9 +63,9 @@ func TestReloadRefusesAChildThatBreaksItsSchema(t *testing.T) {
 	eng, err := engine.New(mgr, engine.Options{RevisionNamespace: ns, MaxConcurrentReconciles: 2})
 	require.NoError(t, err)
 	eng.SetTemplates(first)
-	watcher, err := templates.NewWatcher(dir, first, templates.WatcherOptions{
+	watcher, err := watch.New(dir, first, watch.Options{
 		Debounce: 50 * time.Millisecond,
-		OnReload: func(ev templates.ReloadEvent) { eng.Reload(ctx, ev) },
+		OnReload: func(ev watch.ReloadEvent) { eng.Reload(ctx, ev) },
 	})
 	require.NoError(t, err)
 	done := make(chan error, 2)

@@ -16,6 +16,7 @@ import (
 
 	"github.com/cuengine/engine/contract"
 	"github.com/cuengine/engine/templates"
+	"github.com/cuengine/engine/templates/crdcompat"
 )
 
 // CRDError is a CRD the engine refused to apply because the change could
@@ -53,7 +54,7 @@ func installCRD(ctx context.Context, c client.Client, crd *apiextensionsv1.Custo
 	case err != nil:
 		return fmt.Errorf("reading CRD %s: %w", crd.Name, err)
 	case !force:
-		if changes := templates.BreakingChanges(live, crd); len(changes) > 0 {
+		if changes := crdcompat.BreakingChanges(live, crd); len(changes) > 0 {
 			return &CRDError{CRD: crd.Name, Changes: changes}
 		}
 	}

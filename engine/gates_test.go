@@ -21,6 +21,7 @@ import (
 	"github.com/cuengine/engine/engine"
 	"github.com/cuengine/engine/revisions"
 	"github.com/cuengine/engine/templates"
+	"github.com/cuengine/engine/templates/watch"
 )
 
 var gaugeGVK = schema.GroupVersionKind{Group: "gauge.cuengine.dev", Version: "v1", Kind: "Gauge"}
@@ -44,18 +45,18 @@ ready: !parent.spec.broken && parent.metadata.name != "` + regress + `"
 
 // startEngine runs an engine on the templates of ev in a manager of its
 // own, its revisions in revisionNS, until the test ends.
-func startEngine(t *testing.T, ev templates.ReloadEvent, revisionNS string) (*engine.Engine, context.Context) {
+func startEngine(t *testing.T, ev watch.ReloadEvent, revisionNS string) (*engine.Engine, context.Context) {
 	t.Helper()
 	return runEngine(t, ev.Set, engine.Options{RevisionNamespace: revisionNS})
 }
 
 // templateFile loads one version of a one-file template as the watcher would.
-func templateFile(t *testing.T, dir, file, content string) templates.ReloadEvent {
+func templateFile(t *testing.T, dir, file, content string) watch.ReloadEvent {
 	t.Helper()
 	require.NoError(t, os.WriteFile(filepath.Join(dir, file), []byte(content), 0o644))
 	set, err := templates.Load(dir)
 	require.NoError(t, err)
-	return templates.ReloadEvent{Set: set, Changed: []string{file}}
+	return watch.ReloadEvent{Set: set, Changed: []string{file}}
 }
 
 // newestRevision waits for the kind's newest revision to be number in

@@ -23,6 +23,7 @@ import (
 	"github.com/cuengine/engine/engine"
 	"github.com/cuengine/engine/revisions"
 	"github.com/cuengine/engine/templates"
+	"github.com/cuengine/engine/templates/watch"
 )
 
 // shelfTemplate's first half is a valid template on its own: a parent and
@@ -43,12 +44,12 @@ const (
 var shelfGVK = schema.GroupVersionKind{Group: "shelf.cuengine.dev", Version: "v1", Kind: "Shelf"}
 
 // reloadEvent loads one version of the template as the watcher would.
-func reloadEvent(t *testing.T, dir, content string) templates.ReloadEvent {
+func reloadEvent(t *testing.T, dir, content string) watch.ReloadEvent {
 	t.Helper()
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "shelf.cue"), []byte(content), 0o644))
 	set, err := templates.Load(dir)
 	require.NoError(t, err)
-	return templates.ReloadEvent{Set: set, Changed: []string{"shelf.cue"}}
+	return watch.ReloadEvent{Set: set, Changed: []string{"shelf.cue"}}
 }
 
 // TestTemplateWrittenInTwoHalvesDeletesNothing: a template saved in two

@@ -20,6 +20,7 @@ import (
 	"github.com/cuengine/engine/engine"
 	"github.com/cuengine/engine/revisions"
 	"github.com/cuengine/engine/templates"
+	"github.com/cuengine/engine/templates/watch"
 )
 
 // rackSource's child exists only while the template sees its reference:
@@ -96,10 +97,10 @@ func TestHoldReadsReferences(t *testing.T) {
 
 // reloadEventOf writes file with content into dir and loads the
 // directory as the watcher would.
-func reloadEventOf(t *testing.T, dir, file, content string) templates.ReloadEvent {
+func reloadEventOf(t *testing.T, dir, file, content string) watch.ReloadEvent {
 	t.Helper()
 	require.NoError(t, os.WriteFile(filepath.Join(dir, file), []byte(content), 0o644))
 	set, err := templates.Load(dir)
 	require.NoError(t, err)
-	return templates.ReloadEvent{Set: set, Changed: []string{file}}
+	return watch.ReloadEvent{Set: set, Changed: []string{file}}
 }

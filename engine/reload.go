@@ -20,6 +20,7 @@ import (
 	"github.com/cuengine/engine/reconciler"
 	"github.com/cuengine/engine/rollout"
 	"github.com/cuengine/engine/templates"
+	"github.com/cuengine/engine/templates/watch"
 )
 
 // maxInvalidParents bounds how many failing parents a refused reload names.
@@ -31,7 +32,7 @@ const maxInvalidParents = 5
 // new schema); anything else keeps the last good version serving and makes
 // the failure visible: an error log with positions, metrics, the readiness
 // check, and a Warning event on the parents of the affected kinds.
-func (e *Engine) Reload(ctx context.Context, ev templates.ReloadEvent) {
+func (e *Engine) Reload(ctx context.Context, ev watch.ReloadEvent) {
 	if e.reload(ctx, ev) {
 		e.wakeServed()
 	}
@@ -79,7 +80,7 @@ func (n servedNotifier) Start(ctx context.Context) error {
 
 // reload is Reload under acceptMu; it reports whether ev's set is now
 // the served one.
-func (e *Engine) reload(ctx context.Context, ev templates.ReloadEvent) bool {
+func (e *Engine) reload(ctx context.Context, ev watch.ReloadEvent) bool {
 	logger := log.FromContext(ctx)
 	e.acceptMu.Lock()
 	defer e.acceptMu.Unlock()
@@ -118,12 +119,12 @@ func (e *Engine) reload(ctx context.Context, ev templates.ReloadEvent) bool {
 // refusedSet is a template set the cluster refused, to retry.
 type refusedSet struct {
 	gen uint64
-	ev  templates.ReloadEvent
+	ev  watch.ReloadEvent
 }
 
 // queueRetry hands a refused set to the retry worker (retryRefused); a
 // newer one replaces it.
-func (e *Engine) queueRetry(gen uint64, ev templates.ReloadEvent) {
+func (e *Engine) queueRetry(gen uint64, ev watch.ReloadEvent) {
 	e.mu.Lock()
 	e.refused = &refusedSet{gen: gen, ev: ev}
 	e.mu.Unlock()
@@ -176,7 +177,7 @@ func (e *Engine) retryRefused(ctx context.Context) {
 
 // retryOnce makes one retry and reports whether retrying is over: the set
 // was accepted, or a newer reload superseded it.
-func (e *Engine) retryOnce(ctx context.Context, gen uint64, ev templates.ReloadEvent) (bool, error) {
+func (e *Engine) retryOnce(ctx context.Context, gen uint64, ev watch.ReloadEvent) (bool, error) {
 	e.acceptMu.Lock()
 	defer e.acceptMu.Unlock()
 	e.mu.Lock()

@@ -17,6 +17,7 @@ import (
 
 	"github.com/cuengine/engine/engine"
 	"github.com/cuengine/engine/templates"
+	"github.com/cuengine/engine/templates/watch"
 )
 
 var meterGVK = schema.GroupVersionKind{Group: "meter.cuengine.dev", Version: "v1", Kind: "Meter"}
@@ -69,9 +70,9 @@ func TestReloadReadsAChildStatusFieldNotReadBefore(t *testing.T) {
 	eng, err := engine.New(mgr, engine.Options{RevisionNamespace: ns, MaxConcurrentReconciles: 2})
 	require.NoError(t, err)
 	eng.SetTemplates(first)
-	watcher, err := templates.NewWatcher(dir, first, templates.WatcherOptions{
+	watcher, err := watch.New(dir, first, watch.Options{
 		Debounce: 50 * time.Millisecond,
-		OnReload: func(ev templates.ReloadEvent) { eng.Reload(ctx, ev) },
+		OnReload: func(ev watch.ReloadEvent) { eng.Reload(ctx, ev) },
 	})
 	require.NoError(t, err)
 	done := make(chan error, 2)

@@ -16,6 +16,7 @@ import (
 
 	"github.com/cuengine/engine/engine"
 	"github.com/cuengine/engine/templates"
+	"github.com/cuengine/engine/templates/watch"
 )
 
 // trayTemplate is served first; trayTighter bounds spec.size, which a
@@ -78,7 +79,7 @@ func TestRefusedReloadRetriedOnceLiveObjectsFit(t *testing.T) {
 	eventually(t, "the first template's ConfigMap", configMapData("version", "1"))
 
 	tighter := load(trayTighter)
-	eng.Reload(ctx, templates.ReloadEvent{Set: tighter, Changed: []string{"tray.cue"}})
+	eng.Reload(ctx, watch.ReloadEvent{Set: tighter, Changed: []string{"tray.cue"}})
 	require.Error(t, eng.ReloadError())
 	require.Contains(t, eng.ReloadError().Error(), "the new schema rejects live objects")
 	assert.Same(t, first, eng.Served(), "a refused set is not served")

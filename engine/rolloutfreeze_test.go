@@ -26,6 +26,7 @@ import (
 	"github.com/cuengine/engine/engine"
 	"github.com/cuengine/engine/revisions"
 	"github.com/cuengine/engine/templates"
+	"github.com/cuengine/engine/templates/watch"
 )
 
 var crateGVK = schema.GroupVersionKind{Group: "crate.cuengine.dev", Version: "v1", Kind: "Crate"}
@@ -58,12 +59,12 @@ func TestProgressiveRolloutsWhileReadinessIsPolled(t *testing.T) {
 		parents = n // for the figures of a larger fleet
 	}
 	dir := t.TempDir()
-	load := func(note string) templates.ReloadEvent {
+	load := func(note string) watch.ReloadEvent {
 		t.Helper()
 		require.NoError(t, os.WriteFile(filepath.Join(dir, "crate.cue"), []byte(crateTemplate(note)), 0o644))
 		set, err := templates.Load(dir)
 		require.NoError(t, err)
-		return templates.ReloadEvent{Set: set, Changed: []string{"crate.cue"}}
+		return watch.ReloadEvent{Set: set, Changed: []string{"crate.cue"}}
 	}
 	first := load("v1")
 	crate, ok := first.Set.Lookup(crateGVK)

@@ -19,6 +19,7 @@ import (
 	"github.com/cuengine/engine/engine"
 	"github.com/cuengine/engine/revisions"
 	"github.com/cuengine/engine/templates"
+	"github.com/cuengine/engine/templates/watch"
 )
 
 var cargoGVK = schema.GroupVersionKind{Group: "cargo.cuengine.dev", Version: "v1", Kind: "Cargo"}
@@ -69,7 +70,7 @@ func startCargo(t *testing.T, dir, revisionNS string) (*engine.Engine, func()) {
 	require.NoError(t, err)
 	eng.SetTemplates(set)
 	if loadErr != nil {
-		eng.Reload(ctx, templates.ReloadEvent{Err: loadErr})
+		eng.Reload(ctx, watch.ReloadEvent{Err: loadErr})
 	}
 	done := make(chan error)
 	go func() { done <- mgr.Start(ctx) }()
@@ -122,7 +123,7 @@ func TestTemplateTooLargeToStore(t *testing.T) {
 	_, loadErr := templates.Load(dir)
 	msg := "cargo.cue: the template's files take 1717231 bytes (1.64 MiB) as a stored revision, more than the 1310720 (1.25 MiB) allowed: etcd refuses requests over 1.5 MiB, and a ControllerRevision holds the files with its metadata; make the files smaller"
 	require.EqualError(t, loadErr, msg)
-	eng.Reload(ctx, templates.ReloadEvent{Err: loadErr, Changed: []string{"cargo.cue"}})
+	eng.Reload(ctx, watch.ReloadEvent{Err: loadErr, Changed: []string{"cargo.cue"}})
 	require.EqualError(t, eng.ReloadError(), msg, "/readyz: templates on disk not served")
 	assert.Zero(t, reloadHealthy(t), "the reload metric is unhealthy")
 	require.NoError(t, k8s.Create(ctx, parent(cargoGVK, ns, "b", map[string]any{})))
@@ -156,7 +157,7 @@ func TestTemplateTooLargeToStore(t *testing.T) {
 	require.NoError(t, os.WriteFile(file, []byte(cargoTemplate("three", 0)), 0o644))
 	set, err = templates.Load(dir)
 	require.NoError(t, err)
-	eng.Reload(ctx, templates.ReloadEvent{Set: set, Changed: []string{"cargo.cue"}})
+	eng.Reload(ctx, watch.ReloadEvent{Set: set, Changed: []string{"cargo.cue"}})
 	require.NoError(t, eng.ReloadError())
 	waitVersion("c", "three")
 	for _, k := range eng.Status() {

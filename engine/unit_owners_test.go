@@ -25,6 +25,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/cuengine/engine/templates"
+	"github.com/cuengine/engine/templates/watch"
 )
 
 // listCache is a cache whose lists come from a fake client.
@@ -177,7 +178,7 @@ func TestRefusedSetsRetriedByOneWorker(t *testing.T) {
 		e.reloadGen++
 		gen := e.reloadGen
 		e.mu.Unlock()
-		e.queueRetry(gen, templates.ReloadEvent{Set: sets[i]})
+		e.queueRetry(gen, watch.ReloadEvent{Set: sets[i]})
 	}
 	assert.LessOrEqual(t, runtime.NumGoroutine(), before+1, "goroutines started by refused sets")
 	require.Eventually(t, func() bool {

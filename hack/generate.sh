@@ -24,7 +24,7 @@
 # are checked against (hack/tools/k8sschemas, from the k8s.io/kubernetes of
 # hack/tools/go.mod; a few minutes to compile the first time):
 #
-#   templates/childschema_builtin.json.gz
+#   templates/openapi/builtin.json.gz
 #
 # ENGINE is the engine binary, bin/engine by default.
 set -euo pipefail
@@ -64,6 +64,6 @@ rm -rf "$chart/files/monitoring"
 mkdir -p "$chart/files/monitoring"
 cp config/components/monitoring/engine-dashboard.json config/components/monitoring/prometheusrule.yaml "$chart/files/monitoring/"
 
-mkdir -p "$out/templates"
-(cd hack/tools && go run ./k8sschemas "$out/templates/childschema_builtin.json.gz.tmp")
-mv "$out/templates/childschema_builtin.json.gz.tmp" "$out/templates/childschema_builtin.json.gz"
+mkdir -p "$out/templates/openapi"
+(cd hack/tools && go run ./k8sschemas "$out/templates/openapi/builtin.json.gz.tmp")
+mv "$out/templates/openapi/builtin.json.gz.tmp" "$out/templates/openapi/builtin.json.gz"

@@ -12,11 +12,22 @@
 # "-" allows none, "*" any. The first line that matches a package is its
 # rule; a package no line matches may import anything of ours, and a line for
 # a package that does not exist (yet) is simply unused.
+#
+# templates/ by job: openapi (CUE<->OpenAPI, the schemas of child kinds)
+# and crdcompat (breaking CRD changes) sit below templates, which imports
+# openapi for the CRD it generates and the child check; watch (hot reload)
+# and rbac (engine rbac) sit above it and read compiled templates. So
+# nothing runs back up: openapi and crdcompat never import templates, and
+# templates never imports watch or rbac.
 RULES='
-contract        -
-templates       contract
-providers/...   providers/...
-render          templates contract
+contract            -
+templates/openapi   contract
+templates/crdcompat -
+templates/watch     templates
+templates/rbac      templates
+templates           templates/openapi contract
+providers/...       providers/...
+render              templates templates/openapi contract
 revisions       templates contract
 reconciler      render revisions providers templates contract
 rollout         render revisions templates contract
@@ -28,7 +39,7 @@ migration       -
 webhooks        templates contract
 engine          *
 internal/...    *
-cmd/engine      engine contract templates render revisions reconciler rollout diff sharding webhooks providers providers/plugin internal/localcluster internal/pgserver
+cmd/engine      engine contract templates templates/openapi templates/rbac templates/watch render revisions reconciler rollout diff sharding webhooks providers providers/plugin internal/localcluster internal/pgserver
 '
 # The engine binary runs its providers as plugins (engine-provider-<name>,
 # providers/plugin): it links no provider implementation, directly or not

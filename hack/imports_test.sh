@@ -12,10 +12,14 @@ failed=0
 # A tree that follows the rules, with packages that do not exist today:
 # pkg|imports|test imports.
 clean="$m/contract|fmt strings|testing
-$m/templates|$m/contract cuelang.org/go/cue|$m/internal/localcluster testing
+$m/templates|$m/contract $m/templates/openapi cuelang.org/go/cue|$m/internal/localcluster testing
+$m/templates/openapi|$m/contract cuelang.org/go/cue|$m/templates testing
+$m/templates/crdcompat|fmt|$m/templates testing
+$m/templates/watch|$m/templates github.com/fsnotify/fsnotify|
+$m/templates/rbac|$m/templates|
 $m/providers|context|
 $m/providers/gcs|$m/providers net/http|$m/providers testing
-$m/render|$m/templates $m/contract|
+$m/render|$m/templates $m/templates/openapi $m/contract|
 $m/revisions|$m/templates $m/contract|
 $m/reconciler|$m/render $m/revisions $m/providers $m/templates $m/contract|
 $m/rollout|$m/render $m/revisions $m/templates $m/contract|
@@ -24,7 +28,7 @@ $m/sharding|$m/contract hash/fnv|$m/contract testing
 $m/engine|$m/templates $m/providers $m/reconciler $m/rollout $m/sharding|$m/engine $m/internal/localcluster testing
 $m/internal/gcsemulator|$m/providers/gcs|
 $m/internal/localcluster|os/exec|
-$m/cmd/engine|$m/engine $m/templates $m/providers/plugin $m/internal/localcluster|$m/engine
+$m/cmd/engine|$m/engine $m/templates $m/templates/watch $m/templates/rbac $m/providers/plugin $m/internal/localcluster|$m/engine
 $m/cmd/engine-provider-gcs|$m/providers $m/providers/gcs $m/providers/plugin|
 $m/bench/harness|$m/engine $m/sharding|
 $m/e2e||$m/internal/localcluster $m/templates
@@ -48,7 +52,7 @@ check() {
   fi
 }
 
-check "a tree following the rules" 0 "$clean" "imports: 18 packages follow the rules"
+check "a tree following the rules" 0 "$clean" "imports: 22 packages follow the rules"
 check "no package of ours" 0 "fmt|os|"
 
 # Each broken rule, added to the clean tree: name;pkg|imports|test imports;expected output.
@@ -60,6 +64,12 @@ $line" "$expected"
 done <<EOF
 sharding imports engine (today's);$m/sharding|$m/contract $m/engine|;sharding imports engine ($m/engine): sharding may import only: contract
 contract imports one of ours;$m/contract|$m/templates|;contract imports templates ($m/templates): contract may import nothing of ours
+templates imports watch;$m/templates|$m/contract $m/templates/watch|;templates imports templates/watch ($m/templates/watch): templates may import only: templates/openapi contract
+templates imports rbac;$m/templates|$m/templates/rbac|;templates imports templates/rbac
+openapi imports templates;$m/templates/openapi|$m/contract $m/templates|;templates/openapi imports templates ($m/templates): templates/openapi may import only: contract (rule "templates/openapi")
+crdcompat imports one of ours;$m/templates/crdcompat|$m/contract|;templates/crdcompat imports contract ($m/contract): templates/crdcompat may import nothing of ours
+watch imports render;$m/templates/watch|$m/templates $m/render|;templates/watch imports render ($m/render): templates/watch may import only: templates
+rbac imports openapi;$m/templates/rbac|$m/templates $m/templates/openapi|;templates/rbac imports templates/openapi
 templates imports providers;$m/templates|$m/contract $m/providers|;templates imports providers ($m/providers)
 providers/gcs imports templates;$m/providers/gcs|$m/providers $m/templates|;providers/gcs imports templates
 providers imports contract;$m/providers|$m/contract|;providers imports contract

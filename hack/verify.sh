@@ -13,7 +13,7 @@ failed=0
 
 hack/generate.sh "$tmp"
 stale=()
-for generated in "$tmp"/config/* "$tmp"/charts/engine/*/* "$tmp"/templates/*; do
+for generated in "$tmp"/config/* "$tmp"/charts/engine/*/* "$tmp"/templates/openapi/*; do
   f=${generated#"$tmp"/}
   if [ ! -e "$f" ]; then
     stale+=("$f (missing)")

@@ -4,7 +4,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
-	"github.com/cuengine/engine/templates"
+	"github.com/cuengine/engine/templates/openapi"
 )
 
 // Scoper tells whether a kind is namespaced.
@@ -32,5 +32,5 @@ type OfflineScoper struct{}
 
 // Namespaced implements Scoper.
 func (OfflineScoper) Namespaced(gvk schema.GroupVersionKind) (bool, error) {
-	return !templates.BuiltinClusterScoped(gvk.GroupKind()), nil
+	return !openapi.BuiltinClusterScoped(gvk.GroupKind()), nil
 }

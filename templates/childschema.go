@@ -1,10 +1,8 @@
 package templates
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
-	"maps"
 	"sort"
 
 	"cuelang.org/go/cue"
@@ -14,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/cuengine/engine/contract"
+	"github.com/cuengine/engine/templates/openapi"
 )
 
 // LoadOptions are where Load finds the schemas of child kinds besides the
@@ -29,10 +28,7 @@ type LoadOptions struct {
 
 // SchemaSource serves OpenAPI v3 documents, one per group version, as the
 // apiserver does at /openapi/v3/apis/<group>/<version>.
-type SchemaSource interface {
-	// OpenAPIV3 returns the document of gv, or nil when the source has none.
-	OpenAPIV3(gv schema.GroupVersion) ([]byte, error)
-}
+type SchemaSource = openapi.SchemaSource
 
 // Unchecked is a child kind that has no schema, so its children were not
 // checked: a warning, never an error.
@@ -56,114 +52,46 @@ func (u Unchecked) String() string {
 
 // childSchemas finds and builds the CUE definition of each child kind, once
 // per Load: the built-in kinds, then the set's own kinds (their generated
-// CRDs), the CRDs of the options, then the cluster.
+// CRDs), the CRDs of the options, then the cluster (openapi.Kinds).
 type childSchemas struct {
-	c       *compiler
-	builtin map[schema.GroupVersionKind]*kindSchema
-	own     map[schema.GroupVersionKind]*kindSchema
-	cluster SchemaSource
-	fetched map[schema.GroupVersion]map[schema.GroupVersionKind]*kindSchema
-	built   map[*kindSchema]cue.Value
-	// scopes are the scopes of the CRDs given and of the set's own kinds.
-	scopes map[schema.GroupKind]apiextensionsv1.ResourceScope
+	c     *compiler
+	kinds *openapi.Kinds
+	built map[*openapi.KindSchema]cue.Value
 }
 
 func newChildSchemas(c *compiler, set *Set, opts LoadOptions) (*childSchemas, error) {
-	cs := &childSchemas{c: c, own: map[schema.GroupVersionKind]*kindSchema{}, cluster: opts.Cluster,
-		fetched: map[schema.GroupVersion]map[schema.GroupVersionKind]*kindSchema{}, built: map[*kindSchema]cue.Value{},
-		scopes: map[schema.GroupKind]apiextensionsv1.ResourceScope{}}
-	var err error
-	if cs.builtin, err = builtinSchemas(); err != nil {
+	kinds, err := openapi.NewKinds(opts.Cluster)
+	if err != nil {
 		return nil, err
 	}
-	// Every CRD's metadata is an ObjectMeta: one copy of its definitions.
-	meta := map[string]*openAPISchema{}
-	for _, ks := range cs.builtin {
-		closure(meta, ks.defs, refName(objectMetaRef))
-		break // the built-in kinds share their definitions
-	}
 	for _, crd := range opts.CRDs {
-		if err := addCRD(cs.own, crd, "CRD "+crd.Name, meta); err != nil {
+		if err := kinds.AddCRD(crd, "CRD "+crd.Name); err != nil {
 			return nil, err
 		}
-		cs.scopes[schema.GroupKind{Group: crd.Spec.Group, Kind: crd.Spec.Names.Kind}] = crd.Spec.Scope
 	}
 	for _, t := range set.templates {
-		if err := addCRD(cs.own, t.crd, "template "+t.Path, meta); err != nil {
+		if err := kinds.AddCRD(t.crd, "template "+t.Path); err != nil {
 			return nil, err
 		}
-		cs.scopes[t.GVK.GroupKind()] = t.crd.Spec.Scope
 	}
-	return cs, nil
-}
-
-// addCRD indexes every served version of a CRD. meta holds the
-// definitions of ObjectMeta.
-func addCRD(into map[schema.GroupVersionKind]*kindSchema, crd *apiextensionsv1.CustomResourceDefinition, origin string, meta map[string]*openAPISchema) error {
-	for _, v := range crd.Spec.Versions {
-		gvk := schema.GroupVersionKind{Group: crd.Spec.Group, Version: v.Name, Kind: crd.Spec.Names.Kind}
-		defs := maps.Clone(meta)
-		defs["root"] = &openAPISchema{PreserveUnknown: true}
-		ks := &kindSchema{root: "root", defs: defs, origin: origin, crd: true}
-		if v.Schema != nil && v.Schema.OpenAPIV3Schema != nil {
-			raw, err := json.Marshal(v.Schema.OpenAPIV3Schema)
-			if err != nil {
-				return fmt.Errorf("%s: %w", origin, err)
-			}
-			var s openAPISchema
-			if err := json.Unmarshal(raw, &s); err != nil {
-				return fmt.Errorf("%s: %w", origin, err)
-			}
-			defs["root"] = &s
-		}
-		into[gvk] = ks
-	}
-	return nil
-}
-
-// lookup returns the kind's schema, or nil when nobody has one. Its error
-// is the cluster's: a failed discovery leaves the kind unchecked, it never
-// refuses a template (nor makes a reload wait for the apiserver).
-func (cs *childSchemas) lookup(gvk schema.GroupVersionKind) (*kindSchema, error) {
-	if ks, ok := cs.own[gvk]; ok {
-		return ks, nil
-	}
-	if ks, ok := cs.builtin[gvk]; ok {
-		return ks, nil
-	}
-	if cs.cluster == nil {
-		return nil, nil
-	}
-	gv := gvk.GroupVersion()
-	kinds, ok := cs.fetched[gv]
-	if !ok {
-		doc, err := cs.cluster.OpenAPIV3(gv)
-		if err == nil && doc != nil {
-			kinds, err = kindsOfDocument(doc, "cluster")
-		}
-		cs.fetched[gv] = kinds // an error too: asked once per Load
-		if err != nil {
-			return nil, fmt.Errorf("the cluster's schema: %w", err)
-		}
-	}
-	return kinds[gvk], nil
+	return &childSchemas{c: c, kinds: kinds, built: map[*openapi.KindSchema]cue.Value{}}, nil
 }
 
 // definition returns the kind's CUE definition in the compiler's context.
-func (cs *childSchemas) definition(ks *kindSchema) (cue.Value, error) {
+func (cs *childSchemas) definition(ks *openapi.KindSchema) (cue.Value, error) {
 	if v, ok := cs.built[ks]; ok {
 		return v, nil
 	}
 	// BuildExpr, not CompileString: the context keeps every instance it
 	// compiles for as long as it lives, and it lives as long as the
 	// templates do; an expression it builds is garbage once unused.
-	expr, err := parser.ParseExpr("", "{\n"+cueOfKind(ks)+"}") // no file: errors point into the template
+	expr, err := parser.ParseExpr("", "{\n"+ks.CUE()+"}") // no file: errors point into the template
 	if err != nil {
-		return cue.Value{}, fmt.Errorf("schema from %s does not parse: %w", ks.origin, err)
+		return cue.Value{}, fmt.Errorf("schema from %s does not parse: %w", ks.Origin(), err)
 	}
 	v := cs.c.ctx.BuildExpr(expr).LookupPath(cue.MakePath(cue.Def("#kind")))
 	if err := v.Err(); err != nil {
-		return cue.Value{}, fmt.Errorf("schema from %s does not compile: %w", ks.origin, err)
+		return cue.Value{}, fmt.Errorf("schema from %s does not compile: %w", ks.Origin(), err)
 	}
 	cs.built[ks] = v
 	return v, nil
@@ -226,7 +154,7 @@ func (cs *childSchemas) checkValue(t *Template, v cue.Value, c *childCheck) erro
 			continue // evaluation reports it, with the parent
 		}
 		gvk := gv.WithKind(kind)
-		ks, err := cs.lookup(gvk)
+		ks, err := cs.kinds.Lookup(gvk)
 		if ks == nil {
 			if !c.seen[gvk] {
 				c.seen[gvk] = true
@@ -240,7 +168,7 @@ func (cs *childSchemas) checkValue(t *Template, v cue.Value, c *childCheck) erro
 		}
 		var problems []Problem
 		if err := def.Unify(child).Validate(); err != nil {
-			problems = childProblems(cs.c.root, name, ks.crd, def, child, err)
+			problems = childProblems(cs.c.root, name, ks.CRD(), def, child, err)
 		}
 		problems = append(problems, checkOwnershipSchema(cs.c.root, name, def, child)...) // leftfields.go
 		for _, p := range problems {

@@ -14,6 +14,8 @@ import (
 	"k8s.io/client-go/dynamic"
 
 	"github.com/cuengine/engine/internal/localcluster"
+
+	"github.com/cuengine/engine/templates/openapi"
 )
 
 // TestChildSchemasAgreeWithTheAPIServer applies the children of
@@ -24,7 +26,7 @@ func TestChildSchemasAgreeWithTheAPIServer(t *testing.T) {
 	if testing.Short() {
 		t.Skip("needs a control plane (run without -short)")
 	}
-	crds, err := ReadCRDs(nullCRDs)
+	crds, err := openapi.ReadCRDs(nullCRDs)
 	require.NoError(t, err)
 	cluster, err := localcluster.Start(context.Background(), localcluster.Options{CRDs: crds})
 	require.NoError(t, err, "the control plane is built by `make assets`")

@@ -28,7 +28,7 @@ var mismatchedTypes = regexp.MustCompile(` \(mismatched types [^)]*\)`)
 //	mykind.cue:23:13: children.deployment.spec.replicas: conflicting values int32 and string (parent.spec.tier, mykind.cue:12:3)
 //
 // crd says the kind is a CRD's, whose schema's CUE says itself where null
-// is taken (childschema_cue.go); a built-in kind takes a null field or map
+// is taken (openapi/cue.go); a built-in kind takes a null field or map
 // value as the zero value (nullAccepted).
 func childProblems(root, name string, crd bool, def, child cue.Value, err error) []Problem {
 	prefix := "children." + cue.MakePath(cue.Str(name)).String()
@@ -112,7 +112,7 @@ func childProblems(root, name string, crd bool, def, child cue.Value, err error)
 // decodes as the field's zero value, as if absent. An item of a list stays
 // null and is refused. (A CRD's object is another matter: the apiserver
 // refuses a null unless the schema says nullable or has a default, which
-// its CUE says itself, childschema_cue.go; TestChildSchemasAgreeWithTheAPIServer
+// its CUE says itself, openapi/cue.go; TestChildSchemasAgreeWithTheAPIServer
 // asks a real one.)
 func nullAccepted(child cue.Value, segs []string) bool {
 	if len(segs) == 0 {

@@ -10,6 +10,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/cuengine/engine/templates/openapi"
 )
 
 // schemaParent is the parent of the cases of TestChildSchemas; the child
@@ -137,7 +139,7 @@ ownership: "spec.cuont": "CreateOnly"`, `t.cue:17:12: children.c.ownership."spec
 }
 children: d: {apiVersion: "v1", kind: "ConfigMap", metadata: name: "d"`, ""},
 	}
-	crds, err := ReadCRDs(filepath.Join("testdata", "childschema", "crds"))
+	crds, err := openapi.ReadCRDs(filepath.Join("testdata", "childschema", "crds"))
 	require.NoError(t, err)
 	require.Len(t, crds, 1)
 	for _, tt := range tests {
@@ -212,7 +214,7 @@ if observed.config == _|_ {
 func TestReadCRDsErrors(t *testing.T) {
 	dir := t.TempDir()
 	writeFile(t, filepath.Join(dir, "bad.yaml"), []byte("apiVersion: apiextensions.k8s.io/v1\nkind: CustomResourceDefinition\n---\nspec: [unclosed\n"))
-	_, err := ReadCRDs(dir)
+	_, err := openapi.ReadCRDs(dir)
 	require.Error(t, err)
 	assert.Equal(t, filepath.Join(dir, "bad.yaml")+": document 2: error converting YAML to JSON: yaml: line 1: did not find expected ',' or ']'", err.Error())
 }
@@ -349,7 +351,7 @@ spec: tags: ["a", null]`, "t.cue:16:19: children.c.spec.tags.1: conflicting valu
 const nullCRDs = "testdata/childschema/nulls"
 
 func TestChildSchemasNull(t *testing.T) {
-	crds, err := ReadCRDs(nullCRDs)
+	crds, err := openapi.ReadCRDs(nullCRDs)
 	require.NoError(t, err)
 	for _, tt := range nullCases {
 		t.Run(tt.name, func(t *testing.T) {
@@ -389,7 +391,7 @@ status: ok: true`, "t.cue:16:1: children.c.status: field not allowed"},
 }
 
 func TestChildSchemasCRDRoot(t *testing.T) {
-	crds, err := ReadCRDs(nullCRDs)
+	crds, err := openapi.ReadCRDs(nullCRDs)
 	require.NoError(t, err)
 	for _, tt := range crdRootCases {
 		t.Run(tt.name, func(t *testing.T) {

@@ -12,12 +12,14 @@ import (
 	"cuelang.org/go/cue/ast"
 	"cuelang.org/go/cue/build"
 	"cuelang.org/go/cue/cuecontext"
+	"cuelang.org/go/cue/format"
 	"cuelang.org/go/cue/load"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	structuralschema "k8s.io/apiextensions-apiserver/pkg/apiserver/schema"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/cuengine/engine/contract"
+	"github.com/cuengine/engine/templates/openapi"
 )
 
 // Paths of the template contract, defined once.
@@ -26,7 +28,6 @@ var (
 	pathAPIVersion = cue.ParsePath("parent.apiVersion")
 	pathKind       = cue.ParsePath("parent.kind")
 	pathSpec       = cue.ParsePath("parent.spec")
-	pathStatus     = cue.ParsePath("parent.status")
 	pathChildren   = cue.ParsePath("children")
 	pathResources  = cue.ParsePath("resources")
 	pathOutStatus  = cue.ParsePath("status")
@@ -66,7 +67,7 @@ type Template struct {
 	// referenceKinds are the kinds of its references (references.go).
 	referenceKinds []schema.GroupVersionKind
 	// referenceDecls are its references as known without a parent: the
-	// kind, and the namespace when it is literal (rbac.go).
+	// kind, and the namespace when it is literal (DeclaredReferences).
 	referenceDecls []Reference
 	// parentReads and observedReads are what the template reads of its
 	// inputs (reads.go).
@@ -357,7 +358,7 @@ func (c *compiler) compile(src source) (*Template, error) {
 	if t.graph, err = graphOf(c.root, src.path, src.files); err != nil { // graph.go
 		return nil, err
 	}
-	if t.crd, err = c.buildCRD(src.path, t, statusShapeOf(src.files)); err != nil {
+	if t.crd, err = c.buildCRD(src.path, t, openapi.StatusShapeOf(src.files)); err != nil {
 		return nil, err
 	}
 	if t.schema, err = structural(t.crd); err != nil {
@@ -516,4 +517,13 @@ func (c *compiler) checkMap(path string, v cue.Value, name string) error {
 		return c.problemf(path, m, name, "must be a map of local name to object, not %v", k)
 	}
 	return nil
+}
+
+// exprText is an expression as the source writes it, on one line.
+func exprText(e ast.Expr) string {
+	b, err := format.Node(e)
+	if err != nil {
+		return "an expression"
+	}
+	return strings.Join(strings.Fields(string(b)), " ")
 }

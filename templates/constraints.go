@@ -11,10 +11,12 @@ import (
 	"cuelang.org/go/cue/format"
 	"cuelang.org/go/cue/parser"
 	"cuelang.org/go/cue/token"
+
+	"github.com/cuengine/engine/templates/openapi"
 )
 
 // Constraint is a constraint of the parent's spec that the generated CRD's
-// OpenAPI schema does not carry (schema.go drops or loosens it): a bound
+// OpenAPI schema does not carry (openapi/schema.go drops or loosens it): a bound
 // read from another field, a second pattern, `!=`, a validator from a
 // package, a disjunction of shapes, a check in a hidden field. The
 // apiserver accepts an object that breaks it; the engine's validating
@@ -176,7 +178,7 @@ func besidesDefault(v, def cue.Value, hasDef bool) (cue.Value, bool) {
 		return cue.Value{}, false
 	}
 	op, alts := v.Expr()
-	if op == cue.NoOp && len(alts) == 1 && !hasDefault(alts[0]) {
+	if op == cue.NoOp && len(alts) == 1 && !openapi.HasDefault(alts[0]) {
 		// `*close({app: "x"}) | {[string]: string}` reads so (CUE v0.17.1).
 		return alts[0], true
 	}
@@ -288,7 +290,7 @@ func (s *scalarScan) scan(n ast.Node) {
 // literals (the default) is read; more are loose.
 func (s *scalarScan) disjunction(x *ast.BinaryExpr) {
 	var others []ast.Expr
-	for _, a := range disjuncts(x, nil) {
+	for _, a := range openapi.Disjuncts(x, nil) {
 		if u, ok := a.(*ast.UnaryExpr); ok && u.Op == token.MUL {
 			a = u.X
 		}
@@ -310,7 +312,7 @@ func (s *scalarScan) unary(x *ast.UnaryExpr) {
 	switch x.Op {
 	case token.GEQ, token.GTR, token.LEQ, token.LSS:
 		if isLit {
-			if _, ok := number(lit); ok {
+			if _, ok := openapi.Number(lit); ok {
 				return
 			}
 		}

@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/cuengine/engine/contract"
+	"github.com/cuengine/engine/templates/openapi"
 )
 
 // crdOptions is the template's optional crd block.
@@ -27,7 +28,7 @@ type crdOptions struct {
 // kind: the parent.spec schema, the status schema (parent.status, every field
 // the template's status can produce, and the engine's own fields), the status
 // subresource, and the crd block's names, scope and printer columns.
-func (c *compiler) buildCRD(path string, t *Template, shape *statusShape) (*apiextensionsv1.CustomResourceDefinition, error) {
+func (c *compiler) buildCRD(path string, t *Template, shape *openapi.StatusShape) (*apiextensionsv1.CustomResourceDefinition, error) {
 	var opts crdOptions
 	if cv := t.value.LookupPath(pathCRD); cv.Exists() {
 		if err := cv.Decode(&opts); err != nil {
@@ -36,7 +37,7 @@ func (c *compiler) buildCRD(path string, t *Template, shape *statusShape) (*apie
 	}
 	kind := t.GVK.Kind
 	if opts.Plural == "" {
-		opts.Plural = plural(strings.ToLower(kind))
+		opts.Plural = Plural(strings.ToLower(kind))
 	}
 	if opts.Singular == "" {
 		opts.Singular = strings.ToLower(kind)
@@ -52,7 +53,7 @@ func (c *compiler) buildCRD(path string, t *Template, shape *statusShape) (*apie
 
 	spec := apiextensionsv1.JSONSchemaProps{Type: "object", XPreserveUnknownFields: ptr(true)}
 	if sv := t.value.LookupPath(pathSpec); sv.Exists() {
-		spec = schemaOf(sv)
+		spec = openapi.SchemaOf(sv)
 		if err := c.immutable(path, sv, &spec); err != nil { // immutable.go
 			return nil, err
 		}
@@ -65,10 +66,10 @@ func (c *compiler) buildCRD(path string, t *Template, shape *statusShape) (*apie
 			"kind":       {Type: "string"},
 			"metadata":   {Type: "object"},
 			"spec":       spec,
-			"status":     c.statusSchema(t, shape),
+			"status":     openapi.StatusSchema(c.ctx, t.value, shape),
 		},
 	}
-	if isRequiredValue(t.value.LookupPath(pathSpec)) {
+	if openapi.HasRequired(t.value.LookupPath(pathSpec)) {
 		root.Required = []string{"spec"}
 	}
 
@@ -153,97 +154,10 @@ func defaultedField(schemaPath string) []string {
 	return out
 }
 
-func isRequiredValue(v cue.Value) bool {
-	if !v.Exists() || v.IncompleteKind() != cue.StructKind {
-		return false
-	}
-	it, err := v.Fields(cue.Optional(true))
-	if err != nil {
-		return false
-	}
-	for it.Next() {
-		if isRequired(it, it.Value()) {
-			return true
-		}
-	}
-	return false
-}
-
-// statusSchema merges the declared parent.status, every field the
-// template's status can produce (shape: those under an `if`, in a
-// comprehension or optional, which the compiled value does not show) and
-// the engine-owned fields. Nothing in status is required: the engine writes
-// it bit by bit.
-func (c *compiler) statusSchema(t *Template, shape *statusShape) apiextensionsv1.JSONSchemaProps {
-	s := apiextensionsv1.JSONSchemaProps{Type: "object", Properties: map[string]apiextensionsv1.JSONSchemaProps{}}
-	if v := t.value.LookupPath(pathStatus); v.Exists() {
-		declared := schemaOf(v)
-		for name, prop := range declared.Properties {
-			s.Properties[name] = prop
-		}
-		if declared.XPreserveUnknownFields != nil && len(declared.Properties) == 0 {
-			s.XPreserveUnknownFields = ptr(true)
-		}
-	}
-	scope := statusScope{ctx: c.ctx, top: t.value}
-	out := complete(schemaOf(t.value.LookupPath(pathOutStatus)), shape, scope)
-	for name, prop := range out.Properties {
-		if _, declared := s.Properties[name]; !declared {
-			s.Properties[name] = prop
-		}
-	}
-	if out.XPreserveUnknownFields != nil && (len(out.Properties) == 0 || shape.open || opaqueStruct(shape, scope)) {
-		s.XPreserveUnknownFields = ptr(true)
-	}
-	for name, prop := range engineStatusSchema() {
-		s.Properties[name] = prop
-	}
-	return s
-}
-
-func engineStatusSchema() map[string]apiextensionsv1.JSONSchemaProps {
-	str := apiextensionsv1.JSONSchemaProps{Type: "string"}
-	return map[string]apiextensionsv1.JSONSchemaProps{
-		contract.StatusObservedGeneration: {Type: "integer", Format: "int64", Description: "The parent generation the engine last reconciled."},
-		contract.StatusConditions: {
-			Type:         "array",
-			Description:  "Ready, Synced, Stalled, Reconciling and Paused, set by the engine.",
-			XListType:    ptr("map"),
-			XListMapKeys: []string{"type"},
-			Items: &apiextensionsv1.JSONSchemaPropsOrArray{Schema: &apiextensionsv1.JSONSchemaProps{
-				Type:     "object",
-				Required: []string{"type", "status"},
-				Properties: map[string]apiextensionsv1.JSONSchemaProps{
-					"type":               str,
-					"status":             {Type: "string", Enum: []apiextensionsv1.JSON{{Raw: []byte(`"True"`)}, {Raw: []byte(`"False"`)}, {Raw: []byte(`"Unknown"`)}}},
-					"reason":             str,
-					"message":            str,
-					"lastTransitionTime": {Type: "string", Format: "date-time"},
-					"observedGeneration": {Type: "integer", Format: "int64"},
-				},
-			}},
-		},
-		contract.StatusLastHandledReconcileAt: {Type: "string", Description: "The last engine.cuengine.dev/reconcile-requested-at value the engine reconciled the object for."},
-		contract.StatusTemplateRevision: {
-			Type:        "object",
-			Description: "The template revision the engine last reconciled the object with (engine rollout history lists them).",
-			Properties: map[string]apiextensionsv1.JSONSchemaProps{
-				"number": {Type: "integer", Format: "int64"},
-				"hash":   str,
-			},
-		},
-		contract.StatusResources: {
-			Type:        "object",
-			Description: "External resources by local name: external name and provider state.",
-			AdditionalProperties: &apiextensionsv1.JSONSchemaPropsOrBool{Allows: true, Schema: &apiextensionsv1.JSONSchemaProps{
-				Type: "object", XPreserveUnknownFields: ptr(true),
-			}},
-		},
-	}
-}
-
-// plural makes the English plural Kubernetes tools expect for a lower-case kind.
-func plural(s string) string {
+// Plural makes the English plural Kubernetes tools expect for a lower-case
+// kind: the resource name of a template's CRD, and engine rbac's guess for
+// other kinds.
+func Plural(s string) string {
 	switch {
 	case strings.HasSuffix(s, "s"), strings.HasSuffix(s, "x"), strings.HasSuffix(s, "z"),
 		strings.HasSuffix(s, "ch"), strings.HasSuffix(s, "sh"):
@@ -253,3 +167,5 @@ func plural(s string) string {
 	}
 	return s + "s"
 }
+
+func ptr[T any](x T) *T { return &x }

@@ -4,12 +4,45 @@
 // A templates directory holds one template per top-level .cue file and one
 // per subdirectory (all .cue files of that directory form one package). A
 // cue.mod/ at the root makes the directory a CUE module, so templates can
-// import shared packages from it.
+// import shared packages from it. Load skips hidden and "_" entries and the
+// test cases under tests/ (Skipped).
 //
-// The package owns loading, compiling, evaluating, error positions, CRD and
-// OpenAPI schema generation, the dependency graph of a template's children
-// and resources (graph.go: what the source says depends on what) and hot
-// reload. It knows nothing about Kubernetes
-// clients or reconciling: the engine package asks a compiled Template to
-// Evaluate one parent and acts on the Result.
+// What the package does, by file:
+//   - load.go, compile.go, compileonly.go, restore.go, storable.go: read a
+//     directory (or a stored revision's files) and compile each template
+//     once into a Template: its value, parent kind, hash, and the
+//     compile-only blocks (crd, policy, rollout) taken out of what an
+//     evaluation unifies with.
+//   - crd.go, immutable.go, constraints.go, admit.go, prune.go: the CRD
+//     of the parent kind (the schemas come from templates/openapi), its
+//     defaults checked as the apiserver checks them, its immutable fields,
+//     the spec's constraints the CRD cannot carry (for the admission
+//     webhook), and a parent admitted and pruned as the apiserver would
+//     store it.
+//   - graph.go, graph_refs.go, localnames.go, reads.go, kinds.go,
+//     references.go, growth.go, defaults.go: what the source says: the
+//     dependency graph of children and resources, what a template reads of
+//     the parent and of observed state (to prune inputs and memoize), its
+//     child and reference kinds, its references, and engine vet's warnings
+//     (unbounded growth, merging defaults).
+//   - policy.go, rollout.go, pins.go, canary.go: the policy and rollout
+//     blocks, and the check of a cluster-scoped parent's policy.
+//   - childschema.go, childschema_errors.go, leftfields.go: the child
+//     check: every child unified with its kind's schema (templates/openapi
+//     finds it), each conflict an error at the user's line; a child's
+//     ownership field.
+//   - evaluate.go, ready.go, memo.go, document.go: Evaluate one parent
+//     (and what it observes) into children, resources, status and
+//     readiness, with a memo of recent results; a resource as the CLI
+//     shows it.
+//   - errors.go: Error and Problem, every message at file:line:col.
+//
+// It knows nothing about Kubernetes clients or reconciling: the engine asks
+// a compiled Template to Evaluate one parent and acts on the Result.
+//
+// It imports templates/openapi (CUE<->OpenAPI, the schemas of child kinds)
+// and contract, nothing else of this module. It must not import the
+// packages above it, templates/watch (hot reload) and templates/rbac
+// (engine rbac), nor crdcompat, which needs nothing of it
+// (hack/imports.sh).
 package templates

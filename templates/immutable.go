@@ -6,6 +6,8 @@ import (
 
 	"cuelang.org/go/cue"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+
+	"github.com/cuengine/engine/templates/openapi"
 )
 
 // attrImmutable marks a spec field that cannot change once set:
@@ -53,7 +55,7 @@ func (c *compiler) immutableFields(tmpl string, v cue.Value, s *apiextensionsv1.
 				return c.problemf(tmpl, fv, "parent."+fieldPath, "@immutable() needs a field name of letters, digits and _")
 			}
 			prop.XValidations = append(prop.XValidations, apiextensionsv1.ValidationRule{Rule: "self == oldSelf", Message: fieldPath + " is immutable"})
-			if !isRequired(it, fv) {
+			if !openapi.IsRequired(it, fv) {
 				s.XValidations = append(s.XValidations, apiextensionsv1.ValidationRule{
 					Rule:    "!has(oldSelf." + name + ") || has(self." + name + ")",
 					Message: fieldPath + " is immutable: once set it cannot be removed",

@@ -4,6 +4,7 @@ import (
 	"sort"
 	"strconv"
 
+	"cuelang.org/go/cue"
 	"cuelang.org/go/cue/ast"
 	"cuelang.org/go/cue/parser"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -87,4 +88,20 @@ func literalField(s *ast.StructLit, name string) string {
 		}
 	}
 	return ""
+}
+
+// ChildKind returns the kind of the child name when the template states it
+// without a parent: its apiVersion and kind are constants of the template.
+func (t *Template) ChildKind(name string) (schema.GroupVersionKind, bool) {
+	child := t.evaluated.LookupPath(cue.MakePath(cue.Str("children"), cue.Str(name)))
+	apiVersion, err1 := child.LookupPath(cue.ParsePath("apiVersion")).String()
+	kind, err2 := child.LookupPath(cue.ParsePath("kind")).String()
+	if err1 != nil || err2 != nil {
+		return schema.GroupVersionKind{}, false
+	}
+	gv, err := schema.ParseGroupVersion(apiVersion)
+	if err != nil {
+		return schema.GroupVersionKind{}, false
+	}
+	return gv.WithKind(kind), true
 }

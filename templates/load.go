@@ -40,11 +40,11 @@ status: {...}
 // Load skips it, and the watcher ignores changes under it.
 const TestsDir = "tests"
 
-// skipped reports whether Load ignores a top-level entry of the templates
+// Skipped reports whether Load ignores a top-level entry of the templates
 // directory: hidden entries (".git", and the "..data" links of a Kubernetes
 // ConfigMap volume), "_"-prefixed entries and the test cases. cue.mod is not
 // a template either, but templates may import from it.
-func skipped(name string) bool {
+func Skipped(name string) bool {
 	return strings.HasPrefix(name, ".") || strings.HasPrefix(name, "_") || name == TestsDir
 }
 
@@ -61,7 +61,7 @@ type source struct {
 }
 
 // discover lists the templates under root: every top-level .cue file and every
-// subdirectory holding .cue files. The entries skipped() names and cue.mod
+// subdirectory holding .cue files. The entries Skipped names and cue.mod
 // are not templates. Symlinks are followed, so ConfigMap-mounted files work.
 func discover(root string) ([]source, error) {
 	entries, err := os.ReadDir(root)
@@ -71,7 +71,7 @@ func discover(root string) ([]source, error) {
 	var out []source
 	for _, e := range entries {
 		name := e.Name()
-		if skipped(name) || name == "cue.mod" {
+		if Skipped(name) || name == "cue.mod" {
 			continue
 		}
 		full := filepath.Join(root, name)

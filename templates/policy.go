@@ -10,27 +10,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 )
 
-// BuiltinClusterScoped reports whether a built-in kind is cluster-scoped.
-// Every other built-in kind is namespaced.
-func BuiltinClusterScoped(gk schema.GroupKind) bool { return clusterScopedBuiltins[gk] }
-
-var clusterScopedBuiltins = map[schema.GroupKind]bool{
-	{Kind: "Namespace"}:        true,
-	{Kind: "Node"}:             true,
-	{Kind: "PersistentVolume"}: true,
-	{Group: "rbac.authorization.k8s.io", Kind: "ClusterRole"}:                       true,
-	{Group: "rbac.authorization.k8s.io", Kind: "ClusterRoleBinding"}:                true,
-	{Group: "apiextensions.k8s.io", Kind: "CustomResourceDefinition"}:               true,
-	{Group: "storage.k8s.io", Kind: "StorageClass"}:                                 true,
-	{Group: "storage.k8s.io", Kind: "CSIDriver"}:                                    true,
-	{Group: "scheduling.k8s.io", Kind: "PriorityClass"}:                             true,
-	{Group: "networking.k8s.io", Kind: "IngressClass"}:                              true,
-	{Group: "node.k8s.io", Kind: "RuntimeClass"}:                                    true,
-	{Group: "admissionregistration.k8s.io", Kind: "ValidatingWebhookConfiguration"}: true,
-	{Group: "admissionregistration.k8s.io", Kind: "MutatingWebhookConfiguration"}:   true,
-	{Group: "apiregistration.k8s.io", Kind: "APIService"}:                           true,
-}
-
 // clusterParentNoNamespace ends the refusal of a namespace a cluster-scoped
 // parent's policy does not allow at all.
 const clusterParentNoNamespace = "a cluster-scoped parent has no namespace of its own: list the namespace in policy: crossNamespace in the template to allow it"
@@ -78,7 +57,7 @@ func (cs *childSchemas) checkTarget(t *Template, path string, child bool, v cue.
 	if err != nil {
 		return nil
 	}
-	namespaced, known := cs.namespaced(gv.WithKind(kind))
+	namespaced, known := cs.kinds.Namespaced(gv.WithKind(kind))
 	switch {
 	case !known:
 		return nil
@@ -104,16 +83,4 @@ func (cs *childSchemas) checkTarget(t *Template, path string, child bool, v cue.
 			Msg: fmt.Sprintf("%s in namespace %q, which the template's policy.crossNamespace does not list (%s)", kind, ns, strings.Join(t.Policy.CrossNamespace.Names, ", "))}
 	}
 	return nil
-}
-
-// namespaced reports a kind's scope, when it is known without a cluster:
-// a built-in kind, a CRD given (engine vet --crds) or a template's own.
-func (cs *childSchemas) namespaced(gvk schema.GroupVersionKind) (namespaced, known bool) {
-	if scope, ok := cs.scopes[gvk.GroupKind()]; ok {
-		return scope == apiextensionsv1.NamespaceScoped, true
-	}
-	if _, ok := cs.builtin[gvk]; ok || clusterScopedBuiltins[gvk.GroupKind()] {
-		return !clusterScopedBuiltins[gvk.GroupKind()], true
-	}
-	return false, false
 }

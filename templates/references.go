@@ -72,6 +72,13 @@ func (t *Template) ReferenceKinds() []schema.GroupVersionKind {
 	return append([]schema.GroupVersionKind(nil), t.referenceKinds...)
 }
 
+// DeclaredReferences returns the template's references as known without a
+// parent: the kind, and the namespace when it is literal (engine rbac
+// grants Secrets and ConfigMaps in those namespaces only).
+func (t *Template) DeclaredReferences() []Reference {
+	return slices.Clone(t.referenceDecls)
+}
+
 // References evaluates the template's references for one parent: they
 // depend on the parent alone (the graph refuses a reference that reads
 // observed state or children), so they are known before anything is read

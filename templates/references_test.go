@@ -1,13 +1,10 @@
 package templates
 
 import (
-	"os"
-	"path/filepath"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 )
 
@@ -187,101 +184,4 @@ children: app: {
 	_, err = tm.References(parent)
 	require.Error(t, err)
 	assert.Equal(t, `t/t.cue:10:60: references.settings.metadata.name: every reference by name needs a concrete, non-empty metadata.name`, err.Error())
-}
-
-// TestReferenceRBAC: a referenced kind is granted get, list and watch and
-// nothing more; Secrets only because a template references them.
-func TestReferenceRBAC(t *testing.T) {
-	dir := t.TempDir()
-	writeTemplate(t, dir, "t.cue", graphHead+`
-references: db: {apiVersion: "v1", kind: "Secret", metadata: name: "db"}
-references: cfg: {apiVersion: "v1", kind: "ConfigMap", metadata: name: "cfg"}
-references: dns: {apiVersion: "config.openshift.io/v1", kind: "DNS", metadata: name: "cluster"}
-children: app: {apiVersion: "v1", kind: "ConfigMap", metadata: name: "app", data: url: observed.db.data.url}
-`)
-	set, err := Load(dir)
-	require.NoError(t, err)
-	role := RBAC(set, RBACOptions{Name: "engine", ServiceAccount: "engine", Namespace: "engine-system"}).ClusterRole
-	var core, openshift []rbacv1.PolicyRule
-	for _, r := range role.Rules {
-		switch r.APIGroups[0] {
-		case "":
-			core = append(core, r)
-		case "config.openshift.io":
-			openshift = append(openshift, r)
-		}
-	}
-	assert.Equal(t, []rbacv1.PolicyRule{
-		{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"get", "list", "watch", "create", "update", "patch", "delete"}},
-		{APIGroups: []string{""}, Resources: []string{"secrets"}, Verbs: []string{"get", "list", "watch"}},
-		{APIGroups: []string{""}, Resources: []string{"events"}, Verbs: []string{"create", "patch"}},
-	}, core, "configmaps as a child kind, secrets read only")
-	assert.Equal(t, []rbacv1.PolicyRule{
-		{APIGroups: []string{"config.openshift.io"}, Resources: []string{"dnses"}, Verbs: []string{"get", "list", "watch"}},
-	}, openshift)
-}
-
-// TestReferenceRBACNamespaces: Secrets and ConfigMaps read only in the
-// namespaces the references reach are granted only there, a Role per
-// namespace; a Secret read from a parent's namespace is granted in every
-// namespace, and engine rbac says which reference needs it.
-func TestReferenceRBACNamespaces(t *testing.T) {
-	dir := t.TempDir()
-	write := func(name, src string) {
-		t.Helper()
-		require.NoError(t, os.MkdirAll(filepath.Join(dir, name), 0o755))
-		require.NoError(t, os.WriteFile(filepath.Join(dir, name, name+".cue"), []byte(src), 0o644))
-	}
-	write("shop", graphHead+`
-references: db: {apiVersion: "v1", kind: "Secret", metadata: {name: "db", namespace: "vault"}}
-references: cfg: {apiVersion: "v1", kind: "ConfigMap", selector: matchLabels: app: "shop", metadata: namespace: "engine-system"}
-children: app: {apiVersion: "v1", kind: "Service", metadata: name: "app"}
-`)
-	write("region", `package region
-
-parent: {apiVersion: "example.com/v1", kind: "Region", spec: zone: string}
-crd: scope: "Cluster"
-policy: crossNamespace: ["zone-a", "zone-b"]
-references: key: {apiVersion: "v1", kind: "Secret", metadata: {name: "key", namespace: parent.spec.zone}}
-children: app: {apiVersion: "v1", kind: "Service", metadata: {name: "app", namespace: parent.spec.zone}}
-`)
-	set, err := Load(dir)
-	require.NoError(t, err)
-	roles := RBAC(set, RBACOptions{Name: "engine", ServiceAccount: "engine", Namespace: "engine-system"})
-	for _, r := range roles.ClusterRole.Rules {
-		assert.NotContains(t, r.Resources, "secrets", "no Secret rule in the ClusterRole")
-		assert.NotContains(t, r.Resources, "configmaps", "no ConfigMap rule in the ClusterRole")
-	}
-	read := func(res string) rbacv1.PolicyRule {
-		return rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{res}, Verbs: []string{"get", "list", "watch"}}
-	}
-	byNamespace := map[string][]rbacv1.PolicyRule{}
-	var order []string
-	for i, r := range roles.Roles {
-		order = append(order, r.Namespace)
-		byNamespace[r.Namespace] = r.Rules
-		assert.Equal(t, r.Namespace, roles.RoleBindings[i].Namespace)
-	}
-	assert.Equal(t, []string{"engine-system", "vault", "zone-a", "zone-b"}, order)
-	assert.Equal(t, read("configmaps"), byNamespace["engine-system"][2], "after the leases and revisions")
-	assert.Equal(t, []rbacv1.PolicyRule{read("secrets")}, byNamespace["vault"])
-	assert.Equal(t, []rbacv1.PolicyRule{read("secrets")}, byNamespace["zone-a"])
-	assert.Equal(t, []rbacv1.PolicyRule{read("secrets")}, byNamespace["zone-b"])
-	assert.Empty(t, roles.Notes)
-
-	write("team", `package team
-
-parent: {apiVersion: "example.com/v1", kind: "Team"}
-references: token: {apiVersion: "v1", kind: "Secret", metadata: name: "token"}
-children: app: {apiVersion: "v1", kind: "Service", metadata: name: "app"}
-`)
-	set, err = Load(dir)
-	require.NoError(t, err)
-	roles = RBAC(set, RBACOptions{Name: "engine", ServiceAccount: "engine", Namespace: "engine-system"})
-	assert.Contains(t, roles.ClusterRole.Rules, read("secrets"))
-	for _, r := range roles.Roles {
-		assert.NotContains(t, r.Rules, read("secrets"), "no Role for Secrets: the ClusterRole grants them")
-	}
-	assert.Equal(t, []string{"Secrets are granted get, list and watch in every namespace: team references.token reads from its parent's namespace, which can be any; " +
-		"give such a reference a literal metadata.namespace (or, for a cluster-scoped parent, list its namespaces in policy: crossNamespace) to grant only those namespaces"}, roles.Notes)
 }

@@ -44,6 +44,12 @@ func loadOne(t testing.TB, dir string, name ...string) *Template {
 	return nil
 }
 
+func writeFile(t *testing.T, path string, b []byte) {
+	t.Helper()
+	require.NoError(t, os.MkdirAll(filepath.Dir(path), 0o755))
+	require.NoError(t, os.WriteFile(path, b, 0o644))
+}
+
 // golden compares got with testdata/golden/name, or rewrites it with -update.
 func golden(t *testing.T, name string, got []byte) {
 	t.Helper()
@@ -240,32 +246,6 @@ func TestDiscoverSkipsHiddenAndConfigMapLinks(t *testing.T) {
 func TestChildKinds(t *testing.T) {
 	assert.Equal(t, "[apps/v1, Kind=Deployment]", fmt.Sprint(loadOne(t, examples, "mykind").ChildKinds()))
 	assert.Equal(t, "[/v1, Kind=ConfigMap]", fmt.Sprint(loadOne(t, "testdata/eval").ChildKinds()))
-}
-
-func TestBreakingChanges(t *testing.T) {
-	base := loadOne(t, examples, "mykind").CRD()
-	assert.Empty(t, BreakingChanges(base, base.DeepCopy()))
-
-	narrowed := base.DeepCopy()
-	spec := narrowed.Spec.Versions[0].Schema.OpenAPIV3Schema.Properties["spec"]
-	dn := spec.Properties["deploymentName"]
-	dn.MaxLength = ptr(int64(10))
-	spec.Properties["deploymentName"] = dn
-	rep := spec.Properties["replicas"]
-	rep.Type = "string"
-	spec.Properties["replicas"] = rep
-	narrowed.Spec.Versions[0].Schema.OpenAPIV3Schema.Properties["spec"] = spec
-	assert.Equal(t, []string{
-		"v1.spec.deploymentName: maxLength narrows to 10",
-		`v1.spec.replicas: type changes from "integer" to "string"`,
-	}, BreakingChanges(base, narrowed))
-
-	removed := base.DeepCopy()
-	delete(removed.Spec.Versions[0].Schema.OpenAPIV3Schema.Properties["spec"].Properties, "replicas")
-	assert.Equal(t, []string{`v1.spec: field "replicas" is removed (stored values would be dropped)`}, BreakingChanges(base, removed))
-
-	// Widening is safe: going back from narrowed only reports the type.
-	assert.Equal(t, []string{`v1.spec.replicas: type changes from "string" to "integer"`}, BreakingChanges(narrowed, base))
 }
 
 func TestEvaluateRemembersRepeats(t *testing.T) {

@@ -9,6 +9,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/cuengine/engine/templates"
+	"github.com/cuengine/engine/templates/rbac"
 )
 
 type rbacOptions struct {
@@ -56,7 +57,7 @@ policy: both are warnings on standard error, with the child's file:line.`,
 				return &exitError{code: 1, msg: err.Error()}
 			}
 			printRBACWarnings(cmd.ErrOrStderr(), set)
-			roles := templates.RBAC(set, templates.RBACOptions{
+			roles := rbac.Generate(set, rbac.Options{
 				Name: o.name, ServiceAccount: o.serviceAccount, Namespace: o.namespace,
 				RevisionNamespace: o.revisionNamespace, InstallCRDs: o.installCRDs,
 			})
@@ -95,7 +96,7 @@ policy: both are warnings on standard error, with the child's file:line.`,
 // templates compute, which the roles cannot grant or the policy may refuse.
 func printRBACWarnings(w io.Writer, set *templates.Set) {
 	for _, t := range set.Templates() {
-		for _, rw := range t.RBACWarnings() {
+		for _, rw := range rbac.Warnings(t) {
 			fmt.Fprintf(w, "warning: %s\n", rw)
 		}
 	}

@@ -30,6 +30,7 @@ import (
 	"github.com/cuengine/engine/render"
 	"github.com/cuengine/engine/sharding"
 	"github.com/cuengine/engine/templates"
+	"github.com/cuengine/engine/templates/watch"
 )
 
 // runOptions are the flags of `engine run` (and of `engine dev`, which runs
@@ -269,11 +270,11 @@ func (o *runOptions) run(cmd *cobra.Command, cfg *rest.Config) error {
 		return err
 	}
 	if loadErr != nil {
-		eng.Reload(ctrl.LoggerInto(ctx, logger), templates.ReloadEvent{Err: loadErr})
+		eng.Reload(ctrl.LoggerInto(ctx, logger), watch.ReloadEvent{Err: loadErr})
 	}
-	watcher, err := templates.NewWatcher(set.Root, set, templates.WatcherOptions{
+	watcher, err := watch.New(set.Root, set, watch.Options{
 		Rescan: o.rescanInterval,
-		OnReload: func(ev templates.ReloadEvent) {
+		OnReload: func(ev watch.ReloadEvent) {
 			eng.Reload(ctrl.LoggerInto(ctx, logger), ev)
 		},
 		Schemas: schemas,

@@ -9,6 +9,7 @@ import (
 
 	"github.com/cuengine/engine/contract"
 	"github.com/cuengine/engine/templates"
+	"github.com/cuengine/engine/templates/openapi"
 )
 
 // addCRDsFlag adds --crds, the directories of CRD files whose kinds children
@@ -23,7 +24,7 @@ func addCRDsFlag(f *pflag.FlagSet, dirs *[]string) {
 func loadOffline(dir string, crdDirs []string, stderr io.Writer) (*templates.Set, error) {
 	var opts templates.LoadOptions
 	for _, d := range crdDirs {
-		crds, err := templates.ReadCRDs(d)
+		crds, err := openapi.ReadCRDs(d)
 		if err != nil {
 			return nil, &exitError{code: 1, msg: "--crds: " + err.Error()}
 		}

@@ -15,6 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 
 	"github.com/cuengine/engine/templates"
+	"github.com/cuengine/engine/templates/rbac"
 	"github.com/cuengine/engine/webhooks"
 )
 
@@ -125,7 +126,7 @@ func (h *hooks) serve(ctx context.Context, set *templates.Set) {
 // writes only to its own) and, in the engine's namespace (the first
 // Role), its certificate Secret (listed and watched by the rotator's
 // cache; written only by name).
-func addWebhookRBAC(roles *templates.Roles, configuration, secret string) {
+func addWebhookRBAC(roles *rbac.Roles, configuration, secret string) {
 	vwc := []string{"validatingwebhookconfigurations"}
 	roles.ClusterRole.Rules = append(roles.ClusterRole.Rules,
 		rbacv1.PolicyRule{APIGroups: []string{"admissionregistration.k8s.io"}, Resources: vwc, Verbs: []string{"list", "watch", "create"}},

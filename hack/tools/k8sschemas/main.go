@@ -1,6 +1,6 @@
 // Command k8sschemas writes the OpenAPI v3 schemas of the built-in
 // Kubernetes kinds, the ones the engine checks template children against
-// offline (templates/childschema_builtin.go embeds the file it writes).
+// offline (templates/openapi/builtin.go embeds the file it writes).
 //
 // The schemas are the kube-apiserver's own: the definitions openapi-gen
 // generates into k8s.io/kubernetes/pkg/generated/openapi, which the apiserver

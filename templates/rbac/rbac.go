@@ -1,4 +1,4 @@
-package templates
+package rbac
 
 import (
 	"cmp"
@@ -8,7 +8,6 @@ import (
 	"slices"
 	"strings"
 
-	"cuelang.org/go/cue"
 	"cuelang.org/go/cue/ast"
 	"cuelang.org/go/cue/format"
 	"cuelang.org/go/cue/parser"
@@ -17,10 +16,12 @@ import (
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/cuengine/engine/templates"
 )
 
-// RBACOptions shape the generated roles.
-type RBACOptions struct {
+// Options shape the generated roles.
+type Options struct {
 	// Name of the ClusterRole, the Roles and their bindings.
 	Name string
 	// ServiceAccount and its Namespace are the subject of the bindings.
@@ -67,7 +68,7 @@ var (
 	allVerbs  = []string{"get", "list", "watch", "create", "update", "patch", "delete"}
 )
 
-// RBAC returns the least-privilege roles of an engine serving the set and
+// Generate returns the least-privilege roles of an engine serving the set and
 // their bindings. The ClusterRole holds the parent kinds (read, and update
 // for the finalizer and the resource records), their status, the child
 // kinds the templates can produce (as far as ChildKinds sees), the kinds
@@ -78,15 +79,15 @@ var (
 // and, with InstallCRDs, CustomResourceDefinitions: read, create, and
 // update only of the templates' own. The Roles hold the leases (in
 // Namespace) and the ControllerRevisions (in RevisionNamespace).
-func RBAC(set *Set, opts RBACOptions) *Roles {
+func Generate(set *templates.Set, opts Options) *Roles {
 	parents := map[string][]string{}
 	children := map[string][]string{}
 	referenced := map[string][]string{}
 	var crds []string
 	for _, t := range set.Templates() {
-		plural := t.crd.Spec.Names.Plural
+		plural := t.CRD().Spec.Names.Plural
 		parents[t.GVK.Group] = append(parents[t.GVK.Group], plural, plural+"/status", plural+"/finalizers")
-		crds = append(crds, t.crd.Name)
+		crds = append(crds, t.CRD().Name)
 		for _, gvk := range t.ChildKinds() {
 			children[gvk.Group] = append(children[gvk.Group], resourceOf(gvk))
 		}
@@ -238,14 +239,14 @@ var namespacedReferenceKinds = []schema.GroupVersionKind{{Version: "v1", Kind: "
 // one without reaches its parent's namespace, any for a namespaced
 // parent, and for a cluster-scoped parent those its policy.crossNamespace
 // lists (its parent has no namespace).
-func referenceNamespaces(set *Set, gvk schema.GroupVersionKind) (namespaces, why []string) {
+func referenceNamespaces(set *templates.Set, gvk schema.GroupVersionKind) (namespaces, why []string) {
 	for _, t := range set.Templates() {
-		for _, ref := range t.referenceDecls {
+		for _, ref := range t.DeclaredReferences() {
 			switch {
 			case ref.GVK != gvk:
 			case ref.Namespace != "":
 				namespaces = append(namespaces, ref.Namespace)
-			case t.crd.Spec.Scope != apiextensionsv1.ClusterScoped:
+			case t.CRD().Spec.Scope != apiextensionsv1.ClusterScoped:
 				why = append(why, fmt.Sprintf("%s references.%s reads from its parent's namespace, which can be any", t.Path, ref.Name))
 			case t.Policy.CrossNamespace.All:
 				why = append(why, fmt.Sprintf("%s references.%s computes its namespace, and policy.crossNamespace allows every namespace", t.Path, ref.Name))
@@ -266,13 +267,13 @@ func resourceOf(gvk schema.GroupVersionKind) string {
 	if r, ok := irregularResources[gvk.Kind]; ok {
 		return r
 	}
-	return plural(strings.ToLower(gvk.Kind))
+	return templates.Plural(strings.ToLower(gvk.Kind))
 }
 
-// RBACWarning is a child whose kind or namespace the source does not say
+// Warning is a child whose kind or namespace the source does not say
 // literally, so that engine rbac cannot grant it, or the template's policy
 // may refuse it: a warning of engine vet and engine rbac, never an error.
-type RBACWarning struct {
+type Warning struct {
 	// Pos is where the child's apiVersion, kind or namespace is written,
 	// file:line:col relative to the templates directory.
 	Pos string
@@ -281,25 +282,28 @@ type RBACWarning struct {
 	Msg   string
 }
 
-func (w RBACWarning) String() string { return w.Pos + ": children." + w.Child + ": " + w.Msg }
+func (w Warning) String() string { return w.Pos + ": children." + w.Child + ": " + w.Msg }
 
-// RBACWarnings returns the children of the template whose apiVersion or
+// Warnings returns the children of the template whose apiVersion or
 // kind is computed (from the spec, or any expression other than a string),
 // unless the evaluated template shows a kind RBAC grants; and those whose
 // namespace is computed from the parent's spec while the template's policy
 // does not allow every namespace.
-func (t *Template) RBACWarnings() []RBACWarning {
-	var out []RBACWarning
-	for _, name := range slices.Sorted(maps.Keys(t.files)) {
+func Warnings(t *templates.Template) []Warning {
+	var out []Warning
+	files := t.Files()
+	for _, name := range slices.Sorted(maps.Keys(files)) {
 		if name != t.Path && filepath.Dir(name) != t.Path {
 			continue // a package it imports
 		}
-		f, err := parser.ParseFile(filepath.Join(t.root, name), t.files[name])
+		// Under its name relative to the templates directory: positions
+		// are written so.
+		f, err := parser.ParseFile(name, files[name])
 		if err != nil {
 			continue // compile reported it
 		}
 		for _, c := range childDecls(f.Decls) {
-			out = append(out, t.rbacWarnings(c)...)
+			out = append(out, warnings(t, c)...)
 		}
 	}
 	return out
@@ -368,9 +372,9 @@ func fieldsOf(e ast.Node) []*ast.Field {
 	return nil
 }
 
-// rbacWarnings are one child's warnings.
-func (t *Template) rbacWarnings(c childDecl) []RBACWarning {
-	var out []RBACWarning
+// warnings are one child's warnings.
+func warnings(t *templates.Template, c childDecl) []Warning {
+	var out []Warning
 	var computed []*ast.Field // apiVersion or kind
 	for _, f := range c.fields {
 		name, _, err := ast.LabelName(f.Label)
@@ -383,14 +387,14 @@ func (t *Template) rbacWarnings(c childDecl) []RBACWarning {
 		case name == "metadata":
 			for _, m := range fieldsOf(f.Value) {
 				if n, _, err := ast.LabelName(m.Label); err == nil && n == "namespace" && !t.Policy.CrossNamespace.All && readsSpec(m.Value) {
-					out = append(out, RBACWarning{Pos: position(t.root, m.Value.Pos()), Child: c.name, Msg: fmt.Sprintf(
+					out = append(out, Warning{Pos: position(m.Value.Pos()), Child: c.name, Msg: fmt.Sprintf(
 						"namespace is computed from the spec (%s): the policy allows the child only in the parent's namespace%s, and the engine refuses it (Synced=False, reason ChildRefused) when the spec names another; list the namespaces the spec may name in policy: crossNamespace",
 						exprText(m.Value), allowedText(t.Policy.CrossNamespace))})
 				}
 			}
 		}
 	}
-	if len(computed) == 0 || t.grantsChild(c) {
+	if len(computed) == 0 || grantsChild(t, c) {
 		return out
 	}
 	f := computed[0]
@@ -399,28 +403,22 @@ func (t *Template) rbacWarnings(c childDecl) []RBACWarning {
 		name, _, _ := ast.LabelName(f.Label)
 		exprs = append(exprs, name+": "+exprText(f.Value))
 	}
-	w := RBACWarning{Pos: position(t.root, f.Value.Pos()), Child: c.name, Msg: fmt.Sprintf(
+	w := Warning{Pos: position(f.Value.Pos()), Child: c.name, Msg: fmt.Sprintf(
 		"the kind is computed (%s), so engine rbac generates no rule for it and the apiserver refuses the engine's writes of it; write apiVersion and kind as strings, one child per kind the spec may choose (each under an if), so that engine rbac grants each",
 		strings.Join(exprs, ", "))}
-	return append([]RBACWarning{w}, out...)
+	return append([]Warning{w}, out...)
 }
 
 // grantsChild reports whether the child, evaluated without a parent, has
 // a concrete kind that RBAC grants (a constant of the template).
-func (t *Template) grantsChild(c childDecl) bool {
+func grantsChild(t *templates.Template, c childDecl) bool {
 	if _, ok := c.label.(*ast.Ident); !ok {
 		if _, ok := c.label.(*ast.BasicLit); !ok {
 			return false // a name computed by a comprehension
 		}
 	}
-	child := t.evaluated.LookupPath(cue.MakePath(cue.Str("children"), cue.Str(c.name)))
-	apiVersion, err1 := child.LookupPath(cue.ParsePath("apiVersion")).String()
-	kind, err2 := child.LookupPath(cue.ParsePath("kind")).String()
-	if err1 != nil || err2 != nil {
-		return false
-	}
-	gv, err := schema.ParseGroupVersion(apiVersion)
-	return err == nil && slices.Contains(t.childKinds, gv.WithKind(kind))
+	gvk, ok := t.ChildKind(c.name)
+	return ok && slices.Contains(t.ChildKinds(), gvk)
 }
 
 // isStringLit reports whether an expression is a plain string literal.
@@ -445,7 +443,17 @@ func readsSpec(e ast.Expr) bool {
 	return found
 }
 
-// exprText is an expression as the source writes it, on one line.
+// position formats a position of a file parsed under its path relative to
+// the templates directory as file:line:col.
+func position(pos token.Pos) string {
+	if !pos.IsValid() || pos.Filename() == "" {
+		return ""
+	}
+	return fmt.Sprintf("%s:%d:%d", pos.Filename(), pos.Line(), pos.Column())
+}
+
+// exprText is an expression as the source writes it, on one line (as
+// templates writes it in its errors).
 func exprText(e ast.Expr) string {
 	b, err := format.Node(e)
 	if err != nil {
@@ -455,7 +463,7 @@ func exprText(e ast.Expr) string {
 }
 
 // allowedText names what a policy allows besides the parent's namespace.
-func allowedText(n Namespaces) string {
+func allowedText(n templates.Namespaces) string {
 	if len(n.Names) == 0 {
 		return ""
 	}

@@ -1,4 +1,4 @@
-package templates
+package openapi
 
 import (
 	"cuelang.org/go/cue"
@@ -6,14 +6,16 @@ import (
 	"cuelang.org/go/cue/parser"
 	"cuelang.org/go/cue/token"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+
+	"github.com/cuengine/engine/contract"
 )
 
-// statusShape is what the syntax of the template's `status` says one of
+// StatusShape is what the syntax of the template's `status` says one of
 // its structs can hold, whatever the template's inputs: the fields set
 // under an `if`, in a comprehension or by an optional field, which the
 // compiled value (evaluated without a parent) does not show.
-type statusShape struct {
-	fields map[string]*statusShape
+type StatusShape struct {
+	fields map[string]*StatusShape
 	// exprs are the values given to the field other than struct literals,
 	// each with the names its comprehensions and lets bind around it.
 	exprs []boundExpr
@@ -27,12 +29,12 @@ type boundExpr struct {
 	bound map[string]bool
 }
 
-func newStatusShape() *statusShape { return &statusShape{fields: map[string]*statusShape{}} }
+func newStatusShape() *StatusShape { return &StatusShape{fields: map[string]*StatusShape{}} }
 
-// statusShapeOf reads the shape of the template's top-level `status` from
+// StatusShapeOf reads the shape of the template's top-level `status` from
 // its files. A file that does not parse leaves the status open: compile
 // reports the error.
-func statusShapeOf(files []string) *statusShape {
+func StatusShapeOf(files []string) *StatusShape {
 	sh := newStatusShape()
 	for _, f := range files {
 		af, err := parser.ParseFile(f, nil)
@@ -48,7 +50,7 @@ func statusShapeOf(files []string) *statusShape {
 // topLevel finds the status fields among a file's (or a top-level
 // comprehension's) declarations. A top-level field the syntax cannot name
 // may be status itself.
-func (sh *statusShape) topLevel(decls []ast.Decl, bound map[string]bool) {
+func (sh *StatusShape) topLevel(decls []ast.Decl, bound map[string]bool) {
 	for _, d := range decls {
 		switch x := d.(type) {
 		case *ast.Field:
@@ -73,7 +75,7 @@ func (sh *statusShape) topLevel(decls []ast.Decl, bound map[string]bool) {
 }
 
 // value adds what one value given to this struct contributes.
-func (sh *statusShape) value(e ast.Expr, bound map[string]bool) {
+func (sh *StatusShape) value(e ast.Expr, bound map[string]bool) {
 	switch x := e.(type) {
 	case *ast.StructLit:
 		sh.decls(x.Elts, bound)
@@ -91,7 +93,7 @@ func (sh *statusShape) value(e ast.Expr, bound map[string]bool) {
 	}
 }
 
-func (sh *statusShape) decls(decls []ast.Decl, bound map[string]bool) {
+func (sh *StatusShape) decls(decls []ast.Decl, bound map[string]bool) {
 	for _, d := range decls {
 		switch x := d.(type) {
 		case *ast.Field:
@@ -170,7 +172,7 @@ func uses(e ast.Expr, names map[string]bool) bool {
 // does not show is typed from its expression, evaluated in the template's
 // scope, when that expression stands alone (it uses no name a
 // comprehension binds); otherwise it keeps whatever it holds.
-func complete(s apiextensionsv1.JSONSchemaProps, sh *statusShape, scope statusScope) apiextensionsv1.JSONSchemaProps {
+func complete(s apiextensionsv1.JSONSchemaProps, sh *StatusShape, scope statusScope) apiextensionsv1.JSONSchemaProps {
 	if s.Type == "" && !s.XIntOrString && len(s.Properties) == 0 {
 		s = shapeSchema(sh, scope)
 	}
@@ -190,7 +192,7 @@ func complete(s apiextensionsv1.JSONSchemaProps, sh *statusShape, scope statusSc
 
 // shapeSchema types a field the compiled value does not show from the
 // expressions it is given.
-func shapeSchema(sh *statusShape, scope statusScope) apiextensionsv1.JSONSchemaProps {
+func shapeSchema(sh *StatusShape, scope statusScope) apiextensionsv1.JSONSchemaProps {
 	keep := apiextensionsv1.JSONSchemaProps{XPreserveUnknownFields: ptr(true)}
 	if len(sh.exprs) == 0 {
 		if len(sh.fields) > 0 || sh.open {
@@ -204,7 +206,7 @@ func shapeSchema(sh *statusShape, scope statusScope) apiextensionsv1.JSONSchemaP
 		if !ok {
 			return keep
 		}
-		s := schemaOf(v)
+		s := SchemaOf(v)
 		if s.Type == "object" {
 			keepOpen(&s)
 		}
@@ -223,7 +225,7 @@ func shapeSchema(sh *statusShape, scope statusScope) apiextensionsv1.JSONSchemaP
 
 // opaqueStruct reports whether the struct is given a value the syntax
 // cannot look into (a reference, a call) that may add fields.
-func opaqueStruct(sh *statusShape, scope statusScope) bool {
+func opaqueStruct(sh *StatusShape, scope statusScope) bool {
 	for _, be := range sh.exprs {
 		v, ok := evalAlone(be, scope)
 		if !ok || v.IncompleteKind()&cue.StructKind != 0 {
@@ -274,5 +276,84 @@ func keepOpen(s *apiextensionsv1.JSONSchemaProps) {
 	}
 	if s.Items != nil && s.Items.Schema != nil {
 		keepOpen(s.Items.Schema)
+	}
+}
+
+// Paths of the template contract the status schema reads.
+var (
+	pathStatus    = cue.ParsePath("parent.status")
+	pathOutStatus = cue.ParsePath("status")
+)
+
+// StatusSchema is the schema of a template's parent.status: it merges the declared parent.status, every field the
+// template's status can produce (shape: those under an `if`, in a
+// comprehension or optional, which the compiled value does not show) and
+// the engine-owned fields. Nothing in status is required: the engine writes
+// it bit by bit.
+func StatusSchema(ctx *cue.Context, top cue.Value, shape *StatusShape) apiextensionsv1.JSONSchemaProps {
+	s := apiextensionsv1.JSONSchemaProps{Type: "object", Properties: map[string]apiextensionsv1.JSONSchemaProps{}}
+	if v := top.LookupPath(pathStatus); v.Exists() {
+		declared := SchemaOf(v)
+		for name, prop := range declared.Properties {
+			s.Properties[name] = prop
+		}
+		if declared.XPreserveUnknownFields != nil && len(declared.Properties) == 0 {
+			s.XPreserveUnknownFields = ptr(true)
+		}
+	}
+	scope := statusScope{ctx: ctx, top: top}
+	out := complete(SchemaOf(top.LookupPath(pathOutStatus)), shape, scope)
+	for name, prop := range out.Properties {
+		if _, declared := s.Properties[name]; !declared {
+			s.Properties[name] = prop
+		}
+	}
+	if out.XPreserveUnknownFields != nil && (len(out.Properties) == 0 || shape.open || opaqueStruct(shape, scope)) {
+		s.XPreserveUnknownFields = ptr(true)
+	}
+	for name, prop := range engineStatusSchema() {
+		s.Properties[name] = prop
+	}
+	return s
+}
+
+func engineStatusSchema() map[string]apiextensionsv1.JSONSchemaProps {
+	str := apiextensionsv1.JSONSchemaProps{Type: "string"}
+	return map[string]apiextensionsv1.JSONSchemaProps{
+		contract.StatusObservedGeneration: {Type: "integer", Format: "int64", Description: "The parent generation the engine last reconciled."},
+		contract.StatusConditions: {
+			Type:         "array",
+			Description:  "Ready, Synced, Stalled, Reconciling and Paused, set by the engine.",
+			XListType:    ptr("map"),
+			XListMapKeys: []string{"type"},
+			Items: &apiextensionsv1.JSONSchemaPropsOrArray{Schema: &apiextensionsv1.JSONSchemaProps{
+				Type:     "object",
+				Required: []string{"type", "status"},
+				Properties: map[string]apiextensionsv1.JSONSchemaProps{
+					"type":               str,
+					"status":             {Type: "string", Enum: []apiextensionsv1.JSON{{Raw: []byte(`"True"`)}, {Raw: []byte(`"False"`)}, {Raw: []byte(`"Unknown"`)}}},
+					"reason":             str,
+					"message":            str,
+					"lastTransitionTime": {Type: "string", Format: "date-time"},
+					"observedGeneration": {Type: "integer", Format: "int64"},
+				},
+			}},
+		},
+		contract.StatusLastHandledReconcileAt: {Type: "string", Description: "The last engine.cuengine.dev/reconcile-requested-at value the engine reconciled the object for."},
+		contract.StatusTemplateRevision: {
+			Type:        "object",
+			Description: "The template revision the engine last reconciled the object with (engine rollout history lists them).",
+			Properties: map[string]apiextensionsv1.JSONSchemaProps{
+				"number": {Type: "integer", Format: "int64"},
+				"hash":   str,
+			},
+		},
+		contract.StatusResources: {
+			Type:        "object",
+			Description: "External resources by local name: external name and provider state.",
+			AdditionalProperties: &apiextensionsv1.JSONSchemaPropsOrBool{Allows: true, Schema: &apiextensionsv1.JSONSchemaProps{
+				Type: "object", XPreserveUnknownFields: ptr(true),
+			}},
+		},
 	}
 }

@@ -1,4 +1,4 @@
-package templates
+package openapi
 
 import (
 	"bytes"
@@ -18,7 +18,7 @@ import (
 // them. `make generate` writes it (hack/tools/k8sschemas) and `make verify`
 // checks it; it is about 25 KB.
 //
-//go:embed childschema_builtin.json.gz
+//go:embed builtin.json.gz
 var builtinSchemasGz []byte
 
 // builtinSchemas decodes the file: about 350 KB of JSON, 20-30 ms. It runs
@@ -26,7 +26,7 @@ var builtinSchemasGz []byte
 // once and then on an edit, and decoded schemas held for the process's
 // life would cost about 2 MiB of live heap (twice that at the garbage
 // collector's goal) to save those milliseconds at a reload.
-func builtinSchemas() (map[schema.GroupVersionKind]*kindSchema, error) {
+func builtinSchemas() (map[schema.GroupVersionKind]*KindSchema, error) {
 	zr, err := gzip.NewReader(bytes.NewReader(builtinSchemasGz))
 	if err != nil {
 		return nil, fmt.Errorf("built-in schemas: %w", err)
@@ -42,7 +42,7 @@ func builtinSchemas() (map[schema.GroupVersionKind]*kindSchema, error) {
 	if err := json.Unmarshal(raw, &f); err != nil {
 		return nil, fmt.Errorf("built-in schemas: %w", err)
 	}
-	out := make(map[schema.GroupVersionKind]*kindSchema, len(f.Kinds))
+	out := make(map[schema.GroupVersionKind]*KindSchema, len(f.Kinds))
 	for key, name := range f.Kinds {
 		i := strings.LastIndexByte(key, '/')
 		if i < 0 {
@@ -52,7 +52,7 @@ func builtinSchemas() (map[schema.GroupVersionKind]*kindSchema, error) {
 		if err != nil {
 			return nil, fmt.Errorf("built-in schemas: bad kind %q: %w", key, err)
 		}
-		out[gv.WithKind(key[i+1:])] = &kindSchema{root: name, defs: f.Definitions, origin: "built-in"}
+		out[gv.WithKind(key[i+1:])] = &KindSchema{root: name, defs: f.Definitions, origin: "built-in"}
 	}
 	return out, nil
 }

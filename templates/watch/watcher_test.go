@@ -1,4 +1,4 @@
-package templates
+package watch
 
 import (
 	"context"
@@ -12,9 +12,11 @@ import (
 	"testing"
 	"time"
 
-	"cuelang.org/go/cue"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/cuengine/engine/templates"
 )
 
 // waitTimeout bounds every wait for a reload; reloads normally take well
@@ -24,12 +26,10 @@ const waitTimeout = 20 * time.Second
 // testDebounce is short to keep the tests fast.
 const testDebounce = 100 * time.Millisecond
 
-var pathImage = cue.ParsePath("children.deployment.spec.template.spec.containers[0].image")
-
 // mykindSource returns the example template with its image set to image.
 func mykindSource(t *testing.T, image string) []byte {
 	t.Helper()
-	src, err := os.ReadFile(filepath.Join(examples, "mykind.cue"))
+	src, err := os.ReadFile(filepath.Join("../../examples/templates", "mykind.cue"))
 	require.NoError(t, err)
 	const orig = `image: "nginx:latest"`
 	require.Contains(t, string(src), orig)
@@ -50,12 +50,23 @@ func mykindDir(t *testing.T) string {
 }
 
 // imageOf returns the image of mykind.cue's Deployment in set.
-func imageOf(t *testing.T, set *Set) string {
+func imageOf(t *testing.T, set *templates.Set) string {
 	t.Helper()
 	require.NotNil(t, set)
 	for _, tm := range set.Templates() {
 		if tm.Path == "mykind.cue" {
-			s, err := tm.value.LookupPath(pathImage).String()
+			parent := &unstructured.Unstructured{Object: map[string]any{
+				"apiVersion": "webapp.my.domain/v1", "kind": "MyKind",
+				"metadata": map[string]any{"name": "m", "namespace": "default"},
+				"spec":     map[string]any{"deploymentName": "m"},
+			}}
+			res, err := tm.Evaluate(templates.Input{Parent: parent})
+			require.NoError(t, err)
+			require.Len(t, res.Children, 1)
+			containers, _, err := unstructured.NestedSlice(res.Children[0].Object.Object, "spec", "template", "spec", "containers")
+			require.NoError(t, err)
+			require.NotEmpty(t, containers)
+			s, _, err := unstructured.NestedString(containers[0].(map[string]any), "image")
 			require.NoError(t, err)
 			return s
 		}
@@ -64,7 +75,7 @@ func imageOf(t *testing.T, set *Set) string {
 	return ""
 }
 
-func paths(set *Set) []string {
+func paths(set *templates.Set) []string {
 	var out []string
 	for _, tm := range set.Templates() {
 		out = append(out, tm.Path)
@@ -80,13 +91,13 @@ type harness struct {
 }
 
 // newHarness loads dir and builds a Watcher on it, not running yet.
-func newHarness(t *testing.T, dir string, opts WatcherOptions) *harness {
+func newHarness(t *testing.T, dir string, opts Options) *harness {
 	t.Helper()
-	initial, err := Load(dir)
+	initial, err := templates.Load(dir)
 	require.NoError(t, err)
 	h := &harness{t: t, events: make(chan ReloadEvent, 100)}
 	opts.OnReload = func(ev ReloadEvent) { h.events <- ev }
-	h.w, err = NewWatcher(dir, initial, opts)
+	h.w, err = New(dir, initial, opts)
 	require.NoError(t, err)
 	require.Same(t, initial, h.w.Current())
 	return h
@@ -119,7 +130,7 @@ func (h *harness) start() *harness {
 }
 
 // startWatcher loads dir and runs a Watcher on it.
-func startWatcher(t *testing.T, dir string, opts WatcherOptions) *harness {
+func startWatcher(t *testing.T, dir string, opts Options) *harness {
 	t.Helper()
 	return newHarness(t, dir, opts).start()
 }
@@ -137,7 +148,7 @@ func (h *harness) next() ReloadEvent {
 }
 
 // nextSet waits for the next OnReload call and requires it to be a success.
-func (h *harness) nextSet() *Set {
+func (h *harness) nextSet() *templates.Set {
 	h.t.Helper()
 	ev := h.next()
 	require.NoError(h.t, ev.Err)
@@ -160,7 +171,7 @@ func (h *harness) quiet(d time.Duration) {
 
 func TestWatcherPlainWrite(t *testing.T) {
 	dir := mykindDir(t)
-	h := startWatcher(t, dir, WatcherOptions{Debounce: testDebounce, Rescan: -1})
+	h := startWatcher(t, dir, Options{Debounce: testDebounce, Rescan: -1})
 	initial := h.w.Current()
 
 	writeFile(t, filepath.Join(dir, "mykind.cue"), mykindSource(t, "nginx:v2"))
@@ -178,7 +189,7 @@ func TestWatcherEditorRenameWrite(t *testing.T) {
 	for _, tmp := range []string{".mykind.cue.swp", "mykind.cue~"} {
 		t.Run(tmp, func(t *testing.T) {
 			dir := mykindDir(t)
-			h := startWatcher(t, dir, WatcherOptions{Debounce: testDebounce, Rescan: -1})
+			h := startWatcher(t, dir, Options{Debounce: testDebounce, Rescan: -1})
 
 			writeFile(t, filepath.Join(dir, tmp), mykindSource(t, "nginx:v2"))
 			require.NoError(t, os.Rename(filepath.Join(dir, tmp), filepath.Join(dir, "mykind.cue")))
@@ -197,7 +208,7 @@ func TestWatcherConfigMapSwap(t *testing.T) {
 	writeFile(t, filepath.Join(dir, "..2026_a", "mykind.cue"), mykindSource(t, "nginx:v1"))
 	require.NoError(t, os.Symlink("..2026_a", filepath.Join(dir, "..data")))
 	require.NoError(t, os.Symlink(filepath.Join("..data", "mykind.cue"), filepath.Join(dir, "mykind.cue")))
-	h := startWatcher(t, dir, WatcherOptions{Debounce: testDebounce, Rescan: -1})
+	h := startWatcher(t, dir, Options{Debounce: testDebounce, Rescan: -1})
 	assert.Equal(t, "nginx:v1", imageOf(t, h.w.Current()))
 
 	swap := func(from, to, image string) {
@@ -225,7 +236,7 @@ func TestWatcherRootSymlinkSwap(t *testing.T) {
 	writeFile(t, filepath.Join(base, "release-1", "mykind.cue"), mykindSource(t, "nginx:v1"))
 	root := filepath.Join(base, "templates")
 	require.NoError(t, os.Symlink("release-1", root))
-	h := startWatcher(t, root, WatcherOptions{Debounce: testDebounce, Rescan: -1})
+	h := startWatcher(t, root, Options{Debounce: testDebounce, Rescan: -1})
 	assert.Equal(t, "nginx:v1", imageOf(t, h.w.Current()))
 
 	for i, image := range []string{"nginx:v2", "nginx:v3"} {
@@ -243,7 +254,7 @@ func TestWatcherRootSymlinkSwap(t *testing.T) {
 func TestWatcherDeleteRecreate(t *testing.T) {
 	t.Run("separate", func(t *testing.T) {
 		dir := mykindDir(t)
-		h := startWatcher(t, dir, WatcherOptions{Debounce: testDebounce, Rescan: -1})
+		h := startWatcher(t, dir, Options{Debounce: testDebounce, Rescan: -1})
 		file := filepath.Join(dir, "mykind.cue")
 
 		require.NoError(t, os.Remove(file))
@@ -258,7 +269,7 @@ func TestWatcherDeleteRecreate(t *testing.T) {
 	})
 	t.Run("merged", func(t *testing.T) {
 		dir := mykindDir(t)
-		h := startWatcher(t, dir, WatcherOptions{Debounce: testDebounce, Rescan: -1})
+		h := startWatcher(t, dir, Options{Debounce: testDebounce, Rescan: -1})
 		file := filepath.Join(dir, "mykind.cue")
 
 		require.NoError(t, os.Remove(file))
@@ -283,7 +294,7 @@ func TestWatcherDeleteRecreate(t *testing.T) {
 // last write, so the burst does not depend on how fast the writes land.
 func TestWatcherBurst(t *testing.T) {
 	dir := mykindDir(t)
-	h := newHarness(t, dir, WatcherOptions{Rescan: -1})
+	h := newHarness(t, dir, Options{Rescan: -1})
 	fire := make(chan time.Time, 1)
 	var armed atomic.Bool
 	h.w.after = func(time.Duration) <-chan time.Time {
@@ -332,8 +343,8 @@ func TestWatcherBurst(t *testing.T) {
 
 func TestWatcherNewSubdirectory(t *testing.T) {
 	dir := mykindDir(t)
-	h := startWatcher(t, dir, WatcherOptions{Debounce: testDebounce, Rescan: -1})
-	widget, err := os.ReadFile(filepath.Join("testdata", "eval", "widget.cue"))
+	h := startWatcher(t, dir, Options{Debounce: testDebounce, Rescan: -1})
+	widget, err := os.ReadFile(filepath.Join("..", "testdata", "eval", "widget.cue"))
 	require.NoError(t, err)
 
 	writeFile(t, filepath.Join(dir, "widgets", "widget.cue"), widget)
@@ -352,7 +363,7 @@ func TestWatcherNewSubdirectory(t *testing.T) {
 
 func TestWatcherBrokenEdit(t *testing.T) {
 	dir := mykindDir(t)
-	h := startWatcher(t, dir, WatcherOptions{Debounce: testDebounce, Rescan: -1})
+	h := startWatcher(t, dir, Options{Debounce: testDebounce, Rescan: -1})
 	initial := h.w.Current()
 	file := filepath.Join(dir, "mykind.cue")
 	good := mykindSource(t, "nginx:v1")
@@ -365,7 +376,7 @@ func TestWatcherBrokenEdit(t *testing.T) {
 	require.Error(t, ev.Err)
 	assert.Nil(t, ev.Set)
 	assert.Regexp(t, regexp.MustCompile(fmt.Sprintf(`(^|\n)mykind\.cue:%d:\d+: `, line)), ev.Err.Error())
-	var le *LoadError
+	var le *templates.LoadError
 	assert.ErrorAs(t, ev.Err, &le)
 	assert.Equal(t, []string{"mykind.cue"}, ev.Changed)
 	assert.Same(t, initial, h.w.Current())
@@ -405,7 +416,7 @@ func TestWatcherBrokenEdit(t *testing.T) {
 
 func TestWatcherUnchangedContent(t *testing.T) {
 	dir := mykindDir(t)
-	h := startWatcher(t, dir, WatcherOptions{Debounce: testDebounce, Rescan: testDebounce})
+	h := startWatcher(t, dir, Options{Debounce: testDebounce, Rescan: testDebounce})
 	initial := h.w.Current()
 	file := filepath.Join(dir, "mykind.cue")
 
@@ -433,7 +444,7 @@ func TestWatcherCueMod(t *testing.T) {
 	src := strings.Replace(string(mykindSource(t, "unused")), `import "strings"`, "import (\n\t\"strings\"\n\t\"example.com/lib\"\n)", 1)
 	src = strings.Replace(src, `image: "unused"`, "image: lib.image", 1)
 	writeFile(t, filepath.Join(dir, "mykind.cue"), []byte(src))
-	h := startWatcher(t, dir, WatcherOptions{Debounce: testDebounce, Rescan: -1})
+	h := startWatcher(t, dir, Options{Debounce: testDebounce, Rescan: -1})
 	initial := h.w.Current()
 	assert.Equal(t, "nginx:lib1", imageOf(t, initial))
 
@@ -449,7 +460,7 @@ func TestWatcherCueMod(t *testing.T) {
 func TestWatcherRescan(t *testing.T) {
 	t.Run("changed before Run", func(t *testing.T) {
 		dir := mykindDir(t)
-		h := newHarness(t, dir, WatcherOptions{Debounce: testDebounce, Rescan: 200 * time.Millisecond})
+		h := newHarness(t, dir, Options{Debounce: testDebounce, Rescan: 200 * time.Millisecond})
 		writeFile(t, filepath.Join(dir, "mykind.cue"), mykindSource(t, "nginx:v2"))
 		h.start()
 		assert.Equal(t, "nginx:v2", imageOf(t, h.nextSet()))
@@ -462,7 +473,7 @@ func TestWatcherRescan(t *testing.T) {
 		writeFile(t, outside, mykindSource(t, "nginx:v1"))
 		dir := t.TempDir()
 		require.NoError(t, os.Symlink(outside, filepath.Join(dir, "mykind.cue")))
-		return startWatcher(t, dir, WatcherOptions{Debounce: testDebounce, Rescan: rescan}), outside
+		return startWatcher(t, dir, Options{Debounce: testDebounce, Rescan: rescan}), outside
 	}
 	t.Run("missed event", func(t *testing.T) {
 		h, outside := missedEvent(t, 200*time.Millisecond)
@@ -482,24 +493,38 @@ func TestWatcherRescan(t *testing.T) {
 
 func TestNewWatcher(t *testing.T) {
 	dir := mykindDir(t)
-	w, err := NewWatcher(dir, nil, WatcherOptions{})
+	w, err := New(dir, nil, Options{})
 	require.NoError(t, err)
 	assert.Equal(t, "nginx:v1", imageOf(t, w.Current()))
 	assert.NoError(t, w.LastError())
 	assert.Equal(t, DefaultDebounce, w.debounce)
 	assert.Equal(t, DefaultRescan, w.rescan)
 
-	other, err := Load(mykindDir(t))
+	other, err := templates.Load(mykindDir(t))
 	require.NoError(t, err)
-	_, err = NewWatcher(dir, other, WatcherOptions{})
+	_, err = New(dir, other, Options{})
 	assert.ErrorContains(t, err, "initial set was loaded from")
 
-	_, err = NewWatcher(filepath.Join("testdata", "broken", "syntax"), nil, WatcherOptions{})
-	var le *LoadError
+	_, err = New(filepath.Join("..", "testdata", "broken", "syntax"), nil, Options{})
+	var le *templates.LoadError
 	assert.ErrorAs(t, err, &le)
 
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	require.NoError(t, w.Run(ctx))
 	assert.ErrorContains(t, w.Run(ctx), "more than once")
+}
+
+// TestScanSkipsTests: what Load skips (the test cases) is neither watched
+// nor part of the digest.
+func TestScanSkipsTests(t *testing.T) {
+	dir := t.TempDir()
+	writeFile(t, filepath.Join(dir, "mykind.cue"), mykindSource(t, "nginx:v1"))
+	writeFile(t, filepath.Join(dir, templates.TestsDir, "shared.cue"), []byte("x: 1\n"))
+	writeFile(t, filepath.Join(dir, templates.TestsDir, "mykind", "defaults", "expect.cue"), []byte("status: {}\n"))
+
+	dirs, files, err := scan(dir)
+	require.NoError(t, err)
+	assert.Equal(t, []string{dir}, dirs, "the watcher does not watch the test cases")
+	assert.Len(t, files, 1)
 }

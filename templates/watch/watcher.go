@@ -1,4 +1,4 @@
-package templates
+package watch
 
 import (
 	"context"
@@ -16,9 +16,11 @@ import (
 	"time"
 
 	"github.com/fsnotify/fsnotify"
+
+	"github.com/cuengine/engine/templates"
 )
 
-// Defaults of WatcherOptions.
+// Defaults of Options.
 const (
 	DefaultDebounce = 300 * time.Millisecond
 	DefaultRescan   = time.Minute
@@ -28,8 +30,8 @@ const (
 // of events cannot postpone a reload forever.
 const maxBurst = 10
 
-// WatcherOptions configures a Watcher. The zero value uses the defaults.
-type WatcherOptions struct {
+// Options configures a Watcher. The zero value uses the defaults.
+type Options struct {
 	// Debounce is how long the directory must be quiet after an event before
 	// it is reloaded, so a burst of events becomes one reload. A burst is
 	// reloaded after at most ten times Debounce even if events keep coming.
@@ -49,13 +51,13 @@ type WatcherOptions struct {
 	OnReload func(ReloadEvent)
 	// Schemas are where each reload finds the schemas of child kinds, as
 	// LoadWith's options.
-	Schemas LoadOptions
+	Schemas templates.LoadOptions
 }
 
 // ReloadEvent describes one reload attempt, for OnReload.
 type ReloadEvent struct {
 	// Set is the set now served on success, nil on failure.
-	Set *Set
+	Set *templates.Set
 	// Err is the load error on failure (a *LoadError keeps the file:line:col
 	// positions), nil on success.
 	Err error
@@ -96,14 +98,14 @@ type Watcher struct {
 	debounce time.Duration
 	rescan   time.Duration
 	onReload func(ReloadEvent)
-	schemas  LoadOptions
+	schemas  templates.LoadOptions
 	after    func(time.Duration) <-chan time.Time // time.After; tests fire the debounce themselves
 
 	started atomic.Bool
 	ready   chan struct{} // closed once Run watches the tree and has checked it
 
 	mu      sync.Mutex
-	current *Set
+	current *templates.Set
 	lastErr error
 
 	// Owned by the goroutine running Run.
@@ -113,16 +115,16 @@ type Watcher struct {
 	reported  string // the error text last reported
 }
 
-// NewWatcher returns a Watcher serving initial until the content of dir
+// New returns a Watcher serving initial until the content of dir
 // changes. initial should be the set just loaded from dir; when it is nil,
-// NewWatcher loads dir itself and returns the load error if it does not load.
-func NewWatcher(dir string, initial *Set, opts WatcherOptions) (*Watcher, error) {
+// New loads dir itself and returns the load error if it does not load.
+func New(dir string, initial *templates.Set, opts Options) (*Watcher, error) {
 	root, err := filepath.Abs(dir)
 	if err != nil {
 		return nil, err
 	}
 	if initial == nil {
-		if initial, err = LoadWith(root, opts.Schemas); err != nil {
+		if initial, err = templates.LoadWith(root, opts.Schemas); err != nil {
 			return nil, err
 		}
 	}
@@ -157,7 +159,7 @@ func NewWatcher(dir string, initial *Set, opts WatcherOptions) (*Watcher, error)
 
 // Current returns the last good set: the initial set until a reload succeeds.
 // It is never nil.
-func (w *Watcher) Current() *Set {
+func (w *Watcher) Current() *templates.Set {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return w.current
@@ -343,7 +345,7 @@ func (w *Watcher) check(start time.Time, files digest) {
 	}
 	w.lastFiles = files
 
-	set, err := LoadWith(w.dir, w.schemas)
+	set, err := templates.LoadWith(w.dir, w.schemas)
 	ev := ReloadEvent{Duration: time.Since(start)}
 	if err != nil {
 		w.mu.Lock()
@@ -444,7 +446,7 @@ func scan(root string) ([]string, digest, error) {
 	// watched nor part of the digest: an edit there reloads nothing.
 	ignored := func(path string) bool {
 		r := rel(root, path)
-		return r != "." && skipped(strings.SplitN(filepath.ToSlash(r), "/", 2)[0])
+		return r != "." && templates.Skipped(strings.SplitN(filepath.ToSlash(r), "/", 2)[0])
 	}
 	err := walk(root, map[string]bool{},
 		func(dir string) {
@@ -508,7 +510,7 @@ func walk(dir string, seen map[string]bool, onDir, onFile func(string)) error {
 
 // changedTemplates lists the template paths whose revision differs between
 // two sets, or that only one of them has.
-func changedTemplates(old, new *Set) []string {
+func changedTemplates(old, new *templates.Set) []string {
 	hashes := map[string]string{}
 	for _, t := range old.Templates() {
 		hashes[t.Path] = t.Hash
@@ -546,4 +548,12 @@ func changedFiles(old, new digest) []string {
 		}
 	}
 	return out
+}
+
+// rel is path relative to root, or path when it is not below root.
+func rel(root, path string) string {
+	if r, err := filepath.Rel(root, path); err == nil && !strings.HasPrefix(r, "..") {
+		return r
+	}
+	return path
 }

@@ -1,4 +1,4 @@
-package templates
+package openapi
 
 import (
 	"encoding/json"
@@ -22,7 +22,7 @@ import (
 // arrays; scalars get their type, bounds, lengths, patterns, enums, formats
 // and defaults. A value whose kind CUE leaves open (a reference to observed
 // state, `_`) keeps whatever it holds via x-kubernetes-preserve-unknown-fields.
-func schemaOf(v cue.Value) apiextensionsv1.JSONSchemaProps {
+func SchemaOf(v cue.Value) apiextensionsv1.JSONSchemaProps {
 	kind := v.IncompleteKind() &^ cue.BottomKind
 	def, hasDef := v.Default()
 	if hasDef && !def.IsConcrete() {
@@ -110,8 +110,8 @@ func withDefault(v, def cue.Value) apiextensionsv1.JSONSchemaProps {
 // schemaWithoutDefault is the schema of an alternative of a disjunction
 // with a default, itself without one.
 func schemaWithoutDefault(a cue.Value) apiextensionsv1.JSONSchemaProps {
-	if !hasDefault(a) {
-		return schemaOf(a)
+	if !HasDefault(a) {
+		return SchemaOf(a)
 	}
 	switch a.IncompleteKind() &^ cue.BottomKind {
 	case cue.StructKind:
@@ -127,7 +127,7 @@ func isEmptyList(v cue.Value) bool {
 	return err == nil && n == 0
 }
 
-func hasDefault(v cue.Value) bool {
+func HasDefault(v cue.Value) bool {
 	_, ok := v.Default()
 	return ok
 }
@@ -194,14 +194,14 @@ func structSchema(v cue.Value) apiextensionsv1.JSONSchemaProps {
 			if s.Properties == nil {
 				s.Properties = map[string]apiextensionsv1.JSONSchemaProps{}
 			}
-			s.Properties[name] = schemaOf(fv)
-			if isRequired(it, fv) {
+			s.Properties[name] = SchemaOf(fv)
+			if IsRequired(it, fv) {
 				s.Required = append(s.Required, name)
 			}
 		}
 	}
 	if elem := v.LookupPath(cue.MakePath(cue.AnyString)); elem.Exists() {
-		es := schemaOf(elem)
+		es := SchemaOf(elem)
 		s.AdditionalProperties = &apiextensionsv1.JSONSchemaPropsOrBool{Allows: true, Schema: &es}
 	}
 	if s.Properties == nil && s.AdditionalProperties == nil {
@@ -211,10 +211,10 @@ func structSchema(v cue.Value) apiextensionsv1.JSONSchemaProps {
 	return s
 }
 
-// isRequired: a field is required when it is regular (or marked `!`), has no
+// IsRequired: a field is required when it is regular (or marked `!`), has no
 // default and, for a struct, requires something itself. Optional fields (`?`)
 // and defaulted ones are not.
-func isRequired(it *cue.Iterator, v cue.Value) bool {
+func IsRequired(it *cue.Iterator, v cue.Value) bool {
 	if it.IsOptional() {
 		return false
 	}
@@ -230,7 +230,7 @@ func isRequired(it *cue.Iterator, v cue.Value) bool {
 			return false
 		}
 		for sub.Next() {
-			if isRequired(sub, sub.Value()) {
+			if IsRequired(sub, sub.Value()) {
 				return true
 			}
 		}
@@ -242,7 +242,7 @@ func isRequired(it *cue.Iterator, v cue.Value) bool {
 func listSchema(v cue.Value) apiextensionsv1.JSONSchemaProps {
 	s := apiextensionsv1.JSONSchemaProps{Type: "array"}
 	if elem := v.LookupPath(cue.MakePath(cue.AnyIndex)); elem.Exists() {
-		es := schemaOf(elem)
+		es := SchemaOf(elem)
 		s.Items = &apiextensionsv1.JSONSchemaPropsOrArray{Schema: &es}
 	} else {
 		s.Items = &apiextensionsv1.JSONSchemaPropsOrArray{Schema: &apiextensionsv1.JSONSchemaProps{XPreserveUnknownFields: ptr(true)}}
@@ -288,7 +288,7 @@ func constrain(s *apiextensionsv1.JSONSchemaProps, n ast.Node) {
 // constraints of the one alternative that is not a literal.
 func constrainDisjunction(s *apiextensionsv1.JSONSchemaProps, x *ast.BinaryExpr) {
 	var lits, others []ast.Expr
-	for _, a := range disjuncts(x, nil) {
+	for _, a := range Disjuncts(x, nil) {
 		if u, ok := a.(*ast.UnaryExpr); ok && u.Op == token.MUL {
 			a = u.X // the default; it is also one of the allowed values
 		}
@@ -319,12 +319,12 @@ func constrainBound(s *apiextensionsv1.JSONSchemaProps, x *ast.UnaryExpr) {
 	}
 	switch x.Op {
 	case token.GEQ, token.GTR: // several bounds: the tightest wins
-		if f, ok := number(lit); ok && (s.Minimum == nil || f > *s.Minimum) {
+		if f, ok := Number(lit); ok && (s.Minimum == nil || f > *s.Minimum) {
 			s.Minimum = &f
 			s.ExclusiveMinimum = x.Op == token.GTR
 		}
 	case token.LEQ, token.LSS:
-		if f, ok := number(lit); ok && (s.Maximum == nil || f < *s.Maximum) {
+		if f, ok := Number(lit); ok && (s.Maximum == nil || f < *s.Maximum) {
 			s.Maximum = &f
 			s.ExclusiveMaximum = x.Op == token.LSS
 		}
@@ -377,12 +377,12 @@ func constrainLength(s *apiextensionsv1.JSONSchemaProps, x *ast.CallExpr) {
 	}
 }
 
-func disjuncts(e ast.Expr, out []ast.Expr) []ast.Expr {
+func Disjuncts(e ast.Expr, out []ast.Expr) []ast.Expr {
 	if p, ok := e.(*ast.ParenExpr); ok {
 		e = p.X
 	}
 	if b, ok := e.(*ast.BinaryExpr); ok && b.Op == token.OR {
-		return disjuncts(b.Y, disjuncts(b.X, out))
+		return Disjuncts(b.Y, Disjuncts(b.X, out))
 	}
 	return append(out, e)
 }
@@ -402,7 +402,7 @@ func literalJSON(l *ast.BasicLit) ([]byte, bool) {
 	return nil, false
 }
 
-func number(l *ast.BasicLit) (float64, bool) {
+func Number(l *ast.BasicLit) (float64, bool) {
 	f, err := strconv.ParseFloat(l.Value, 64)
 	return f, err == nil
 }
@@ -447,3 +447,21 @@ func docOf(v cue.Value) string {
 }
 
 func ptr[T any](x T) *T { return &x }
+
+// HasRequired reports whether the struct v has a required field, below it
+// too: a parent must then give it (the CRD requires spec).
+func HasRequired(v cue.Value) bool {
+	if !v.Exists() || v.IncompleteKind() != cue.StructKind {
+		return false
+	}
+	it, err := v.Fields(cue.Optional(true))
+	if err != nil {
+		return false
+	}
+	for it.Next() {
+		if IsRequired(it, it.Value()) {
+			return true
+		}
+	}
+	return false
+}

@@ -1,4 +1,4 @@
-package templates
+package openapi
 
 import (
 	"fmt"
@@ -20,7 +20,7 @@ import (
 // bare types (a Quantity: string or number) the disjunction of those types.
 // Value validations (patterns, bounds, lengths, CEL rules) are left to the
 // apiserver.
-func cueOfKind(ks *kindSchema) string {
+func cueOfKind(ks *KindSchema) string {
 	w := &cueWriter{defs: ks.defs, names: map[string]string{}, crd: ks.crd}
 	var b strings.Builder
 	b.WriteString("#kind: ")
@@ -43,7 +43,7 @@ type cueWriter struct {
 	defs  map[string]*openAPISchema
 	names map[string]string // definition name to CUE identifier
 	queue []string          // definitions to write, in order of first use
-	crd   bool              // the kind is a CRD's (kindSchema.crd)
+	crd   bool              // the kind is a CRD's (KindSchema.crd)
 }
 
 // ref returns the CUE identifier of a definition, queuing it the first time.

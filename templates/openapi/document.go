@@ -1,4 +1,4 @@
-package templates
+package openapi
 
 import (
 	"encoding/json"
@@ -9,7 +9,7 @@ import (
 )
 
 // openAPISchema is the part of an OpenAPI v3 schema the check of children
-// reads (childschema.go): the same JSON as the apiserver's /openapi/v3, a
+// reads (templates/childschema.go): the same JSON as the apiserver's /openapi/v3, a
 // CRD's openAPIV3Schema and the built-in file that hack/tools/k8sschemas
 // writes, so one type reads all three.
 type openAPISchema struct {
@@ -76,9 +76,9 @@ func (a additionalProperties) MarshalJSON() ([]byte, error) {
 	return json.Marshal(a.Allows)
 }
 
-// kindSchema is the schema of one child kind: the name of its root in a set
+// KindSchema is the schema of one child kind: the name of its root in a set
 // of definitions that "$ref"s point into.
-type kindSchema struct {
+type KindSchema struct {
 	root string
 	defs map[string]*openAPISchema
 	// origin says where the schema comes from, for messages: "built-in",
@@ -147,18 +147,18 @@ type openAPIDocument struct {
 
 // kindsOfDocument indexes a document's schemas by the kinds their
 // x-kubernetes-group-version-kind names.
-func kindsOfDocument(doc []byte, origin string) (map[schema.GroupVersionKind]*kindSchema, error) {
+func kindsOfDocument(doc []byte, origin string) (map[schema.GroupVersionKind]*KindSchema, error) {
 	var d openAPIDocument
 	if err := json.Unmarshal(doc, &d); err != nil {
 		return nil, fmt.Errorf("decode OpenAPI document: %w", err)
 	}
-	out := map[schema.GroupVersionKind]*kindSchema{}
+	out := map[schema.GroupVersionKind]*KindSchema{}
 	for name, s := range d.Components.Schemas {
 		if len(s.GVKs) != 1 {
 			continue // none, or meta types registered in every group
 		}
 		g := s.GVKs[0]
-		out[schema.GroupVersionKind{Group: g.Group, Version: g.Version, Kind: g.Kind}] = &kindSchema{root: name, defs: d.Components.Schemas, origin: origin}
+		out[schema.GroupVersionKind{Group: g.Group, Version: g.Version, Kind: g.Kind}] = &KindSchema{root: name, defs: d.Components.Schemas, origin: origin}
 	}
 	return out, nil
 }

@@ -1,4 +1,4 @@
-package templates
+package openapi
 
 import (
 	"encoding/json"
