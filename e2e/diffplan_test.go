@@ -11,6 +11,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
 // TestDiffPlansExternalResources: engine diff asks the gcs plugin what it
@@ -70,4 +71,10 @@ func TestDiffPlansExternalResources(t *testing.T) {
 	assert.Contains(t, out, "1 resources deleted")
 
 	assert.Equal(t, []string{bucket}, bucketsOf(t, emu, string(u.GetUID())), "the diffs wrote nothing")
+
+	// Leave no bucket behind for the tests that count them.
+	require.NoError(t, dyn.Resource(gcsKind).Namespace(ns).Delete(context.Background(), "planned", metav1.DeleteOptions{}))
+	eventually(t, "the bucket deleted with its parent", 90*time.Second, func(ctx context.Context) (bool, error) {
+		return len(bucketsOf(t, emu, string(u.GetUID()))) == 0, nil
+	})
 }

@@ -38,8 +38,11 @@ type webhookOptions struct {
 	certManager   string
 }
 
+// devWebhookPort is the webhook's port under engine dev.
+const devWebhookPort = 9443
+
 func (w *webhookOptions) addFlags(f *pflag.FlagSet) {
-	f.IntVar(&w.port, "webhook-port", 9443, "port of the webhook server, started when a template has spec constraints the CRD cannot carry (0: never)")
+	f.IntVar(&w.port, "webhook-port", 0, "port of the webhook server, started when a template has spec constraints the CRD cannot carry (0, the default outside the chart and config/: never; engine dev uses 9443)")
 	f.StringVar(&w.certDir, "webhook-cert-dir", defaultCertDir, "directory of the webhook's serving certificate (tls.crt, tls.key): written from --webhook-secret, or mounted with --webhook-cert-manager-certificate")
 	f.StringVar(&w.namespace, "webhook-namespace", "", `namespace of the webhook's Secret and Service (default: the pod's namespace, else "default")`)
 	f.StringVar(&w.secret, "webhook-secret", "engine-webhook-certs", "Secret holding the webhook's CA and serving certificate, created and rotated by the engine")
@@ -57,7 +60,7 @@ func (w *webhookOptions) addFlags(f *pflag.FlagSet) {
 // certificate in the dev directory. Flags given on the command line win.
 func (w *webhookOptions) dev(dir string) {
 	if w.port == 0 {
-		return
+		w.port = devWebhookPort
 	}
 	if w.url == "" {
 		w.url = fmt.Sprintf("https://localhost:%d", w.port)
