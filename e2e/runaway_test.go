@@ -411,9 +411,13 @@ const runawayHardBar = 402
 // the heap reaches the bar (about two minutes at the 3.5 MiB/s the
 // runaways grow on this shared machine), and the 50 take six restarts:
 // the hard bar bounds the memory whatever the count cap is, and this test
-// is about the bound, in minutes.
+// is about the bound, in minutes. How many pass the timeout before the
+// heap reaches the bar depends on the machine's speed: 25, 24 and 1 over
+// three restarts on a loaded machine (session 13), 17, 16, 14 and 3 over
+// four on an idle one; maxRestarts asks for progress at every restart,
+// not for a count the machine decides.
 func TestRunawayParentsRestartedAtTheHardBar(t *testing.T) {
-	const healthy, runaways, maxRestarts = 20, 50, 3
+	const healthy, runaways, maxRestarts = 20, 50, 6
 	dir, ns := runawayScene(t)
 	metrics := freeAddr(t)
 	args := []string{"--evaluation-timeout", "500ms", "--max-evaluation-heap", runawayHeapBar, "--max-overrunning-evaluations", "25",
