@@ -9,6 +9,8 @@ import (
 	structuraldefaulting "k8s.io/apiextensions-apiserver/pkg/apiserver/schema/defaulting"
 	apiservervalidation "k8s.io/apiextensions-apiserver/pkg/apiserver/validation"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/cuengine/engine/templates/openapi"
 )
 
 // Admit checks a parent the way the apiserver checks a custom resource
@@ -57,3 +59,11 @@ func internalSchema(crd *apiextensionsv1.CustomResourceDefinition) (*apiextensio
 	}
 	return &internal, nil
 }
+
+// Constraints returns the constraints of the parent's spec that the CRD
+// does not carry, in the order of the spec's fields (openapi.Constraints).
+func (t *Template) Constraints() []openapi.Constraint { return t.constraints }
+
+// NeedsAdmission reports whether the template's parents need the engine's
+// validating webhook: their spec has constraints the CRD does not carry.
+func (t *Template) NeedsAdmission() bool { return len(t.constraints) > 0 }

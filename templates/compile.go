@@ -80,8 +80,8 @@ type Template struct {
 	// on each child (ready.go).
 	readyWhen bool
 	// constraints are those of the spec the CRD does not carry
-	// (constraints.go).
-	constraints []Constraint
+	// (openapi.Constraints).
+	constraints []openapi.Constraint
 	memo        memo // recent results; the only mutable part, internally locked
 }
 
@@ -367,7 +367,7 @@ func (c *compiler) compile(src source) (*Template, error) {
 	if err := c.checkDefaults(src.path, t); err != nil {
 		return nil, err
 	}
-	t.constraints = c.constraintsOf(t, src.files)
+	t.constraints = openapi.Constraints(t.value.LookupPath(pathSpec), src.files, c.position)
 	return t, nil
 }
 

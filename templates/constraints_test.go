@@ -7,6 +7,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/cuengine/engine/templates/openapi"
 )
 
 // loadSpec compiles one template whose parent.spec is spec.
@@ -23,7 +25,7 @@ func loadSpec(t *testing.T, imports, spec string) *Template {
 func TestConstraintsBeyondTheCRD(t *testing.T) {
 	for _, tc := range []struct {
 		name, imports, spec string
-		want                []Constraint
+		want                []openapi.Constraint
 	}{
 		{name: "bounds, lengths, one pattern, enums and defaults fit", imports: `import "strings"`, spec: `
 		replicas: *1 | int32 & >=0 & <=10
@@ -41,43 +43,43 @@ func TestConstraintsBeyondTheCRD(t *testing.T) {
 		{name: "a bound read from another field", spec: `
 		minReplicas: *1 | int & >=0
 		replicas: *2 | int & >=minReplicas & <=10`,
-			want: []Constraint{{Pos: "w.cue:9:3", Path: "spec.replicas", What: ">=minReplicas"}}},
+			want: []openapi.Constraint{{Pos: "w.cue:9:3", Path: "spec.replicas", What: ">=minReplicas"}}},
 		{name: "a second pattern", spec: `
 		name: string & =~"^a" & =~"b$"`,
-			want: []Constraint{{Pos: "w.cue:8:3", Path: "spec.name", What: `=~"^a"`}}},
+			want: []openapi.Constraint{{Pos: "w.cue:8:3", Path: "spec.name", What: `=~"^a"`}}},
 		{name: "not equal and not matching", spec: `
 		zone: string & !="bad"
 		tag: string & !~"^x"
 		offset: int & >=-5`,
-			want: []Constraint{
+			want: []openapi.Constraint{
 				{Pos: "w.cue:8:3", Path: "spec.zone", What: `!="bad"`},
 				{Pos: "w.cue:9:3", Path: "spec.tag", What: `!~"^x"`},
 			}},
 		{name: "a fixed value", spec: `
 		small: int8
 		version: "v1"`,
-			want: []Constraint{{Pos: "w.cue:9:3", Path: "spec.version", What: `"v1"`}}},
+			want: []openapi.Constraint{{Pos: "w.cue:9:3", Path: "spec.version", What: `"v1"`}}},
 		{name: "a validator from a package", imports: `import "strings"`, spec: `
 		tag: strings.HasPrefix("v")`,
-			want: []Constraint{{Pos: "w.cue:8:3", Path: "spec.tag", What: `strings.HasPrefix("v")`}}},
+			want: []openapi.Constraint{{Pos: "w.cue:8:3", Path: "spec.tag", What: `strings.HasPrefix("v")`}}},
 		{name: "a disjunction of shapes", spec: `
 		shape: {a: string} | {b: int}`,
-			want: []Constraint{{Pos: "w.cue:8:3", Path: "spec.shape", What: "{a: string} | {b: int}"}}},
+			want: []openapi.Constraint{{Pos: "w.cue:8:3", Path: "spec.shape", What: "{a: string} | {b: int}"}}},
 		{name: "a check in a hidden field", spec: `
 		lo: int
 		hi: int
 		_ordered: true & hi > lo`,
-			want: []Constraint{{Pos: "w.cue:10:3", Path: "spec._ordered", What: "hi > lo & {true}"}}},
+			want: []openapi.Constraint{{Pos: "w.cue:10:3", Path: "spec._ordered", What: "hi > lo & {true}"}}},
 		{name: "a check under an if", spec: `
 		lo: int
 		hi: int
 		if hi < lo {
 			hi: "hi must not be below lo" & false
 		}`,
-			want: []Constraint{{Pos: "w.cue:10:3", Path: "spec", What: "if hi < lo {hi: \"hi must not be below lo\" & false}"}}},
+			want: []openapi.Constraint{{Pos: "w.cue:10:3", Path: "spec", What: "if hi < lo {hi: \"hi must not be below lo\" & false}"}}},
 		{name: "inside a list item", spec: `
 		ports: [...{port: int, target: int & >=port}]`,
-			want: []Constraint{{Pos: "w.cue:8:26", Path: "spec.ports[].target", What: ">=port"}}},
+			want: []openapi.Constraint{{Pos: "w.cue:8:26", Path: "spec.ports[].target", What: ">=port"}}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			tmpl := loadSpec(t, tc.imports, tc.spec)

@@ -54,8 +54,8 @@ func (c *compiler) buildCRD(path string, t *Template, shape *openapi.StatusShape
 	spec := apiextensionsv1.JSONSchemaProps{Type: "object", XPreserveUnknownFields: ptr(true)}
 	if sv := t.value.LookupPath(pathSpec); sv.Exists() {
 		spec = openapi.SchemaOf(sv)
-		if err := c.immutable(path, sv, &spec); err != nil { // immutable.go
-			return nil, err
+		if fe := openapi.Immutable(sv, &spec); fe != nil {
+			return nil, c.problemf(path, fe.Value, "parent."+fe.Path, "%s", fe.Msg)
 		}
 	}
 	root := apiextensionsv1.JSONSchemaProps{

@@ -85,6 +85,10 @@ func (c *compiler) problemf(tmpl string, v cue.Value, path string, format string
 	return &Error{Template: tmpl, Problems: []Problem{{Pos: userPos(c.root, v), Path: path, Msg: fmt.Sprintf(format, args...)}}}
 }
 
+// position formats a position in the user's files, relative to the
+// templates directory (position).
+func (c *compiler) position(pos token.Pos) string { return position(c.root, pos) }
+
 // userPos returns the position of v in the user's files: its own, or that of
 // its first field when v itself starts in the engine's contract.
 func userPos(root string, v cue.Value) string {

@@ -110,7 +110,7 @@ func withDefault(v, def cue.Value) apiextensionsv1.JSONSchemaProps {
 // schemaWithoutDefault is the schema of an alternative of a disjunction
 // with a default, itself without one.
 func schemaWithoutDefault(a cue.Value) apiextensionsv1.JSONSchemaProps {
-	if !HasDefault(a) {
+	if !hasDefault(a) {
 		return SchemaOf(a)
 	}
 	switch a.IncompleteKind() &^ cue.BottomKind {
@@ -127,7 +127,7 @@ func isEmptyList(v cue.Value) bool {
 	return err == nil && n == 0
 }
 
-func HasDefault(v cue.Value) bool {
+func hasDefault(v cue.Value) bool {
 	_, ok := v.Default()
 	return ok
 }
@@ -195,7 +195,7 @@ func structSchema(v cue.Value) apiextensionsv1.JSONSchemaProps {
 				s.Properties = map[string]apiextensionsv1.JSONSchemaProps{}
 			}
 			s.Properties[name] = SchemaOf(fv)
-			if IsRequired(it, fv) {
+			if isRequired(it, fv) {
 				s.Required = append(s.Required, name)
 			}
 		}
@@ -211,10 +211,10 @@ func structSchema(v cue.Value) apiextensionsv1.JSONSchemaProps {
 	return s
 }
 
-// IsRequired: a field is required when it is regular (or marked `!`), has no
+// isRequired: a field is required when it is regular (or marked `!`), has no
 // default and, for a struct, requires something itself. Optional fields (`?`)
 // and defaulted ones are not.
-func IsRequired(it *cue.Iterator, v cue.Value) bool {
+func isRequired(it *cue.Iterator, v cue.Value) bool {
 	if it.IsOptional() {
 		return false
 	}
@@ -230,7 +230,7 @@ func IsRequired(it *cue.Iterator, v cue.Value) bool {
 			return false
 		}
 		for sub.Next() {
-			if IsRequired(sub, sub.Value()) {
+			if isRequired(sub, sub.Value()) {
 				return true
 			}
 		}
@@ -288,7 +288,7 @@ func constrain(s *apiextensionsv1.JSONSchemaProps, n ast.Node) {
 // constraints of the one alternative that is not a literal.
 func constrainDisjunction(s *apiextensionsv1.JSONSchemaProps, x *ast.BinaryExpr) {
 	var lits, others []ast.Expr
-	for _, a := range Disjuncts(x, nil) {
+	for _, a := range disjuncts(x, nil) {
 		if u, ok := a.(*ast.UnaryExpr); ok && u.Op == token.MUL {
 			a = u.X // the default; it is also one of the allowed values
 		}
@@ -319,12 +319,12 @@ func constrainBound(s *apiextensionsv1.JSONSchemaProps, x *ast.UnaryExpr) {
 	}
 	switch x.Op {
 	case token.GEQ, token.GTR: // several bounds: the tightest wins
-		if f, ok := Number(lit); ok && (s.Minimum == nil || f > *s.Minimum) {
+		if f, ok := number(lit); ok && (s.Minimum == nil || f > *s.Minimum) {
 			s.Minimum = &f
 			s.ExclusiveMinimum = x.Op == token.GTR
 		}
 	case token.LEQ, token.LSS:
-		if f, ok := Number(lit); ok && (s.Maximum == nil || f < *s.Maximum) {
+		if f, ok := number(lit); ok && (s.Maximum == nil || f < *s.Maximum) {
 			s.Maximum = &f
 			s.ExclusiveMaximum = x.Op == token.LSS
 		}
@@ -377,12 +377,12 @@ func constrainLength(s *apiextensionsv1.JSONSchemaProps, x *ast.CallExpr) {
 	}
 }
 
-func Disjuncts(e ast.Expr, out []ast.Expr) []ast.Expr {
+func disjuncts(e ast.Expr, out []ast.Expr) []ast.Expr {
 	if p, ok := e.(*ast.ParenExpr); ok {
 		e = p.X
 	}
 	if b, ok := e.(*ast.BinaryExpr); ok && b.Op == token.OR {
-		return Disjuncts(b.Y, Disjuncts(b.X, out))
+		return disjuncts(b.Y, disjuncts(b.X, out))
 	}
 	return append(out, e)
 }
@@ -402,7 +402,7 @@ func literalJSON(l *ast.BasicLit) ([]byte, bool) {
 	return nil, false
 }
 
-func Number(l *ast.BasicLit) (float64, bool) {
+func number(l *ast.BasicLit) (float64, bool) {
 	f, err := strconv.ParseFloat(l.Value, 64)
 	return f, err == nil
 }
@@ -459,7 +459,7 @@ func HasRequired(v cue.Value) bool {
 		return false
 	}
 	for it.Next() {
-		if IsRequired(it, it.Value()) {
+		if isRequired(it, it.Value()) {
 			return true
 		}
 	}

@@ -1,4 +1,4 @@
-package templates
+package openapi
 
 import (
 	"fmt"
@@ -11,16 +11,14 @@ import (
 	"cuelang.org/go/cue/format"
 	"cuelang.org/go/cue/parser"
 	"cuelang.org/go/cue/token"
-
-	"github.com/cuengine/engine/templates/openapi"
 )
 
-// Constraint is a constraint of the parent's spec that the generated CRD's
-// OpenAPI schema does not carry (openapi/schema.go drops or loosens it): a bound
-// read from another field, a second pattern, `!=`, a validator from a
+// Constraint is a constraint of the parent's spec that the CRD's OpenAPI
+// schema (SchemaOf) does not carry, because schema.go drops or loosens it: a
+// bound read from another field, a second pattern, `!=`, a validator from a
 // package, a disjunction of shapes, a check in a hidden field. The
 // apiserver accepts an object that breaks it; the engine's validating
-// webhook refuses it at admission (NeedsAdmission).
+// webhook refuses it at admission (templates.Template.NeedsAdmission).
 type Constraint struct {
 	// Pos is "file:line:col" of the constraint, relative to the templates
 	// directory.
@@ -34,25 +32,18 @@ type Constraint struct {
 
 func (c Constraint) String() string { return c.Pos + ": " + c.Path + ": " + c.What }
 
-// Constraints returns the constraints of the parent's spec that the CRD
-// does not carry, in the order of the spec's fields.
-func (t *Template) Constraints() []Constraint { return t.constraints }
-
-// NeedsAdmission reports whether the template's parents need the engine's
-// validating webhook: their spec has constraints the CRD does not carry.
-func (t *Template) NeedsAdmission() bool { return len(t.constraints) > 0 }
-
-// constraintsOf walks parent.spec as schemaOf does and collects what it
-// does not translate.
-func (c *compiler) constraintsOf(t *Template, files []string) []Constraint {
-	sv := t.value.LookupPath(pathSpec)
-	if !sv.Exists() {
+// Constraints walks the value of parent.spec as SchemaOf does and returns,
+// in the order of its fields, what it does not translate. files are the
+// template's source files: the compiled value shows what an `if` in the
+// spec adds only when it holds, the source shows the `if` itself. pos
+// formats a position in the user's files ("file:line:col" relative to the
+// templates directory), "" for one that is not the user's.
+func Constraints(spec cue.Value, files []string, pos func(token.Pos) string) []Constraint {
+	if !spec.Exists() {
 		return nil
 	}
-	w := &constraintWalk{root: c.root}
-	w.value(sv, "spec")
-	// The compiled value shows what an `if` in the spec adds only when it
-	// holds: the source shows the `if` itself.
+	w := &constraintWalk{pos: pos}
+	w.value(spec, "spec")
 	for _, f := range files {
 		af, err := parser.ParseFile(f, nil)
 		if err != nil {
@@ -78,7 +69,7 @@ func (w *constraintWalk) comprehensions(decls []ast.Decl, path []string) {
 			w.comprehensionsIn(x.Expr, path)
 		case *ast.Comprehension:
 			if inSpec(path) {
-				w.out = append(w.out, Constraint{Pos: position(w.root, x.Pos()), Path: strings.Join(path[1:], "."), What: declLine(x)})
+				w.out = append(w.out, Constraint{Pos: w.pos(x.Pos()), Path: strings.Join(path[1:], "."), What: declLine(x)})
 				continue
 			}
 			w.comprehensionsIn(x.Value, path)
@@ -104,17 +95,17 @@ func (w *constraintWalk) comprehensionsIn(e ast.Node, path []string) {
 func inSpec(path []string) bool { return len(path) >= 2 && path[0] == "parent" && path[1] == "spec" }
 
 type constraintWalk struct {
-	root string
-	out  []Constraint
+	pos func(token.Pos) string
+	out []Constraint
 }
 
 func (w *constraintWalk) add(v cue.Value, n ast.Node, path string) {
 	pos := ""
 	if n != nil {
-		pos = position(w.root, n.Pos())
+		pos = w.pos(n.Pos())
 	}
 	if pos == "" {
-		pos = userPos(w.root, v)
+		pos = valuePos(w.pos, v)
 	}
 	w.out = append(w.out, Constraint{Pos: pos, Path: path, What: oneLine(n, v)})
 }
@@ -178,7 +169,7 @@ func besidesDefault(v, def cue.Value, hasDef bool) (cue.Value, bool) {
 		return cue.Value{}, false
 	}
 	op, alts := v.Expr()
-	if op == cue.NoOp && len(alts) == 1 && !openapi.HasDefault(alts[0]) {
+	if op == cue.NoOp && len(alts) == 1 && !hasDefault(alts[0]) {
 		// `*close({app: "x"}) | {[string]: string}` reads so (CUE v0.17.1).
 		return alts[0], true
 	}
@@ -290,7 +281,7 @@ func (s *scalarScan) scan(n ast.Node) {
 // literals (the default) is read; more are loose.
 func (s *scalarScan) disjunction(x *ast.BinaryExpr) {
 	var others []ast.Expr
-	for _, a := range openapi.Disjuncts(x, nil) {
+	for _, a := range disjuncts(x, nil) {
 		if u, ok := a.(*ast.UnaryExpr); ok && u.Op == token.MUL {
 			a = u.X
 		}
@@ -312,7 +303,7 @@ func (s *scalarScan) unary(x *ast.UnaryExpr) {
 	switch x.Op {
 	case token.GEQ, token.GTR, token.LEQ, token.LSS:
 		if isLit {
-			if _, ok := openapi.Number(lit); ok {
+			if _, ok := number(lit); ok {
 				return
 			}
 		}
@@ -373,4 +364,20 @@ func oneLine(n ast.Node, v cue.Value) string {
 	}
 	out := strings.Join(strings.Fields(string(b)), " ")
 	return strings.NewReplacer("{ ", "{", " }", "}").Replace(out)
+}
+
+// valuePos is where v is in the user's files: its own position, or that of
+// its first field when v itself starts in the engine's contract.
+func valuePos(pos func(token.Pos) string, v cue.Value) string {
+	if p := pos(v.Pos()); p != "" {
+		return p
+	}
+	if it, err := v.Fields(cue.Optional(true)); err == nil {
+		for it.Next() {
+			if p := pos(it.Value().Pos()); p != "" {
+				return p
+			}
+		}
+	}
+	return ""
 }
