@@ -13,23 +13,29 @@
 # rule; a package no line matches may import anything of ours, and a line for
 # a package that does not exist (yet) is simply unused.
 #
-# templates/ by job: openapi (CUE<->OpenAPI, the schemas of child kinds)
-# and crdcompat (breaking CRD changes) sit below templates, which imports
-# openapi for the CRD it generates and the child check; watch (hot reload)
-# and rbac (engine rbac) sit above it and read compiled templates. So
-# nothing runs back up: openapi and crdcompat never import templates, and
-# templates never imports watch or rbac.
+# templates/ by job: openapi (CUE<->OpenAPI, the schemas of child kinds,
+# what the CRD cannot carry), graph (the dependency graph, from the
+# syntax), reads (what a template reads of parent and observed, from the
+# syntax) and crdcompat (breaking CRD changes) sit below templates, which
+# imports openapi, graph and reads for the CRD, the child check, the graph
+# and evaluation; watch (hot reload) and rbac (engine rbac) sit above it
+# and read compiled templates. So nothing runs back up: openapi, graph,
+# reads and crdcompat never import templates (graph and reads nothing of
+# ours: they read syntax alone), and templates never imports watch or rbac.
+# The reconciler and engine graph read a template's graph (templates/graph).
 RULES='
 contract            -
 templates/openapi   contract
+templates/graph     -
+templates/reads     -
 templates/crdcompat -
 templates/watch     templates
 templates/rbac      templates
-templates           templates/openapi contract
+templates           templates/openapi templates/graph templates/reads contract
 providers/...       providers/...
 render              templates templates/openapi contract
 revisions       templates contract
-reconciler      render revisions providers templates contract
+reconciler      render revisions providers templates templates/graph contract
 rollout         render revisions templates contract
 rollout/analysis -
 diff            render revisions templates providers contract
@@ -39,7 +45,7 @@ migration       -
 webhooks        templates contract
 engine          *
 internal/...    *
-cmd/engine      engine contract templates templates/openapi templates/rbac templates/watch render revisions reconciler rollout diff sharding webhooks providers providers/plugin internal/localcluster internal/pgserver
+cmd/engine      engine contract templates templates/openapi templates/graph templates/rbac templates/watch render revisions reconciler rollout diff sharding webhooks providers providers/plugin internal/localcluster internal/pgserver
 '
 # The engine binary runs its providers as plugins (engine-provider-<name>,
 # providers/plugin): it links no provider implementation, directly or not

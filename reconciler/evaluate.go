@@ -9,6 +9,7 @@ import (
 
 	"github.com/cuengine/engine/contract"
 	"github.com/cuengine/engine/templates"
+	"github.com/cuengine/engine/templates/graph"
 )
 
 // evaluation is what the template made of one parent.
@@ -20,7 +21,7 @@ type evaluation struct {
 	// observed is what the template saw as observed.
 	observed map[string]any
 	// graph is the template's dependency graph, for the Ready message.
-	graph *templates.Graph
+	graph *graph.Graph
 	// held are the children not created yet that wait for what they
 	// depend on to be ready (ready.go); waits says so, for Ready.
 	held  []*unstructured.Unstructured

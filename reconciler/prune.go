@@ -16,7 +16,7 @@ import (
 	"github.com/cuengine/engine/contract"
 	"github.com/cuengine/engine/render"
 	"github.com/cuengine/engine/revisions"
-	"github.com/cuengine/engine/templates"
+	"github.com/cuengine/engine/templates/graph"
 )
 
 // prune deletes the parent's children that the template no longer produces:
@@ -80,19 +80,19 @@ func (r *Reconciler) prune(ctx context.Context, parent *unstructured.Unstructure
 // keepsTransient says why a live child that the template no longer
 // produces is kept, "" when it is pruned. It is kept when the clauses
 // around its declaration read observed state and nothing else that
-// changes without the spec (templates.Presence.Transient), and the
+// changes without the spec (graph.Presence.Transient), and the
 // parent's status says that the spec and the template are those of the
 // last reconcile that completed (unchangedSince): then what made it go
 // can only be observed state, an upstream briefly not ready or missing,
 // and deleting it would undo what that upstream waited for. The record is
 // the parent's status, written anyway, so it survives a restart and costs
 // no write.
-func keepsTransient(g *templates.Graph, name string, produced map[string]bool, unchanged func() bool) string {
+func keepsTransient(g *graph.Graph, name string, produced map[string]bool, unchanged func() bool) string {
 	if name == "" || produced[name] || g == nil {
 		return "" // produced under that name as another object
 	}
 	for _, n := range g.Nodes {
-		if n.Kind != templates.ChildNode || n.Name != name || !n.Presence.Transient() || !unchanged() {
+		if n.Kind != graph.ChildNode || n.Name != name || !n.Presence.Transient() || !unchanged() {
 			continue
 		}
 		reads := make([]string, len(n.Presence.Observed))

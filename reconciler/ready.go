@@ -12,6 +12,7 @@ import (
 	"github.com/cuengine/engine/contract"
 	"github.com/cuengine/engine/render"
 	"github.com/cuengine/engine/templates"
+	"github.com/cuengine/engine/templates/graph"
 )
 
 // setReady decides Ready: the template's own ready field when it has one,
@@ -165,12 +166,12 @@ func heldBack(eval *evaluation) []string {
 	}
 	var out []string
 	for _, n := range eval.graph.Nodes {
-		if n.Kind != templates.ChildNode || produced[n.Name] {
+		if n.Kind != graph.ChildNode || produced[n.Name] {
 			continue
 		}
 		var missing []string
 		for _, d := range n.DependsOn {
-			if _, ok := eval.observed[d.Name]; !ok && desired[d.Name] && d.Via == templates.ViaObserved && !slices.Contains(missing, d.Name) {
+			if _, ok := eval.observed[d.Name]; !ok && desired[d.Name] && d.Via == graph.ViaObserved && !slices.Contains(missing, d.Name) {
 				missing = append(missing, d.Name)
 			}
 		}

@@ -109,7 +109,7 @@ func (cs *childSchemas) checkChildren(t *Template) ([]Unchecked, error) {
 	if err := cs.checkValue(t, t.evaluated, c); err != nil {
 		return nil, err
 	}
-	if names := t.observedReads.paths; len(names) > 0 && !t.observedReads.all {
+	if names := t.observedReads.Paths; len(names) > 0 && !t.observedReads.All {
 		v, open := t.evaluated, cs.c.ctx.BuildExpr(ast.NewStruct(&ast.Ellipsis{}))
 		for name := range names {
 			v = v.FillPath(cue.MakePath(cue.Str("observed"), cue.Str(name)), open)

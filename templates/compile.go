@@ -19,7 +19,9 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/cuengine/engine/contract"
+	"github.com/cuengine/engine/templates/graph"
 	"github.com/cuengine/engine/templates/openapi"
+	"github.com/cuengine/engine/templates/reads"
 )
 
 // Paths of the template contract, defined once.
@@ -70,12 +72,12 @@ type Template struct {
 	// kind, and the namespace when it is literal (DeclaredReferences).
 	referenceDecls []Reference
 	// parentReads and observedReads are what the template reads of its
-	// inputs (reads.go).
-	parentReads, observedReads readSet
+	// inputs (templates/reads).
+	parentReads, observedReads reads.Set
 	// topLevel names the top-level fields its files declare, nil when the
 	// syntax cannot tell them all.
 	topLevel map[string]bool
-	graph    *Graph
+	graph    *graph.Graph
 	// readyWhen: its files mention readyWhen, so evaluations look for it
 	// on each child (ready.go).
 	readyWhen bool
@@ -353,8 +355,8 @@ func (c *compiler) compile(src source) (*Template, error) {
 		return nil, fromCUE(c.root, src.path, err)
 	}
 	t.childKinds = childKindsOf(src.files, t.GVK)
-	t.parentReads, t.observedReads = readsOf(src.files)
-	t.topLevel = topLevelOf(src.files)
+	t.parentReads, t.observedReads = reads.Of(src.files)
+	t.topLevel = reads.TopLevel(src.files)
 	if t.graph, err = graphOf(c.root, src.path, src.files); err != nil { // graph.go
 		return nil, err
 	}

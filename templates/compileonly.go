@@ -6,6 +6,8 @@ import (
 	"cuelang.org/go/cue"
 	"cuelang.org/go/cue/ast"
 	"cuelang.org/go/cue/build"
+
+	"github.com/cuengine/engine/templates/reads"
 )
 
 // compileOnly names the top-level blocks the engine reads once, when it
@@ -66,13 +68,13 @@ func isCompileOnly(d ast.Decl) bool {
 // a compile-only block.
 func refersToCompileOnly(decls [][]ast.Decl) bool {
 	for _, b := range compileOnly {
-		r := readSet{paths: map[string][][]string{}}
+		var nodes []ast.Node
 		for _, file := range decls {
 			for _, d := range file {
-				r.scan(d, b)
+				nodes = append(nodes, d)
 			}
 		}
-		if r.all || len(r.paths) > 0 {
+		if r := reads.Scan(b, nodes...); r.All || len(r.Paths) > 0 {
 			return true
 		}
 	}

@@ -13,18 +13,18 @@
 //     once into a Template: its value, parent kind, hash, and the
 //     compile-only blocks (crd, policy, rollout) taken out of what an
 //     evaluation unifies with.
-//   - crd.go, immutable.go, constraints.go, admit.go, prune.go: the CRD
-//     of the parent kind (the schemas come from templates/openapi), its
-//     defaults checked as the apiserver checks them, its immutable fields,
-//     the spec's constraints the CRD cannot carry (for the admission
-//     webhook), and a parent admitted and pruned as the apiserver would
-//     store it.
-//   - graph.go, graph_refs.go, localnames.go, reads.go, kinds.go,
-//     references.go, growth.go, defaults.go: what the source says: the
-//     dependency graph of children and resources, what a template reads of
-//     the parent and of observed state (to prune inputs and memoize), its
-//     child and reference kinds, its references, and engine vet's warnings
-//     (unbounded growth, merging defaults).
+//   - crd.go, admit.go, prune.go: the CRD of the parent kind (its schema,
+//     @immutable() rules and the constraints it cannot carry come from
+//     templates/openapi), its defaults checked as the apiserver checks
+//     them, the constraints for the admission webhook (Constraints,
+//     NeedsAdmission), and a parent admitted and pruned as the apiserver
+//     would store it.
+//   - graph.go, kinds.go, references.go, growth.go, defaults.go: what the
+//     source says: the dependency graph (built by templates/graph), its
+//     child and reference kinds, its references, and engine vet's
+//     warnings (unbounded growth, merging defaults). What a template reads
+//     of the parent and of observed state, to trim its inputs and memoize,
+//     comes from templates/reads.
 //   - policy.go, rollout.go, pins.go, canary.go: the policy and rollout
 //     blocks, and the check of a cluster-scoped parent's policy.
 //   - childschema.go, childschema_errors.go, leftfields.go: the child
@@ -40,9 +40,11 @@
 // It knows nothing about Kubernetes clients or reconciling: the engine asks
 // a compiled Template to Evaluate one parent and acts on the Result.
 //
-// It imports templates/openapi (CUE<->OpenAPI, the schemas of child kinds)
-// and contract, nothing else of this module. It must not import the
-// packages above it, templates/watch (hot reload) and templates/rbac
-// (engine rbac), nor crdcompat, which needs nothing of it
-// (hack/imports.sh).
+// Below it, importing nothing of it: templates/openapi (CUE<->OpenAPI, the
+// schemas of child kinds, what the CRD cannot carry), templates/graph (the
+// dependency graph from the syntax) and templates/reads (what a template
+// reads, from the syntax); it imports those and contract, nothing else of
+// this module. Above it: templates/watch (hot reload) and templates/rbac
+// (engine rbac), which it must not import; templates/crdcompat (breaking
+// CRD changes) needs nothing of it (hack/imports.sh).
 package templates

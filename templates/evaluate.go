@@ -17,6 +17,8 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/cuengine/engine/contract"
+	"github.com/cuengine/engine/templates/graph"
+	"github.com/cuengine/engine/templates/reads"
 )
 
 // Input is what one evaluation needs: the live parent and the observed state
@@ -56,7 +58,7 @@ type Result struct {
 type Child struct {
 	Name   string
 	Object *unstructured.Unstructured
-	// DependsOn are the local names the child depends on (graph.go).
+	// DependsOn are the local names the child depends on (templates/graph).
 	DependsOn []string
 	// ReadyWhen is what the child's readyWhen says, nil without one
 	// (ready.go).
@@ -73,7 +75,7 @@ type Resource struct {
 	Provider       string
 	Spec           map[string]any
 	DeletionPolicy string // "Delete" or "Orphan"
-	// DependsOn are the local names the resource depends on (graph.go).
+	// DependsOn are the local names the resource depends on (templates/graph).
 	DependsOn []string
 	// ConnectionSecret is the name of the Secret, in the parent's
 	// namespace, that the engine writes the provider's sensitive outputs
@@ -104,7 +106,7 @@ func (t *Template) Evaluate(in Input) (*Result, error) {
 // of the parent and of observed, remembering in mem (nil: nothing).
 // Evaluate passes the template's own; the differential test (trim_test.go)
 // passes everything, with no memory, to compare.
-func (t *Template) evaluate(in Input, parentReads, observedReads readSet, mem *memo) (res *Result, err error) {
+func (t *Template) evaluate(in Input, parentReads, observedReads reads.Set, mem *memo) (res *Result, err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			res, err = nil, &Error{Template: t.Path, Problems: []Problem{{
@@ -113,7 +115,7 @@ func (t *Template) evaluate(in Input, parentReads, observedReads readSet, mem *m
 		}
 	}()
 	parent, pruned := t.parentInputKeeping(in.Parent, parentReads)
-	observed, observedKey := observedReads.filter(in.Observed)
+	observed, observedKey := observedReads.Filter(in.Observed)
 	key, remember := memoKey(parent, observedKey, pruned)
 	remember = remember && mem != nil
 	if remember {
@@ -211,13 +213,13 @@ func (t *Template) decode(r *rendered) (*Result, error) {
 
 // parentInput returns the parent's content as the template sees it: spec
 // and status pruned to the schema, and of the metadata and the status only
-// what the template reads (reads.go).
+// what the template reads (templates/reads).
 func (t *Template) parentInput(obj *unstructured.Unstructured) (map[string]any, []string) {
 	return t.parentInputKeeping(obj, t.parentReads)
 }
 
-// parentInputKeeping is parentInput keeping what reads keeps.
-func (t *Template) parentInputKeeping(obj *unstructured.Unstructured, reads readSet) (map[string]any, []string) {
+// parentInputKeeping is parentInput keeping what rs keeps.
+func (t *Template) parentInputKeeping(obj *unstructured.Unstructured, rs reads.Set) (map[string]any, []string) {
 	// Copy only what the template may see: the rest of the metadata
 	// (managedFields above all) would be copied only to be dropped.
 	content := make(map[string]any, len(obj.Object))
@@ -244,7 +246,7 @@ func (t *Template) parentInputKeeping(obj *unstructured.Unstructured, reads read
 			delete(st, k)
 		}
 	}
-	return reads.parent(content), pruned
+	return rs.Parent(content), pruned
 }
 
 func (t *Template) children(v cue.Value, out *rendered) ([]Child, error) {
@@ -292,7 +294,7 @@ func (t *Template) child(name string, obj map[string]any, rw *ChildReadiness) Ch
 	// The engine's, not the object's.
 	delete(obj, fieldDependsOn)
 	delete(obj, fieldOwnership)
-	return Child{Name: name, Object: &unstructured.Unstructured{Object: obj}, DependsOn: t.graph.Names(ChildNode, name), ReadyWhen: rw, Ownership: own}
+	return Child{Name: name, Object: &unstructured.Unstructured{Object: obj}, DependsOn: t.graph.Names(graph.ChildNode, name), ReadyWhen: rw, Ownership: own}
 }
 
 func (t *Template) resources(v cue.Value, out *rendered) ([]Resource, error) {
@@ -343,7 +345,7 @@ func (t *Template) resources(v cue.Value, out *rendered) ([]Resource, error) {
 // resource is the desired resource of local name from its exported value;
 // an absent deletionPolicy is Delete.
 func (t *Template) resource(name string, raw map[string]any) Resource {
-	r := Resource{Name: name, DependsOn: t.graph.Names(ResourceNode, name)}
+	r := Resource{Name: name, DependsOn: t.graph.Names(graph.ResourceNode, name)}
 	r.Provider, _ = raw["provider"].(string)
 	r.Spec, _ = raw["spec"].(map[string]any)
 	r.DeletionPolicy, _ = raw["deletionPolicy"].(string)

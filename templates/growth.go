@@ -10,6 +10,8 @@ import (
 	"cuelang.org/go/cue"
 	"cuelang.org/go/cue/ast"
 	"cuelang.org/go/cue/parser"
+
+	"github.com/cuengine/engine/templates/reads"
 )
 
 // GrowthWarnings lists, as file:line:col: messages, each list.Range whose
@@ -77,7 +79,7 @@ func parentPaths(expr ast.Expr) []string {
 		if !ok {
 			return true
 		}
-		if path, ok := selectorPath(sel); ok && len(path) > 2 && path[0] == "parent" && path[1] == "spec" {
+		if path, ok := reads.SelectorPath(sel); ok && len(path) > 2 && path[0] == "parent" && path[1] == "spec" {
 			out = append(out, strings.Join(path, "."))
 			return false // the longest path only
 		}

@@ -2,12 +2,13 @@ package templates
 
 import (
 	"sort"
-	"strconv"
 
 	"cuelang.org/go/cue"
 	"cuelang.org/go/cue/ast"
 	"cuelang.org/go/cue/parser"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/cuengine/engine/templates/graph"
 )
 
 // ChildKinds returns the kinds of children the template can produce, as far
@@ -49,7 +50,7 @@ func childKindsOf(files []string, parent schema.GroupVersionKind) []schema.Group
 			if !ok {
 				return true
 			}
-			apiVersion, kind := literalField(s, "apiVersion"), literalField(s, "kind")
+			apiVersion, kind := graph.LiteralField(s, "apiVersion"), graph.LiteralField(s, "kind")
 			if apiVersion == "" || kind == "" {
 				return true
 			}
@@ -69,25 +70,6 @@ func childKindsOf(files []string, parent schema.GroupVersionKind) []schema.Group
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].String() < out[j].String() })
 	return out
-}
-
-func literalField(s *ast.StructLit, name string) string {
-	for _, e := range s.Elts {
-		f, ok := e.(*ast.Field)
-		if !ok {
-			continue
-		}
-		label, _, err := ast.LabelName(f.Label)
-		if err != nil || label != name {
-			continue
-		}
-		if lit, ok := f.Value.(*ast.BasicLit); ok {
-			if v, err := strconv.Unquote(lit.Value); err == nil {
-				return v
-			}
-		}
-	}
-	return ""
 }
 
 // ChildKind returns the kind of the child name when the template states it

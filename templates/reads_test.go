@@ -1,8 +1,6 @@
 package templates
 
 import (
-	"os"
-	"path/filepath"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -14,13 +12,13 @@ import (
 
 func TestObservedReads(t *testing.T) {
 	mk := loadOne(t, examples, "mykind")
-	assert.False(t, mk.observedReads.all)
-	assert.Equal(t, map[string][][]string{"deployment": {{"status", "readyReplicas"}}}, mk.observedReads.paths)
+	assert.False(t, mk.observedReads.All)
+	assert.Equal(t, map[string][][]string{"deployment": {{"status", "readyReplicas"}}}, mk.observedReads.Paths)
 	live := map[string]any{"deployment": map[string]any{
 		"metadata": map[string]any{"name": "x", "managedFields": []any{"big"}},
 		"status":   map[string]any{"readyReplicas": int64(2), "conditions": []any{"c"}},
 	}, "stranger": map[string]any{"a": 1}}
-	in, key := mk.observedReads.filter(live)
+	in, key := mk.observedReads.Filter(live)
 	want := map[string]any{"deployment": map[string]any{"status": map[string]any{"readyReplicas": int64(2)}}}
 	assert.Equal(t, want, in)
 	assert.Equal(t, want, key)
@@ -28,52 +26,14 @@ func TestObservedReads(t *testing.T) {
 	// A new Deployment: none of the fields the template reads. The
 	// template is handed its empty status; the memory sees no Deployment.
 	fresh := map[string]any{"deployment": map[string]any{"metadata": map[string]any{"name": "x"}, "status": map[string]any{}}}
-	in, key = mk.observedReads.filter(fresh)
+	in, key = mk.observedReads.Filter(fresh)
 	assert.Equal(t, map[string]any{"deployment": map[string]any{"status": map[string]any{}}}, in)
 	assert.Nil(t, key)
 
 	sf := loadOne(t, examples, "storefront")
-	assert.False(t, sf.observedReads.all)
+	assert.False(t, sf.observedReads.All)
 	// `observed.assets != _|_` reads the whole entry.
-	assert.Contains(t, sf.observedReads.paths["assets"], []string{})
-}
-
-// TestParentReads: what a template reads or declares of the parent's
-// metadata and status, or that it cannot tell (all).
-func TestParentReads(t *testing.T) {
-	tests := []struct {
-		name, src string
-		all       bool
-		metadata  [][]string // nil: not read
-		status    [][]string
-	}{
-		{"spec only", `parent: spec: x: int`, false, nil, nil},
-		{"a read", `y: parent.metadata.name`, false, [][]string{{"name"}}, nil},
-		{"in an interpolated label", `children: "\(parent.metadata.labels.app)-cm": {}`, false, [][]string{{"labels", "app"}}, nil},
-		{"in a comprehension", `for k, v in parent.status.items {z: (k): v}`, false, nil, [][]string{{"items"}}},
-		{"declared metadata", `parent: metadata: name: =~"^a"`, false, [][]string{{}}, nil},
-		{"declared in a top-level comprehension", `if true {parent: status: x: int}`, false, nil, [][]string{{}}},
-		{"a whole part", `y: parent.metadata`, false, [][]string{{}}, nil},
-		{"parent itself", `y: parent`, true, nil, nil},
-		{"through a let", "let p = parent\ny: p.metadata.name", true, nil, nil},
-		{"through a label alias", "P=parent: spec: x: int\ny: P.metadata.name", true, nil, nil},
-		{"from a definition", "#P: metadata: name: string\nparent: #P", true, nil, nil},
-		{"an embedding", "_base\n_base: {}", true, nil, nil},
-		{"a pattern label", `[string]: metadata: name: string`, true, nil, nil},
-	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			f := filepath.Join(t.TempDir(), "t.cue")
-			require.NoError(t, os.WriteFile(f, []byte(tc.src), 0o644))
-			parent, _ := readsOf([]string{f})
-			assert.Equal(t, tc.all, parent.all)
-			if tc.all {
-				return
-			}
-			assert.Equal(t, tc.metadata, parent.paths["metadata"])
-			assert.Equal(t, tc.status, parent.paths["status"])
-		})
-	}
+	assert.Contains(t, sf.observedReads.Paths["assets"], []string{})
 }
 
 // TestEvaluateSeesWhatItReads: the parent's metadata and status reach the
@@ -158,28 +118,6 @@ func TestEvaluateReportsItsOwnPrunedFields(t *testing.T) {
 	assert.Equal(t, withExtra.Children, plain.Children)
 }
 
-// TestTopLevelOf: the top-level fields a template declares, including in
-// top-level comprehensions, or nil when the syntax cannot tell.
-func TestTopLevelOf(t *testing.T) {
-	tests := []struct {
-		name, src string
-		want      map[string]bool
-	}{
-		{"plain", "parent: kind: \"K\"\nchildren: {}", map[string]bool{"parent": true, "children": true}},
-		{"in a comprehension", "if true {for x in [1] {resources: a: {}}}\nready: true", map[string]bool{"resources": true, "ready": true}},
-		{"an alias", "R=resources: {}", map[string]bool{"resources": true}},
-		{"an embedding", "_base\n_base: {}", nil},
-		{"a dynamic label", "(\"re\" + \"ady\"): true", nil},
-	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			f := filepath.Join(t.TempDir(), "t.cue")
-			require.NoError(t, os.WriteFile(f, []byte(tc.src), 0o644))
-			assert.Equal(t, tc.want, topLevelOf([]string{f}))
-		})
-	}
-}
-
 // TestEvaluateHidesTheEngineStatus: the status fields the engine owns
 // never reach the template, even one that reads the whole status; the
 // CRD declares each of them.
@@ -245,8 +183,8 @@ status: claims: [for c in observed.claims.items {(#Identity & {in: c}).out}]`,
 			dir := t.TempDir()
 			writeTemplate(t, dir, "t.cue", "package t\n\n"+tc.src+"\nparent: {apiVersion: \"example.com/v1\", kind: \"Shop\", spec: size: *1 | int}\n")
 			tm := loadOne(t, dir)
-			assert.False(t, tm.observedReads.all)
-			assert.Equal(t, tc.paths, tm.observedReads.paths)
+			assert.False(t, tm.observedReads.All)
+			assert.Equal(t, tc.paths, tm.observedReads.Paths)
 			res, err := tm.Evaluate(Input{Parent: shop(), Observed: live})
 			require.NoError(t, err)
 			assert.Equal(t, tc.status, res.Status)
@@ -268,7 +206,7 @@ parent: {apiVersion: "example.com/v1", kind: "Shop", spec: size: *1 | int}
 status: (#Owner & {in: parent.metadata}) & {in: _}
 `)
 	tm := loadOne(t, dir)
-	assert.Equal(t, [][]string{{}}, tm.parentReads.paths["metadata"])
+	assert.Equal(t, [][]string{{}}, tm.parentReads.Paths["metadata"])
 	u := shop()
 	u.Object["metadata"].(map[string]any)["labels"] = map[string]any{"team": "blue"}
 	u.Object["metadata"].(map[string]any)["annotations"] = map[string]any{"a": "1", "b": "2"}

@@ -20,13 +20,15 @@ import (
 	utiljson "k8s.io/apimachinery/pkg/util/json"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/yaml"
+
+	"github.com/cuengine/engine/templates/reads"
 )
 
-// everything is a readSet that keeps all: evaluation with it hands CUE the
+// everything is a reads.Set that keeps all: evaluation with it hands CUE the
 // whole parent and the whole observed state.
-var everything = readSet{all: true}
+var everything = reads.Set{All: true}
 
-// TestTrimmingChangesNothing is the differential test of reads.go: every
+// TestTrimmingChangesNothing is the differential test of templates/reads: every
 // template of the repository that has `engine test` cases (examples/templates
 // and every templates directory under a testdata/, testdata/corpus/
 // included) is evaluated with each case's parent and observed state twice,

@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/cuengine/engine/templates"
+	"github.com/cuengine/engine/templates/graph"
 )
 
 type graphOptions struct {
@@ -85,27 +86,27 @@ type graphNode struct {
 	reference bool // read, never written: an input
 }
 
-func drawn(n templates.Node) graphNode {
+func drawn(n graph.Node) graphNode {
 	label := n.Name
 	if n.Type != "" {
 		label += ": " + n.Type
 	}
-	if n.Kind == templates.ReferenceNode {
+	if n.Kind == graph.ReferenceNode {
 		label += " (reference)"
 	}
-	return graphNode{id: string(n.Kind) + "." + n.Name, label: label, resource: n.Kind == templates.ResourceNode, reference: n.Kind == templates.ReferenceNode}
+	return graphNode{id: string(n.Kind) + "." + n.Name, label: label, resource: n.Kind == graph.ResourceNode, reference: n.Kind == graph.ReferenceNode}
 }
 
 // entryPoints are the nodes nothing depends on: the parent's arrows go to
 // them, so the parent is on top and each thing below what depends on it.
-func entryPoints(g *templates.Graph) []templates.Node {
+func entryPoints(g *graph.Graph) []graph.Node {
 	needed := map[string]bool{}
 	for _, n := range g.Nodes {
 		for _, d := range n.DependsOn {
 			needed[d.Name] = true
 		}
 	}
-	var out []templates.Node
+	var out []graph.Node
 	for _, n := range g.Nodes {
 		if !needed[n.Name] {
 			out = append(out, n)
@@ -116,7 +117,7 @@ func entryPoints(g *templates.Graph) []templates.Node {
 
 // edges calls fn for each dependency, from a node to each node of the name
 // it depends on.
-func edges(g *templates.Graph, fn func(from, to templates.Node, via templates.Via)) {
+func edges(g *graph.Graph, fn func(from, to graph.Node, via graph.Via)) {
 	for _, n := range g.Nodes {
 		for _, d := range n.DependsOn {
 			for _, m := range g.Nodes {
@@ -153,7 +154,7 @@ func writeDOT(w io.Writer, t *templates.Template) {
 	for _, n := range entryPoints(g) {
 		fmt.Fprintf(w, "\t\"parent\" -> %s [style=dashed, arrowhead=none];\n", strconv.Quote(drawn(n).id))
 	}
-	edges(g, func(from, to templates.Node, via templates.Via) {
+	edges(g, func(from, to graph.Node, via graph.Via) {
 		fmt.Fprintf(w, "\t%s -> %s [label=%s];\n", strconv.Quote(drawn(from).id), strconv.Quote(drawn(to).id), strconv.Quote(string(via)))
 	})
 	fmt.Fprintln(w, "}")
@@ -170,7 +171,7 @@ func writeMermaid(w io.Writer, t *templates.Template) {
 		}
 		ids[drawn(n).id], used[id] = id, true
 	}
-	id := func(n templates.Node) string { return ids[drawn(n).id] }
+	id := func(n graph.Node) string { return ids[drawn(n).id] }
 	fmt.Fprintf(w, "%%%% %s\n", title(t))
 	fmt.Fprintln(w, "flowchart TD")
 	fmt.Fprintf(w, "    parent[\"%s (parent)\"]\n", mermaidText(t.GVK.Kind))
@@ -188,7 +189,7 @@ func writeMermaid(w io.Writer, t *templates.Template) {
 	for _, n := range entryPoints(g) {
 		fmt.Fprintf(w, "    parent --- %s\n", id(n))
 	}
-	edges(g, func(from, to templates.Node, via templates.Via) {
+	edges(g, func(from, to graph.Node, via graph.Via) {
 		fmt.Fprintf(w, "    %s -->|%s| %s\n", id(from), via, id(to))
 	})
 }

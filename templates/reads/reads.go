@@ -1,11 +1,11 @@
-package templates
+package reads
 
 import (
 	"cuelang.org/go/cue/ast"
 	"cuelang.org/go/cue/parser"
 )
 
-// readSet records which parts of a value the engine fills in (parent,
+// Set records which parts of a value the engine fills in (parent,
 // observed) a template reads, found in its source:
 // `observed.deployment.status.readyReplicas` reads one field of one child,
 // `parent.metadata.name` one field of the parent's metadata. Evaluation
@@ -18,23 +18,26 @@ import (
 // a function, an interpolation, a let, an embedding), so the scan never
 // has to follow a value to prove a field below it unread. Any use the scan
 // cannot follow (an alias, a bare `observed`, an index) makes it pass
-// everything. trim_test.go checks that trimming changes no result.
-type readSet struct {
-	all   bool
-	paths map[string][][]string // first field -> paths below it; an empty path: the whole field
+// everything. templates/trim_test.go checks that trimming changes no result.
+type Set struct {
+	// All: everything is read, or a use the scan cannot follow.
+	All bool
+	// Paths are the paths read below each first field; an empty path
+	// reads the whole field.
+	Paths map[string][][]string
 }
 
-// readsOf scans the template's files for what they read of parent and of
+// Of scans the template's files for what they read of parent and of
 // observed. A part of the parent the template declares (such as
 // `parent: spec: {...}`) counts as read whole: its constraints apply to all
 // of it.
-func readsOf(files []string) (parent, observed readSet) {
-	parent.paths = map[string][][]string{}
-	observed.paths = map[string][][]string{}
+func Of(files []string) (parent, observed Set) {
+	parent.Paths = map[string][][]string{}
+	observed.Paths = map[string][][]string{}
 	for _, f := range files {
 		af, err := parser.ParseFile(f, nil)
 		if err != nil {
-			parent.all, observed.all = true, true // compile reports it; be safe meanwhile
+			parent.All, observed.All = true, true // compile reports it; be safe meanwhile
 			continue
 		}
 		if !topLevel(af.Decls, func(name string, fd *ast.Field) {
@@ -42,7 +45,7 @@ func readsOf(files []string) (parent, observed readSet) {
 				parent.declare(fd.Value)
 			}
 		}) {
-			parent.all = true // a field the syntax cannot name may be the parent
+			parent.All = true // a field the syntax cannot name may be the parent
 		}
 		parent.scan(af, "parent")
 		observed.scan(af, "observed")
@@ -74,9 +77,9 @@ func topLevel(decls []ast.Decl, field func(name string, f *ast.Field)) bool {
 	return known
 }
 
-// topLevelOf returns the names of the top-level fields the template's files
+// TopLevel returns the names of the top-level fields the template's files
 // declare, or nil when the syntax cannot tell them all.
-func topLevelOf(files []string) map[string]bool {
+func TopLevel(files []string) map[string]bool {
 	names := map[string]bool{}
 	for _, f := range files {
 		af, err := parser.ParseFile(f, nil)
@@ -89,10 +92,10 @@ func topLevelOf(files []string) map[string]bool {
 
 // declare records the parts of the parent one `parent:` field constrains;
 // anything but a struct of plain fields counts as all of it.
-func (r *readSet) declare(v ast.Expr) {
+func (r *Set) declare(v ast.Expr) {
 	s, ok := v.(*ast.StructLit)
 	if !ok {
-		r.all = true
+		r.All = true
 		return
 	}
 	for _, e := range s.Elts {
@@ -100,24 +103,34 @@ func (r *readSet) declare(v ast.Expr) {
 		case *ast.Field:
 			name, _, err := ast.LabelName(x.Label)
 			if err != nil {
-				r.all = true
+				r.All = true
 				continue
 			}
 			r.add([]string{name})
 		case *ast.Ellipsis, *ast.CommentGroup, *ast.Attribute:
 		default:
-			r.all = true
+			r.All = true
 		}
 	}
 }
 
+// Scan returns what nodes read of the top-level field root (the
+// compile-only blocks' check, templates/compileonly.go).
+func Scan(root string, nodes ...ast.Node) Set {
+	r := Set{Paths: map[string][][]string{}}
+	for _, n := range nodes {
+		r.scan(n, root)
+	}
+	return r
+}
+
 // scan records the references to the top-level field root in n.
-func (r *readSet) scan(n ast.Node, root string) {
+func (r *Set) scan(n ast.Node, root string) {
 	ast.Walk(n, func(n ast.Node) bool {
 		switch x := n.(type) {
 		case *ast.Field:
 			if aliasOf(x.Label, root) {
-				r.all = true // X=parent: ... reads it under another name
+				r.All = true // X=parent: ... reads it under another name
 			}
 			// A plain label is not a reference; an interpolated or
 			// parenthesised one is an expression.
@@ -129,14 +142,14 @@ func (r *readSet) scan(n ast.Node, root string) {
 			}
 			return false
 		case *ast.SelectorExpr:
-			if path, ok := selectorPath(x); ok && path[0] == root {
+			if path, ok := SelectorPath(x); ok && path[0] == root {
 				r.add(path[1:])
 				return false
 			}
 			return true
 		case *ast.Ident:
 			if x.Name == root {
-				r.all = true
+				r.All = true
 			}
 		}
 		return true
@@ -154,21 +167,21 @@ func aliasOf(l ast.Label, name string) bool {
 	return ok && id.Name == name
 }
 
-func (r *readSet) add(path []string) {
+func (r *Set) add(path []string) {
 	if len(path) == 0 {
-		r.all = true
+		r.All = true
 		return
 	}
-	r.paths[path[0]] = append(r.paths[path[0]], path[1:])
+	r.Paths[path[0]] = append(r.Paths[path[0]], path[1:])
 }
 
-// selectorPath turns a.b.c into [a b c] when its root is a plain identifier.
-func selectorPath(e ast.Expr) ([]string, bool) {
+// SelectorPath turns a.b.c into [a b c] when its root is a plain identifier.
+func SelectorPath(e ast.Expr) ([]string, bool) {
 	switch x := e.(type) {
 	case *ast.Ident:
 		return []string{x.Name}, true
 	case *ast.SelectorExpr:
-		head, ok := selectorPath(x.X)
+		head, ok := SelectorPath(x.X)
 		if !ok {
 			return nil, false
 		}
@@ -181,7 +194,7 @@ func selectorPath(e ast.Expr) ([]string, bool) {
 	return nil, false
 }
 
-// filter returns the observed state reduced to what the template reads,
+// Filter returns the observed state reduced to what the template reads,
 // and the same without the parts where none of the template's paths leads
 // to anything, for the template's memory. The template cannot tell those
 // two apart, nor the second from the observed state without such a part:
@@ -190,9 +203,9 @@ func selectorPath(e ast.Expr) ([]string, bool) {
 // yet) is, to the memory, the same input as no child. Only an error's
 // message would differ (the field it names as undefined), and errors are
 // not remembered: they come from evaluating the first.
-func (r *readSet) filter(observed map[string]any) (in, key map[string]any) {
+func (r *Set) Filter(observed map[string]any) (in, key map[string]any) {
 	switch {
-	case r.all:
+	case r.All:
 		return observed, observed
 	case len(observed) == 0:
 		return observed, nil
@@ -200,7 +213,7 @@ func (r *readSet) filter(observed map[string]any) (in, key map[string]any) {
 	in = make(map[string]any, len(observed))
 	key = make(map[string]any, len(observed))
 	for name, v := range observed {
-		paths, used := r.paths[name]
+		paths, used := r.Paths[name]
 		if !used {
 			continue
 		}
@@ -240,18 +253,18 @@ func pick(v any, paths [][]string) (picked, found any, ok bool) {
 	return in, key, len(key) > 0
 }
 
-// parent returns the parent's content reduced to what the template reads
+// Parent returns the parent's content reduced to what the template reads
 // or declares of its metadata and status; the rest (apiVersion, kind, and
 // spec, which the schema checks as a whole) is kept.
-func (r *readSet) parent(content map[string]any) map[string]any {
-	if r.all {
+func (r *Set) Parent(content map[string]any) map[string]any {
+	if r.All {
 		return content
 	}
 	out := make(map[string]any, len(content))
 	for k, v := range content {
 		switch k {
 		case "metadata", "status":
-			if paths, read := r.paths[k]; read {
+			if paths, read := r.Paths[k]; read {
 				out[k], _, _ = pick(v, paths)
 			}
 		default:

@@ -1,4 +1,4 @@
-package templates
+package graph
 
 import (
 	"fmt"
@@ -37,7 +37,7 @@ func (r *refScan) walkValue(v ast.Expr) {
 	}
 	for _, e := range st.Elts {
 		if f, ok := e.(*ast.Field); ok {
-			if name, _ := labelName(f.Label); name == fieldReadyWhen {
+			if name, _ := labelName(f.Label); name == FieldReadyWhen {
 				continue
 			}
 		}
@@ -53,7 +53,7 @@ func (r *refScan) add(name string, via Via, pos token.Pos) {
 	}
 	key := name + "\x00" + string(via)
 	if _, ok := r.found[key]; !ok {
-		r.found[key] = Dependency{Name: name, Via: via, Pos: position(r.root, pos)}
+		r.found[key] = Dependency{Name: name, Via: via, Pos: r.pos(pos)}
 	}
 }
 
@@ -295,6 +295,27 @@ func (d Dependency) describe() string {
 func labelName(l ast.Label) (string, bool) {
 	name, _, err := ast.LabelName(l)
 	return name, err == nil && name != ""
+}
+
+// LiteralField is the string a struct literal states for the field name
+// (kind: "Deployment"), "" when it states none literally.
+func LiteralField(s *ast.StructLit, name string) string {
+	for _, e := range s.Elts {
+		f, ok := e.(*ast.Field)
+		if !ok {
+			continue
+		}
+		label, _, err := ast.LabelName(f.Label)
+		if err != nil || label != name {
+			continue
+		}
+		if lit, ok := f.Value.(*ast.BasicLit); ok {
+			if v, err := strconv.Unquote(lit.Value); err == nil {
+				return v
+			}
+		}
+	}
+	return ""
 }
 
 func literalString(e ast.Expr) (string, bool) {

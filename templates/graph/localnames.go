@@ -1,4 +1,4 @@
-package templates
+package graph
 
 import (
 	"fmt"
@@ -24,9 +24,9 @@ func (s *graphScan) clashes() []Problem {
 			if before(s.decls[id].pos, od.pos) {
 				first, second = second, first
 			}
-			problems = append(problems, Problem{Pos: position(s.root, s.decls[second].pos), Path: second.String(),
+			problems = append(problems, Problem{Pos: s.pos(s.decls[second].pos), Path: second.String(),
 				Msg: fmt.Sprintf("local name %q is also %s (%s): a local name is a child, a resource or a reference, never two",
-					id.name, first, position(s.root, s.decls[first].pos))})
+					id.name, first, s.pos(s.decls[first].pos))})
 		}
 	}
 	return problems
