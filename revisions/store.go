@@ -114,6 +114,9 @@ func (s *Store) renumber(ctx context.Context, cr *appsv1.ControllerRevision, num
 			contract.AnnotationRolloutPaused:   nil,
 			contract.AnnotationRolloutApproved: nil,
 			contract.AnnotationRolloutUndo:     nil,
+			// Its soak and analysis were its previous rollout's.
+			contract.AnnotationRolloutSoakSince: nil,
+			contract.AnnotationRolloutAnalysis:  nil,
 		}},
 	})
 	if err != nil {
