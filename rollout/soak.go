@@ -9,6 +9,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 
@@ -165,16 +166,17 @@ func (ro *Rollout) endSoak() {
 	ro.soaking = soakState{}
 }
 
-// soakRegressions are the moved parents, healthy when the soak started,
-// that are not any longer: reconciled on the target at their generation
+// soakRegressions returns failures (the health gates', "namespace/name:
+// why") with the moved parents that were healthy when the soak started and
+// are not any longer first: reconciled on the target at their generation
 // and not Synced and Ready. A parent whose newest generation is not
-// reconciled yet is waited for, not counted. Those in already (failed
-// their gate otherwise) are not listed twice.
-func soakRegressions(moved []*unstructured.Unstructured, moves map[types.UID]move, hash string, already []string) []string {
+// reconciled yet is waited for, not counted. A parent is listed once.
+func soakRegressions(moved []*unstructured.Unstructured, moves map[types.UID]move, hash string, failures []string) []string {
 	var out []string
+	unhealthy := map[string]bool{}
 	for _, p := range moved {
 		name := parentName(p)
-		if moves[p.GetUID()].failingBefore || slices.ContainsFunc(already, func(f string) bool { return strings.HasPrefix(f, name+": ") }) {
+		if moves[p.GetUID()].failingBefore {
 			continue
 		}
 		if _, h := contract.ParentRevision(p); h != hash || !contract.GenerationObserved(p) || revisions.ReadyOn(p, hash) {
@@ -182,7 +184,7 @@ func soakRegressions(moved []*unstructured.Unstructured, moves map[types.UID]mov
 		}
 		why := "not Ready"
 		for _, c := range []string{contract.ConditionSynced, contract.ConditionReady} {
-			if cond := contract.FindCondition(p, c); cond == nil || cond.Status != "True" {
+			if cond := contract.FindCondition(p, c); cond == nil || cond.Status != metav1.ConditionTrue {
 				why = c + "=Unknown"
 				if cond != nil {
 					why = fmt.Sprintf("%s=%s %s: %s", c, cond.Status, cond.Reason, cond.Message)
@@ -190,7 +192,13 @@ func soakRegressions(moved []*unstructured.Unstructured, moves map[types.UID]mov
 				break
 			}
 		}
+		unhealthy[name] = true
 		out = append(out, name+": turned unhealthy during the soak: "+why)
+	}
+	for _, f := range failures {
+		if name, _, _ := strings.Cut(f, ": "); !unhealthy[name] {
+			out = append(out, f)
+		}
 	}
 	return out
 }

@@ -148,8 +148,9 @@ func (ro *Rollout) progress(ctx context.Context, parents []unstructured.Unstruct
 	}
 	v := judge(moved, ro.moving, ro.target.Hash, now, policy.ProgressDeadline)
 	if !ro.target.SoakSince.IsZero() {
-		// Healthy when the soak started: unhealthy now is a regression.
-		v.failures = append(v.failures, soakRegressions(moved, ro.moving, ro.target.Hash, v.failures)...)
+		// Healthy when the soak started: unhealthy now is a regression,
+		// said so rather than as a missed progressDeadline.
+		v.failures = soakRegressions(moved, ro.moving, ro.target.Hash, v.failures)
 	}
 	if allowed := policy.FailuresAllowed(len(fleet)); len(v.failures) > allowed {
 		budget := policy.MaxFailuresString()
