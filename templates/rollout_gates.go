@@ -1,6 +1,7 @@
 package templates
 
 import (
+	"cmp"
 	"fmt"
 	"maps"
 	"math"
@@ -116,14 +117,7 @@ func (w FreezeWindow) String() string {
 	if w.schedule == nil {
 		return w.Start.Format(time.RFC3339) + " to " + w.End.Format(time.RFC3339)
 	}
-	return fmt.Sprintf("%q for %s (%s)", w.Schedule, w.Duration, cmpOr(w.TimeZone, "UTC"))
-}
-
-func cmpOr(a, b string) string {
-	if a != "" {
-		return a
-	}
-	return b
+	return fmt.Sprintf("%q for %s (%s)", w.Schedule, w.Duration, cmp.Or(w.TimeZone, "UTC"))
 }
 
 // FrozenUntil reports whether now is in one of the rollout's freeze
@@ -313,26 +307,28 @@ func decodeFreeze(x any) ([]FreezeWindow, error) {
 			if w.TimeZone, err = str("timeZone"); err != nil {
 				return nil, err
 			}
-			if _, err := time.LoadLocation(cmpOr(w.TimeZone, "UTC")); err != nil {
+			if _, err := time.LoadLocation(cmp.Or(w.TimeZone, "UTC")); err != nil {
 				return nil, bad("timeZone", "%q is not a time zone such as \"Europe/Berlin\"", w.TimeZone)
+			}
+			if strings.HasPrefix(w.Schedule, "CRON_TZ=") || strings.HasPrefix(w.Schedule, "TZ=") {
+				return nil, bad("schedule", "%q: the time zone goes in timeZone", w.Schedule)
 			}
 			spec := w.Schedule
 			if w.TimeZone != "" {
 				spec = "CRON_TZ=" + w.TimeZone + " " + spec
 			}
-			if w.schedule, err = cron.ParseStandard(spec); err != nil || strings.HasPrefix(w.Schedule, "CRON_TZ=") || strings.HasPrefix(w.Schedule, "TZ=") {
-				msg := "a time zone goes in timeZone"
-				if err != nil {
-					msg = err.Error()
-				}
-				return nil, bad("schedule", "%q is not a cron schedule such as \"0 22 * * 5\" (minute hour day month weekday): %s", w.Schedule, msg)
+			if w.schedule, err = cron.ParseStandard(spec); err != nil {
+				return nil, bad("schedule", "%q is not a cron schedule such as \"0 22 * * 5\" (minute hour day month weekday): %s", w.Schedule, err)
 			}
 			d, err := str("duration")
 			if err != nil {
 				return nil, err
 			}
-			if w.Duration, err = time.ParseDuration(d); d == "" || err != nil || w.Duration <= 0 {
-				return nil, bad(cmpIf(d == "", "", "duration"), "needs a duration such as \"60h\", how long each window lasts, not %s", quoted(cmpOr(d, "nothing")))
+			if d == "" {
+				return nil, bad("", "needs a duration such as \"60h\", how long each window lasts")
+			}
+			if w.Duration, err = time.ParseDuration(d); err != nil || w.Duration <= 0 {
+				return nil, bad("duration", "must be a positive duration such as \"60h\", how long each window lasts, not %q", d)
 			}
 		} else {
 			for _, f := range []struct {
@@ -357,13 +353,6 @@ func decodeFreeze(x any) ([]FreezeWindow, error) {
 		out = append(out, w)
 	}
 	return out, nil
-}
-
-func cmpIf(cond bool, a, b string) string {
-	if cond {
-		return a
-	}
-	return b
 }
 
 // decodeGates reads soak, analysis and freeze into r, and checks they

@@ -63,9 +63,10 @@ func TestRolloutGates(t *testing.T) {
 		{"duplicate names", `rollout: {` + p + `soak: "1m", analysis: [{name: "e", query: "up", condition: "< 1"}, {name: "e", query: "up", condition: "< 1"}]}`, nil, `t.cue:2:104: rollout.analysis[1].name: "e" names two checks`},
 		{"check without condition", `rollout: {` + p + `soak: "1m", analysis: [{name: "e", query: "up"}]}`, nil, `t.cue:2:59: rollout.analysis[0]: needs a condition such as "< 0.05"`},
 		{"bad cron", `rollout: {` + p + `freeze: [{schedule: "every friday", duration: "1h"}]}`, nil, `t.cue:2:46: rollout.freeze[0].schedule: "every friday" is not a cron schedule such as "0 22 * * 5" (minute hour day month weekday): expected exactly 5 fields, found 2: [every friday]`},
+		{"time zone in the schedule", `rollout: {` + p + `freeze: [{schedule: "CRON_TZ=Europe/Berlin 0 22 * * 5", duration: "1h"}]}`, nil, `t.cue:2:46: rollout.freeze[0].schedule: "CRON_TZ=Europe/Berlin 0 22 * * 5": the time zone goes in timeZone`},
 		{"bad time zone", `rollout: {` + p + `freeze: [{schedule: "0 22 * * 5", duration: "1h", timeZone: "Mars/Olympus"}]}`, nil, `t.cue:2:86: rollout.freeze[0].timeZone: "Mars/Olympus" is not a time zone such as "Europe/Berlin"`},
-		{"bad duration", `rollout: {` + p + `freeze: [{schedule: "0 22 * * 5", duration: "forever"}]}`, nil, `t.cue:2:70: rollout.freeze[0].duration: needs a duration such as "60h", how long each window lasts, not "forever"`},
-		{"no duration", `rollout: {` + p + `freeze: [{schedule: "0 22 * * 5"}]}`, nil, `t.cue:2:45: rollout.freeze[0]: needs a duration such as "60h", how long each window lasts, not "nothing"`},
+		{"bad duration", `rollout: {` + p + `freeze: [{schedule: "0 22 * * 5", duration: "forever"}]}`, nil, `t.cue:2:70: rollout.freeze[0].duration: must be a positive duration such as "60h", how long each window lasts, not "forever"`},
+		{"no duration", `rollout: {` + p + `freeze: [{schedule: "0 22 * * 5"}]}`, nil, `t.cue:2:45: rollout.freeze[0]: needs a duration such as "60h", how long each window lasts`},
 		{"end before start", `rollout: {` + p + `freeze: [{start: "2026-12-27T00:00:00Z", end: "2026-12-24T00:00:00Z"}]}`, nil, `t.cue:2:77: rollout.freeze[0].end: must be after start (2026-12-27T00:00:00Z)`},
 		{"bad start", `rollout: {` + p + `freeze: [{start: "Christmas", end: "2026-12-24T00:00:00Z"}]}`, nil, `t.cue:2:46: rollout.freeze[0].start: "Christmas" is not a time in RFC 3339, as "2026-12-24T00:00:00Z"`},
 	} {
