@@ -12,7 +12,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/cuengine/engine/contract"
 	"github.com/cuengine/engine/engine"
@@ -216,5 +218,68 @@ func TestFreezeHoldsTheNextWave(t *testing.T) {
 	})
 	holdsUntil(t, ns, gvk, 2, end.Add(-500*time.Millisecond))
 	newestRevision(t, ns, gvk, 2, revisions.PhaseComplete)
+	eventually(t, "both objects on revision 2", func(ctx context.Context) (bool, error) { return readyOn(ctx, gvk, ns, 2, "s-0", "s-1") })
+}
+
+// TestSoakResumesAfterRestart: an engine stopped while a wave soaks, and
+// another started in its place, resume the clock the first recorded: the
+// wave passes at SoakSince + soak, not a soak after the restart.
+func TestSoakResumesAfterRestart(t *testing.T) {
+	controlPlane(t)
+	t.Parallel()
+	const kind = "Resumed"
+	const rollout = `waves: [{share: 1, soak: "12s"}, {share: "100%", soak: "0s"}]`
+	dir := t.TempDir()
+	ev := templateFile(t, dir, "t.cue", soakTemplate(kind, "v1", rollout))
+	gvk := soakGVK(kind)
+	tpl, ok := ev.Set.Lookup(gvk)
+	require.True(t, ok)
+	installCRD(t, tpl.CRD())
+	ns := namespace(t)
+	opts := engine.Options{RevisionNamespace: ns}
+
+	// The first engine, stopped by the test.
+	mgr, err := ctrl.NewManager(cfg, ctrl.Options{Metrics: metricsserver.Options{BindAddress: "0"}, HealthProbeBindAddress: "0", MapperProvider: engine.NewRESTMapper})
+	require.NoError(t, err)
+	first, err := engine.New(mgr, opts)
+	require.NoError(t, err)
+	first.SetTemplates(ev.Set)
+	ctx, stop := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- mgr.Start(ctx) }()
+	t.Cleanup(func() { stop(); <-done })
+	for _, name := range []string{"s-0", "s-1"} {
+		p := parent(gvk, ns, name, map[string]any{})
+		if name == "s-0" {
+			p.SetLabels(map[string]string{contract.LabelCanary: "true"})
+		}
+		require.NoError(t, k8s.Create(ctx, p))
+	}
+	eventually(t, "both objects Ready on revision 1", func(ctx context.Context) (bool, error) { return readyOn(ctx, gvk, ns, 1, "s-0", "s-1") })
+	v2 := templateFile(t, dir, "t.cue", soakTemplate(kind, "v2", rollout))
+	first.Reload(ctx, v2)
+	require.NoError(t, first.ReloadError())
+	rev := soakStarted(t, ns, gvk, 2)
+	since := rev.SoakSince
+	holdsUntil(t, ns, gvk, 2, since.Add(5*time.Second))
+	stop()
+	require.NoError(t, <-done)
+	done <- nil // for the cleanup
+
+	// The second engine, on the same files, 5 s into the soak: it keeps
+	// the recorded clock (a new one would be recorded in its place) and
+	// passes the wave at its end.
+	runEngine(t, v2.Set, opts)
+	end := since.Add(12 * time.Second)
+	for time.Now().Before(end.Add(-500 * time.Millisecond)) {
+		rev, err := revision(context.Background(), ns, gvk, 2)
+		require.NoError(t, err)
+		require.Equal(t, revisions.PhaseProgressing, rev.Phase, rev.Message)
+		require.Equal(t, 0, rev.Wave, rev.Message)
+		require.True(t, since.Equal(rev.SoakSince), "the soak's clock: %s, recorded first %s", rev.SoakSince, since)
+		time.Sleep(200 * time.Millisecond) // the poll's period
+	}
+	rev = newestRevision(t, ns, gvk, 2, revisions.PhaseComplete)
+	assert.Equal(t, "rolled out in 2 waves", rev.Message)
 	eventually(t, "both objects on revision 2", func(ctx context.Context) (bool, error) { return readyOn(ctx, gvk, ns, 2, "s-0", "s-1") })
 }

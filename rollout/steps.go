@@ -191,12 +191,14 @@ func (ro *Rollout) progress(ctx context.Context, parents []unstructured.Unstruct
 		}
 		return ro.note(ctx, wave+note)
 	}
-	gate, err := ro.soakGate(ctx, parents, now)
-	if err != nil || gate.rolledBack {
-		return err
-	}
-	if !gate.passed {
-		return ro.note(ctx, wave+": "+gate.note+note)
+	if len(moved) > 0 { // no objects, nothing to soak
+		gate, err := ro.soakGate(ctx, parents, now)
+		if err != nil || gate.rolledBack {
+			return err
+		}
+		if !gate.passed {
+			return ro.note(ctx, wave+": "+gate.note+note)
+		}
 	}
 	if ro.target.Wave+1 >= len(policy.Waves) {
 		return ro.complete(ctx, fmt.Sprintf("rolled out in %d waves", len(policy.Waves))+note)
