@@ -55,6 +55,8 @@ func TestWireValues(t *testing.T) {
 		{contract.AnnotationRolloutMessage, "engine.cuengine.dev/rollout-message"},
 		{contract.AnnotationRolloutHeldDeletes, "engine.cuengine.dev/rollout-held-deletes"},
 		{contract.AnnotationRolloutFailingBefore, "engine.cuengine.dev/rollout-failing-before"},
+		{contract.AnnotationRolloutSoakSince, "engine.cuengine.dev/rollout-soak-since"},
+		{contract.AnnotationRolloutAnalysis, "engine.cuengine.dev/rollout-analysis"},
 		{contract.AnnotationRolloutPaused, "engine.cuengine.dev/rollout-paused"},
 		{contract.AnnotationRolloutApproved, "engine.cuengine.dev/rollout-approved"},
 		{contract.AnnotationRolloutUndo, "engine.cuengine.dev/rollout-undo"},

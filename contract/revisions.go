@@ -43,6 +43,14 @@ const (
 	// when the rollout moved them: their health is not held against the
 	// revision. Absent when there are none.
 	AnnotationRolloutFailingBefore = "engine.cuengine.dev/rollout-failing-before"
+	// AnnotationRolloutSoakSince is when the wave in progress started its
+	// soak (RFC 3339): every parent of the wave was healthy on the
+	// revision. Absent when the wave is not soaking. A new leader resumes
+	// the clock from it.
+	AnnotationRolloutSoakSince = "engine.cuengine.dev/rollout-soak-since"
+	// AnnotationRolloutAnalysis holds the latest result of each of the
+	// wave's analysis checks, one line each. Absent when none ran.
+	AnnotationRolloutAnalysis = "engine.cuengine.dev/rollout-analysis"
 
 	// AnnotationRolloutPaused, "true", set by a user, stops a rollout
 	// between waves; removing it resumes.

@@ -78,6 +78,7 @@ func newKindController(e *Engine, t *templates.Template) *kindController {
 	kc.store = &revisions.Store{Client: e.writer, Reader: e.apiReader, Namespace: e.opts.RevisionNamespace, GVK: t.GVK}
 	kc.ro = rollout.New(kc, t.GVK, kc.store,
 		e.opts.RevisionHistoryLimit, rollout.Hold{Scoper: e.scoper, Limits: e.opts.Limits, Budget: e.budget, Observe: kc.observeForHold})
+	kc.ro.SetAnalyzer(e.opts.Analyzer)
 	kc.rec = reconciler.New(reconciler.Options{
 		GVK:            t.GVK,
 		Kind:           kc,

@@ -23,6 +23,7 @@ import (
 	"github.com/cuengine/engine/providers"
 	"github.com/cuengine/engine/reconciler"
 	"github.com/cuengine/engine/render"
+	"github.com/cuengine/engine/rollout"
 	"github.com/cuengine/engine/templates"
 )
 
@@ -76,6 +77,10 @@ type Options struct {
 	// admission webhook checks parents against is what the engine
 	// serves, never a set it refused.
 	OnServed func(context.Context, *templates.Set)
+	// Analyzer runs the analysis checks of the templates' rollouts
+	// (rollout.analysis) against a Prometheus server; nil is none, and a
+	// wave whose rollout declares checks holds, saying so.
+	Analyzer rollout.Analyzer
 }
 
 // Engine runs one controller per templated parent kind. Templates are

@@ -36,8 +36,8 @@ providers/...       providers/...
 render              templates templates/openapi contract
 revisions       templates contract
 reconciler      render revisions providers templates templates/graph contract
-rollout         render revisions templates contract
-rollout/analysis -
+rollout         render revisions templates contract rollout/analysis
+rollout/analysis templates
 diff            render revisions templates providers contract
 sharding        contract
 clusters        contract
@@ -45,7 +45,7 @@ migration       -
 webhooks        templates contract
 engine          *
 internal/...    *
-cmd/engine      engine contract templates templates/openapi templates/graph templates/rbac templates/watch render revisions reconciler rollout diff sharding webhooks providers providers/plugin internal/localcluster internal/pgserver
+cmd/engine      engine contract templates templates/openapi templates/graph templates/rbac templates/watch render revisions reconciler rollout rollout/analysis diff sharding webhooks providers providers/plugin internal/localcluster internal/pgserver
 '
 # The engine binary runs its providers as plugins (engine-provider-<name>,
 # providers/plugin): it links no provider implementation, directly or not

@@ -3,6 +3,7 @@ package revisions
 import (
 	"cmp"
 	"slices"
+	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -44,6 +45,17 @@ type FleetRevision struct {
 	// healthy on their previous revision when the rollout moved them to
 	// this one: the health gates do not count them against it.
 	FailingBefore []string `json:"failingBefore,omitempty"`
+	// SoakSince is when the wave in progress started its soak; Soak its
+	// length and SoakLeft what remains of it, as `engine rollout status`
+	// reads the revision's template (empty when it cannot).
+	SoakSince *time.Time `json:"soakSince,omitempty"`
+	Soak      string     `json:"soak,omitempty"`
+	SoakLeft  string     `json:"soakLeft,omitempty"`
+	// Analysis are the latest results of the wave's analysis checks.
+	Analysis []string `json:"analysis,omitempty"`
+	// NextWaveAt is when a freeze window of the revision's rollout ends:
+	// no wave starts before.
+	NextWaveAt *time.Time `json:"nextWaveAt,omitempty"`
 }
 
 // Fleet is `engine rollout status`: the revisions the kind's objects
@@ -74,7 +86,11 @@ func FleetOf(kr *Stored, parents []unstructured.Unstructured, waves func(Revisio
 		if r := rows[rev.Hash]; r != nil {
 			return r
 		}
-		r := &FleetRevision{Number: rev.Number, Hash: rev.Hash, Phase: DisplayPhase(rev), Message: rev.Message, FailingBefore: rev.FailingBefore}
+		r := &FleetRevision{Number: rev.Number, Hash: rev.Hash, Phase: DisplayPhase(rev), Message: rev.Message, FailingBefore: rev.FailingBefore, Analysis: rev.Analysis}
+		if !rev.SoakSince.IsZero() {
+			since := rev.SoakSince
+			r.SoakSince = &since
+		}
 		r.Wave, r.Waves = WaveOf(rev, waves)
 		rows[rev.Hash] = r
 		byNumber[rev.Number] = r

@@ -65,6 +65,12 @@ type Revision struct {
 	// them to this one: their failures are not this revision's. At most
 	// MaxFailingBefore of them are recorded.
 	FailingBefore []string
+	// SoakSince is when the wave in progress started its soak (every
+	// parent of it healthy on the revision); zero when it is not soaking.
+	SoakSince time.Time
+	// Analysis are the latest results of the wave's analysis checks, one
+	// message each.
+	Analysis []string
 	// Paused, Approved and Undo are the users' requests.
 	Paused, Approved, Undo bool
 }
@@ -104,6 +110,8 @@ func RevisionOf(cr *appsv1.ControllerRevision) Revision {
 		Message:       a[contract.AnnotationRolloutMessage],
 		HeldDeletes:   heldDeletes,
 		FailingBefore: splitList(a[contract.AnnotationRolloutFailingBefore]),
+		SoakSince:     soakSince(a[contract.AnnotationRolloutSoakSince]),
+		Analysis:      splitLines(a[contract.AnnotationRolloutAnalysis]),
 		Paused:        a[contract.AnnotationRolloutPaused] == "true",
 		Approved:      a[contract.AnnotationRolloutApproved] == "true",
 		Undo:          a[contract.AnnotationRolloutUndo] == "true",
@@ -134,6 +142,12 @@ func ObjectOf(namespace string, gvk schema.GroupVersionKind, rev Revision, files
 	if len(rev.FailingBefore) > 0 {
 		a[contract.AnnotationRolloutFailingBefore] = strings.Join(rev.FailingBefore, ",")
 	}
+	if !rev.SoakSince.IsZero() {
+		a[contract.AnnotationRolloutSoakSince] = rev.SoakSince.UTC().Format(time.RFC3339Nano)
+	}
+	if len(rev.Analysis) > 0 {
+		a[contract.AnnotationRolloutAnalysis] = strings.Join(rev.Analysis, "\n")
+	}
 	for key, set := range map[string]bool{contract.AnnotationRolloutPaused: rev.Paused, contract.AnnotationRolloutApproved: rev.Approved, contract.AnnotationRolloutUndo: rev.Undo} {
 		if set {
 			a[key] = "true"
@@ -160,6 +174,24 @@ func splitList(s string) []string {
 		return nil
 	}
 	return strings.Split(s, ",")
+}
+
+// soakSince reads AnnotationRolloutSoakSince; zero when it is absent or
+// not a time (the wave's soak starts again).
+func soakSince(s string) time.Time {
+	t, err := time.Parse(time.RFC3339Nano, s)
+	if err != nil {
+		return time.Time{}
+	}
+	return t
+}
+
+// splitLines reads an annotation of lines; nil when it is empty.
+func splitLines(s string) []string {
+	if s == "" {
+		return nil
+	}
+	return strings.Split(s, "\n")
 }
 
 // ListRevisions returns the stored revisions of a kind, oldest first.

@@ -101,6 +101,8 @@ func TestObjectOf(t *testing.T) {
 		{Number: 3, Hash: "cccccccccccc", Path: "mykind.cue", Phase: revisions.PhaseHeld, HeldDeletes: 0, Approved: true},
 		{Number: 4, Hash: "dddddddddddd", Path: "mykind.cue", Phase: revisions.PhaseHeld, HeldDeletes: -1},
 		{Number: 5, Hash: "eeeeeeeeeeee", Path: "mykind.cue", Phase: revisions.PhaseComplete, HeldDeletes: -1, Undo: true},
+		{Number: 6, Hash: "ababababab12", Path: "mykind.cue", Phase: revisions.PhaseProgressing, Wave: 1, HeldDeletes: -1, SoakSince: created.Add(1500 * time.Millisecond),
+			Analysis: []string{"analysis errors passed: x is 0.01, the condition is < 0.05", "analysis p99 held: the query y returned no data (no data is not success)"}},
 	} {
 		t.Run(rev.Hash, func(t *testing.T) {
 			cr := revisions.ObjectOf("engine-system", myKind, rev, map[string]string{rev.Path: "// a template"})

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -113,6 +114,9 @@ func (s *Store) renumber(ctx context.Context, cr *appsv1.ControllerRevision, num
 			contract.AnnotationRolloutPaused:   nil,
 			contract.AnnotationRolloutApproved: nil,
 			contract.AnnotationRolloutUndo:     nil,
+			// Its soak and analysis were its previous rollout's.
+			contract.AnnotationRolloutSoakSince: nil,
+			contract.AnnotationRolloutAnalysis:  nil,
 		}},
 	})
 	if err != nil {
@@ -139,6 +143,14 @@ func (s *Store) Record(ctx context.Context, rev Revision, clear ...string) error
 		contract.AnnotationRolloutMessage:       rev.Message,
 		contract.AnnotationRolloutHeldDeletes:   nil,
 		contract.AnnotationRolloutFailingBefore: nil,
+		contract.AnnotationRolloutSoakSince:     nil,
+		contract.AnnotationRolloutAnalysis:      nil,
+	}
+	if !rev.SoakSince.IsZero() {
+		patch[contract.AnnotationRolloutSoakSince] = rev.SoakSince.UTC().Format(time.RFC3339Nano)
+	}
+	if len(rev.Analysis) > 0 {
+		patch[contract.AnnotationRolloutAnalysis] = strings.Join(rev.Analysis, "\n")
 	}
 	if len(rev.FailingBefore) > 0 {
 		patch[contract.AnnotationRolloutFailingBefore] = strings.Join(rev.FailingBefore, ",")

@@ -6,7 +6,11 @@
 // back a revision whose parents regress (fail their gates after being
 // healthy on their previous revision, gate.go) or that a user undoes. The
 // first wave's canaries are the policy's choice (order.go), and a pin is
-// followed only as the newest template's policy for pins allows.
+// followed only as the newest template's policy for pins allows. Between
+// waves the policy may add gates (soak.go): a soak whose clock is recorded
+// on the revision, analysis checks run during it through an Analyzer
+// (package analysis on a Prometheus; a failed check rolls back, a held one
+// holds the wave), and freeze windows in which no wave starts.
 // Under sharding one replica coordinates and the others follow (follow.go).
 //
 // It reaches its kind only through Kind (the parents, their children, the

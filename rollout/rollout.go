@@ -74,6 +74,11 @@ type Rollout struct {
 
 	// requeue is the running fleet-wide requeue (requeueAll), if any.
 	requeue *requeue
+
+	// analyzer runs the analysis checks (soak.go); nil: no Prometheus.
+	analyzer Analyzer
+	// soaking is the target's wave's analysis, as last run.
+	soaking soakState
 }
 
 // requeue is one fleet-wide requeue: stop cancels it, done is closed when
@@ -291,11 +296,13 @@ func (ro *Rollout) retargetAmong(ctx context.Context, t *templates.Template, crs
 			continue
 		}
 		old.Phase, old.Message = revisions.PhaseSuperseded, fmt.Sprintf("superseded by revision %d", lr.Number)
+		old.SoakSince = time.Time{} // were it rolled out again, its soak starts over
 		if err := ro.store.Record(ctx, old.Revision); err != nil {
 			return err
 		}
 	}
 	ro.target = lr
+	ro.soaking = soakState{}
 	clear(ro.moving)
 	ro.restable()
 	log.FromContext(ctx).Info("template revision", "kind", contract.KindString(ro.gvk), "revision", lr.Number, "hash", lr.Hash, "phase", lr.Phase)

@@ -147,6 +147,11 @@ func (ro *Rollout) progress(ctx context.Context, parents []unstructured.Unstruct
 		moved = append(moved, p)
 	}
 	v := judge(moved, ro.moving, ro.target.Hash, now, policy.ProgressDeadline)
+	if !ro.target.SoakSince.IsZero() {
+		// Healthy when the soak started: unhealthy now is a regression,
+		// said so rather than as a missed progressDeadline.
+		v.failures = soakRegressions(moved, ro.moving, ro.target.Hash, v.failures)
+	}
 	if allowed := policy.FailuresAllowed(len(fleet)); len(v.failures) > allowed {
 		budget := policy.MaxFailuresString()
 		if policy.MaxFailuresPercent > 0 {
@@ -155,7 +160,8 @@ func (ro *Rollout) progress(ctx context.Context, parents []unstructured.Unstruct
 		return ro.rollBack(ctx, parents, fmt.Sprintf("%d objects failed (more than maxFailures %s): %s",
 			len(v.failures), budget, strings.Join(v.failures[:min(len(v.failures), 3)], "; ")))
 	}
-	msg := fmt.Sprintf("wave %d of %d", ro.target.Wave+1, len(policy.Waves))
+	wave := fmt.Sprintf("wave %d of %d", ro.target.Wave+1, len(policy.Waves))
+	note := failingBeforeNote(len(v.failingBefore))
 	if ro.target.Paused {
 		ready := 0
 		for _, p := range moved {
@@ -163,35 +169,61 @@ func (ro *Rollout) progress(ctx context.Context, parents []unstructured.Unstruct
 				ready++
 			}
 		}
-		msg = fmt.Sprintf("paused at wave %d of %d: %d of %d objects moved, %d Ready (engine rollout resume continues)",
-			ro.target.Wave+1, len(policy.Waves), len(moved), len(fleet), ready)
-	}
-	msg += failingBeforeNote(len(v.failingBefore))
-	if ro.target.Message != msg {
-		ro.target.Message = msg
-		if err := ro.store.Record(ctx, ro.target.Revision); err != nil {
-			return err
-		}
-	}
-	if ro.target.Paused {
-		return nil
+		return ro.note(ctx, fmt.Sprintf("paused at wave %d of %d: %d of %d objects moved, %d Ready (engine rollout resume continues)",
+			ro.target.Wave+1, len(policy.Waves), len(moved), len(fleet), ready)+note)
 	}
 	want := policy.Waves[ro.target.Wave].Of(len(fleet))
 	if len(moved) < want {
+		if ro.target.Wave == 0 && len(moved) == 0 {
+			// No wave starts in a freeze window (soak.go).
+			if frozen := frozenNote(policy, now); frozen != "" {
+				return ro.note(ctx, wave+": "+frozen+"; the wave starts then"+note)
+			}
+		}
+		if err := ro.note(ctx, wave+note); err != nil {
+			return err
+		}
 		return ro.sendWave(ctx, fleet, want-len(moved), now)
 	}
 	if v.waiting > 0 {
-		return nil
+		if !ro.target.SoakSince.IsZero() {
+			return ro.note(ctx, fmt.Sprintf("%s: soaking since %s; %d objects not healthy", wave, ro.target.SoakSince.UTC().Format(time.RFC3339), v.waiting)+note)
+		}
+		return ro.note(ctx, wave+note)
+	}
+	if len(moved) > 0 { // no objects, nothing to soak
+		gate, err := ro.soakGate(ctx, parents, now)
+		if err != nil || gate.rolledBack {
+			return err
+		}
+		if !gate.passed {
+			return ro.note(ctx, wave+": "+gate.note+note)
+		}
 	}
 	if ro.target.Wave+1 >= len(policy.Waves) {
-		return ro.complete(ctx, fmt.Sprintf("rolled out in %d waves", len(policy.Waves))+failingBeforeNote(len(v.failingBefore)))
+		return ro.complete(ctx, fmt.Sprintf("rolled out in %d waves", len(policy.Waves))+note)
+	}
+	if frozen := frozenNote(policy, now); frozen != "" {
+		// The wave passed; the next does not start in a freeze window,
+		// and the health gates keep watching this one meanwhile.
+		return ro.note(ctx, fmt.Sprintf("%s passed; %s, when wave %d starts", wave, frozen, ro.target.Wave+2)+note)
 	}
 	ro.target.Wave++
-	ro.target.Message = fmt.Sprintf("wave %d of %d", ro.target.Wave+1, len(policy.Waves)) + failingBeforeNote(len(v.failingBefore))
+	ro.endSoak()
+	ro.target.Message = fmt.Sprintf("wave %d of %d", ro.target.Wave+1, len(policy.Waves)) + note
 	if err := ro.store.Record(ctx, ro.target.Revision); err != nil {
 		return err
 	}
 	return ro.progress(ctx, parents) // the next wave's parents, at once
+}
+
+// note records msg as the target's message, unless it says so already.
+func (ro *Rollout) note(ctx context.Context, msg string) error {
+	if ro.target.Message == msg {
+		return nil
+	}
+	ro.target.Message = msg
+	return ro.store.Record(ctx, ro.target.Revision)
 }
 
 // sendWave moves the next n parents of the fleet to the target. Those not
@@ -255,6 +287,7 @@ func count(n int, one, many string) string {
 // complete makes the target the stable revision and moves every parent.
 func (ro *Rollout) complete(ctx context.Context, msg string, done ...string) error {
 	ro.target.Phase, ro.target.Message = revisions.PhaseComplete, msg
+	ro.endSoak()
 	ro.target.Wave = len(ro.target.tpl.Rollout.Waves) - 1
 	if err := ro.store.Record(ctx, ro.target.Revision, done...); err != nil {
 		return err
@@ -273,6 +306,7 @@ func (ro *Rollout) complete(ctx context.Context, msg string, done ...string) err
 func (ro *Rollout) rollBack(ctx context.Context, parents []unstructured.Unstructured, why string, done ...string) error {
 	ro.target.Phase = revisions.PhaseRolledBack
 	ro.target.Message = why
+	ro.target.SoakSince = time.Time{} // the analysis results stay, for status
 	if err := ro.store.Record(ctx, ro.target.Revision, done...); err != nil {
 		return err
 	}

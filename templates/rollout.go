@@ -44,12 +44,24 @@ type Rollout struct {
 	// AllowDeletions: the revision may delete children the previous one
 	// produces without being held for a confirmation.
 	AllowDeletions bool
+	// Soak is how long each wave's parents must stay healthy on the new
+	// revision before the next wave starts (a wave may declare its own,
+	// SoakOf); 0: the next starts once they are healthy.
+	Soak time.Duration
+	// Analysis are the metric checks run during each wave's soak.
+	Analysis []AnalysisCheck
+	// Freeze are the windows in which no wave starts (FrozenUntil).
+	Freeze []FreezeWindow
 }
 
 // Wave is a count of parents (1) or a percentage of them ("10%").
 type Wave struct {
 	Count   int
 	Percent int
+	// Soak, when OwnSoak, is the wave's own soak, in place of the
+	// rollout's (Rollout.SoakOf).
+	Soak    time.Duration
+	OwnSoak bool
 }
 
 func (w Wave) String() string {
@@ -94,7 +106,7 @@ func (r Rollout) MaxFailuresString() string {
 var defaultWaves = []Wave{{Count: 1}, {Percent: 10}, {Percent: 50}, {Percent: 100}}
 
 // rolloutFields are the fields of the rollout block, as vet lists them.
-var rolloutFields = []string{"strategy", "waves", "progressDeadline", "maxFailures", "allowDeletions", "canary", "pins"}
+var rolloutFields = []string{"strategy", "waves", "progressDeadline", "maxFailures", "allowDeletions", "canary", "pins", "soak", "analysis", "freeze"}
 
 // knownFields refuses a field of a top-level block that the engine does
 // not read: a misspelt or unsupported field would otherwise be dropped
@@ -126,6 +138,9 @@ func decodeRollout(v cue.Value) (Rollout, error) {
 		AllowDeletions   bool    `json:"allowDeletions"`
 		Canary           any     `json:"canary"`
 		Pins             any     `json:"pins"`
+		Soak             any     `json:"soak"`
+		Analysis         any     `json:"analysis"`
+		Freeze           any     `json:"freeze"`
 	}
 	if err := v.Decode(&raw); err != nil {
 		return Rollout{}, err
@@ -167,6 +182,9 @@ func decodeRollout(v cue.Value) (Rollout, error) {
 	if r.Pins, err = decodePins(raw.Pins); err != nil {
 		return Rollout{}, err
 	}
+	if err := decodeGates(&r, raw.Soak, raw.Analysis, raw.Freeze); err != nil { // rollout_gates.go
+		return Rollout{}, err
+	}
 	return r, nil
 }
 
@@ -199,23 +217,16 @@ func decodeWaves(items []any) ([]Wave, error) {
 		return nil, bad("must list at least one wave, ending with \"100%%\"")
 	}
 	var waves []Wave
-	for _, item := range items {
+	for i, item := range items {
 		var w Wave
-		switch x := item.(type) {
-		case int, int64, float64, *big.Int, *big.Float:
-			n, ok := wholeNumber(x)
-			if !ok || n < 1 {
-				return nil, bad("a count of parents must be a whole number of 1 or more, not %v", x)
-			}
-			w.Count = n
-		case string:
-			p, err := strconv.Atoi(strings.TrimSuffix(x, "%"))
-			if !strings.HasSuffix(x, "%") || err != nil || p < 1 || p > 100 {
-				return nil, bad("a share of parents is written \"1%%\" to \"100%%\", not %q", x)
-			}
-			w.Percent = p
-		default:
-			return nil, bad("each wave is a count (1) or a share (\"10%%\"), not %v", x)
+		var err error
+		if m, ok := item.(map[string]any); ok {
+			w, err = decodeWaveStruct(i, m) // rollout_gates.go
+		} else {
+			w, err = decodeWave(item)
+		}
+		if err != nil {
+			return nil, err
 		}
 		if n := len(waves); n > 0 && !grows(waves[n-1], w) {
 			return nil, bad("waves are cumulative and must grow: %s after %s", w, waves[n-1])
@@ -226,6 +237,29 @@ func decodeWaves(items []any) ([]Wave, error) {
 		return nil, bad("the last wave must be \"100%%\" (every parent), not %s", last)
 	}
 	return waves, nil
+}
+
+// decodeWave reads a count (1) or a share ("10%") of parents.
+func decodeWave(item any) (Wave, error) {
+	bad := func(msg string, args ...any) error { return &fieldError{"rollout", "waves", fmt.Sprintf(msg, args...)} }
+	var w Wave
+	switch x := item.(type) {
+	case int, int64, float64, *big.Int, *big.Float:
+		n, ok := wholeNumber(x)
+		if !ok || n < 1 {
+			return Wave{}, bad("a count of parents must be a whole number of 1 or more, not %v", x)
+		}
+		w.Count = n
+	case string:
+		p, err := strconv.Atoi(strings.TrimSuffix(x, "%"))
+		if !strings.HasSuffix(x, "%") || err != nil || p < 1 || p > 100 {
+			return Wave{}, bad("a share of parents is written \"1%%\" to \"100%%\", not %q", x)
+		}
+		w.Percent = p
+	default:
+		return Wave{}, bad("each wave is a count (1), a share (\"10%%\") or {share: \"10%%\", soak: \"5m\"}, not %v", x)
+	}
+	return w, nil
 }
 
 // wholeNumber converts the numbers CUE decodes into an int.

@@ -53,8 +53,8 @@ func TestRolloutPolicy(t *testing.T) {
 		{"pins newest zero", `rollout: pins: newest: 0`, Rollout{}, `t.cue:2:10: rollout.pins: newest must be a whole number from 1 to 100, not 0`},
 		{"pins newest too many", `rollout: pins: newest: 1000`, Rollout{}, `t.cue:2:10: rollout.pins: newest must be a whole number from 1 to 100, not 1000`},
 		{"pins unknown field", `rollout: pins: minRevision: 3`, Rollout{}, `t.cue:2:10: rollout.pins: unknown field "minRevision" (newest)`},
-		{"unknown field", `rollout: {strategy: "Progressive", soak: "30s"}`, Rollout{}, `t.cue:2:36: rollout.soak: unknown field (the rollout block has: strategy, waves, progressDeadline, maxFailures, allowDeletions, canary, pins)`},
-		{"misspelt field", `rollout: maxFailure: 3`, Rollout{}, `t.cue:2:10: rollout.maxFailure: unknown field (the rollout block has: strategy, waves, progressDeadline, maxFailures, allowDeletions, canary, pins)`},
+		{"unknown field", `rollout: {strategy: "Progressive", soakTime: "30s"}`, Rollout{}, `t.cue:2:36: rollout.soakTime: unknown field (the rollout block has: strategy, waves, progressDeadline, maxFailures, allowDeletions, canary, pins, soak, analysis, freeze)`},
+		{"misspelt field", `rollout: maxFailure: 3`, Rollout{}, `t.cue:2:10: rollout.maxFailure: unknown field (the rollout block has: strategy, waves, progressDeadline, maxFailures, allowDeletions, canary, pins, soak, analysis, freeze)`},
 		{"pins not a policy", `rollout: pins: true`, Rollout{}, `t.cue:2:10: rollout.pins: must be "Allow", "Forbid" or {newest: N}, not true`},
 	} {
 		t.Run(tt.name, func(t *testing.T) {

@@ -16,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/cuengine/engine/revisions"
+	"github.com/cuengine/engine/templates"
 )
 
 // rolloutOptions are the flags of `engine rollout`.
@@ -110,8 +111,8 @@ type rolloutSession struct {
 	arg  string
 	gvk  schema.GroupVersionKind
 	revs *revisions.Stored
-	// waves caches the number of waves of each revision's rollout policy.
-	waves map[string]int
+	// policies caches each revision's rollout policy, by name.
+	policies map[string]*templates.Rollout
 }
 
 func (o *rolloutOptions) connect(ctx context.Context, arg string) (*rolloutSession, error) {
@@ -138,7 +139,7 @@ func (o *rolloutOptions) connect(ctx context.Context, arg string) (*rolloutSessi
 	if err != nil {
 		return nil, err
 	}
-	return &rolloutSession{c: c, arg: arg, gvk: gvk, revs: revs, waves: map[string]int{}}, nil
+	return &rolloutSession{c: c, arg: arg, gvk: gvk, revs: revs, policies: map[string]*templates.Rollout{}}, nil
 }
 
 // parents lists the kind's objects in every namespace.
@@ -154,17 +155,56 @@ func (s *rolloutSession) parents(ctx context.Context) ([]unstructured.Unstructur
 // wavesOf returns how many waves a revision's rollout policy has, read from
 // the template it stores; 0 when this engine cannot compile it.
 func (s *rolloutSession) wavesOf(rev revisions.Revision) int {
-	if n, ok := s.waves[rev.Name]; ok {
-		return n
+	if p := s.policyOf(rev); p != nil {
+		return len(p.Waves)
 	}
-	n := 0
+	return 0
+}
+
+// policyOf returns a revision's rollout policy, read from the template it
+// stores; nil when this engine cannot compile it.
+func (s *rolloutSession) policyOf(rev revisions.Revision) *templates.Rollout {
+	if p, ok := s.policies[rev.Name]; ok {
+		return p
+	}
+	var p *templates.Rollout
 	if cr := s.revs.Object(rev.Name); cr != nil {
 		if t, err := revisions.LoadRevision(cr, s.gvk); err == nil {
-			n = len(t.Rollout.Waves)
+			p = &t.Rollout
 		}
 	}
-	s.waves[rev.Name] = n
-	return n
+	s.policies[rev.Name] = p
+	return p
+}
+
+// fleet is the status of the kind: the revisions as stored, and of the
+// target's rollout what its policy says at now (the soak's length, a
+// freeze).
+func (s *rolloutSession) fleet(parents []unstructured.Unstructured, now time.Time) revisions.Fleet {
+	st := revisions.FleetOf(s.revs, parents, s.wavesOf)
+	target := s.revs.Target()
+	p := s.policyOf(target)
+	if p == nil {
+		return st
+	}
+	t := &st.Target
+	if since := t.SoakSince; since != nil {
+		soak := p.SoakOf(target.Wave)
+		t.Soak = soak.String()
+		t.SoakLeft = max(since.Add(soak).Sub(now), 0).Round(time.Second).String()
+	}
+	switch target.Phase {
+	case revisions.PhasePending, revisions.PhaseProgressing:
+		if until, frozen := p.FrozenUntil(now); frozen {
+			t.NextWaveAt = &until
+		}
+	}
+	for i := range st.Revisions {
+		if st.Revisions[i].Target {
+			st.Revisions[i] = *t
+		}
+	}
+	return st
 }
 
 func (o *rolloutOptions) status(ctx context.Context, w io.Writer, s *rolloutSession) error {
@@ -178,7 +218,7 @@ func (o *rolloutOptions) status(ctx context.Context, w io.Writer, s *rolloutSess
 	if err != nil {
 		return err
 	}
-	st := revisions.FleetOf(s.revs, parents, s.wavesOf)
+	st := s.fleet(parents, time.Now())
 	if o.output == "json" {
 		return printJSON(w, st)
 	}

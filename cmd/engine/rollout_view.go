@@ -47,6 +47,7 @@ func printStatus(w io.Writer, st revisions.Fleet, cmdKind string) {
 	}
 	t := st.Target
 	defer printFailingBefore(w, t)
+	defer printGates(w, t)
 	switch t.Phase {
 	case string(revisions.PhaseHeld):
 		fmt.Fprintf(w, "revision %d (*) is held: %s\n`engine rollout resume %s` confirms it\n", t.Number, t.Message, cmdKind)
@@ -56,6 +57,28 @@ func printStatus(w io.Writer, st revisions.Fleet, cmdKind string) {
 		fmt.Fprintf(w, "revision %d (*) was rolled back: %s\n", t.Number, t.Message)
 	default:
 		fmt.Fprintf(w, "revision %d (*) is %s: %s\n", t.Number, t.Phase, cmp.Or(t.Message, "the engine has not looked at it yet"))
+	}
+}
+
+// printGates says where the target's wave stands with its soak, its
+// analysis checks and the freeze windows.
+func printGates(w io.Writer, t revisions.FleetRevision) {
+	if t.SoakSince != nil {
+		since := t.SoakSince.UTC().Format(time.RFC3339)
+		switch {
+		case t.Soak == "":
+			fmt.Fprintf(w, "soaking since %s\n", since)
+		case t.SoakLeft == "0s":
+			fmt.Fprintf(w, "soaked: %s since %s\n", t.Soak, since)
+		default:
+			fmt.Fprintf(w, "soaking since %s: %s of %s remaining\n", since, t.SoakLeft, t.Soak)
+		}
+	}
+	for _, a := range t.Analysis {
+		fmt.Fprintf(w, "%s\n", a)
+	}
+	if t.NextWaveAt != nil {
+		fmt.Fprintf(w, "frozen: the next wave may start at %s\n", t.NextWaveAt.UTC().Format(time.RFC3339))
 	}
 }
 
@@ -198,7 +221,7 @@ func (o *rolloutOptions) watchStatus(ctx context.Context, w io.Writer, s *rollou
 		if err == nil && perr == nil {
 			s.revs = revs
 			var b strings.Builder
-			printStatus(&b, revisions.FleetOf(s.revs, parents, s.wavesOf), s.arg)
+			printStatus(&b, s.fleet(parents, time.Now()), s.arg)
 			if b.String() != last {
 				switch {
 				case tty:

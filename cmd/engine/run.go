@@ -67,6 +67,7 @@ type runOptions struct {
 	providerDir             string
 	providerPing            pluginPing
 	webhook                 webhookOptions
+	prometheus              prometheusOptions
 }
 
 func (o *runOptions) addFlags(cmd *cobra.Command) {
@@ -90,6 +91,7 @@ func (o *runOptions) addFlags(cmd *cobra.Command) {
 	f.StringVar(&o.revisionNamespace, "revision-namespace", "", "namespace of the templates' revisions (ControllerRevisions) (default: --leader-election-namespace, else the pod's namespace, else \"default\")")
 	f.IntVar(&o.revisionHistoryLimit, "revision-history-limit", 10, "revisions kept per kind, besides those an object runs or is pinned to")
 	o.webhook.addFlags(f)
+	o.prometheus.addFlags(f)
 	addLimitFlags(f, &o.limits)
 	f.IntVar(&o.budget.MaxOverrunning, "max-overrunning-evaluations", render.DefaultMaxOverrunning, "evaluations past --evaluation-timeout that may run at once (CUE cannot be interrupted); past it an object whose evaluation overran before is Synced=False EvaluationBudgetExceeded, not evaluated, and past twice it every object is")
 	f.StringVar(&o.maxEvaluationHeap, "max-evaluation-heap", "", `live heap (a quantity, "768Mi") past which an object whose evaluation overran before is refused, EvaluationBudgetExceeded, and a sixth over which every object is (default: three quarters of GOMEMLIMIT when set)`)
@@ -226,6 +228,10 @@ func (o *runOptions) run(cmd *cobra.Command, cfg *rest.Config) error {
 	if err != nil {
 		return fmt.Errorf("creating manager: %w", err)
 	}
+	analyzer, err := o.prometheus.analyzer(ctx, cfg)
+	if err != nil {
+		return err
+	}
 	registry, plugins, err := newProviders(logger, o.providerDir, o.providerPing)
 	if err != nil {
 		return err
@@ -255,6 +261,7 @@ func (o *runOptions) run(cmd *cobra.Command, cfg *rest.Config) error {
 		RevisionHistoryLimit:    o.revisionHistoryLimit,
 		Shard:                   shard.id,
 		Fence:                   fence,
+		Analyzer:                analyzer,
 	})
 	if err != nil {
 		return err

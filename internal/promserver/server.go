@@ -26,6 +26,10 @@ type Options struct {
 	// Username and Password, when set, are required on every API call
 	// (Prometheus' --web.config.file basic_auth_users).
 	Username, Password string
+	// Listen is the host:port to serve on; "" is a free port on
+	// 127.0.0.1. A server stopped and started again on the same Listen is
+	// at the same URL, as a restarted Prometheus is.
+	Listen string
 	// Log receives progress lines; nil is silent.
 	Log func(format string, args ...any)
 }
@@ -73,11 +77,14 @@ func Start(ctx context.Context, opts Options) (*Server, error) {
 	if err := os.WriteFile(filepath.Join(dir, "prometheus.yml"), []byte(config), 0o600); err != nil {
 		return fail(err)
 	}
-	port, err := freePort()
-	if err != nil {
-		return fail(err)
+	addr := opts.Listen
+	if addr == "" {
+		port, err := freePort()
+		if err != nil {
+			return fail(err)
+		}
+		addr = fmt.Sprintf("127.0.0.1:%d", port)
 	}
-	addr := fmt.Sprintf("127.0.0.1:%d", port)
 	args := []string{
 		"--config.file=" + filepath.Join(dir, "prometheus.yml"),
 		"--storage.tsdb.path=" + filepath.Join(dir, "data"),

@@ -14,19 +14,12 @@ import (
 	"github.com/prometheus/client_golang/api"
 	promv1 "github.com/prometheus/client_golang/api/prometheus/v1"
 	"github.com/prometheus/common/model"
+
+	"github.com/cuengine/engine/templates"
 )
 
-// Check is one metric check of a rollout.
-type Check struct {
-	// Name identifies the check in status, events and messages.
-	Name string
-	// Query is PromQL; {{kind}}, {{revision}} and {{wave}} are replaced.
-	Query string
-	// Condition is an operator and a number: "< 0.05", ">= 0.99", "== 0".
-	Condition string
-}
-
-// Vars are the values a query may name.
+// Vars are the values a query may name: {{kind}}, {{revision}} and
+// {{wave}} (1-based).
 type Vars struct {
 	Kind     string
 	Revision string
@@ -55,54 +48,6 @@ type Result struct {
 	Message string
 	At      time.Time
 }
-
-// Condition is a parsed Check.Condition.
-type Condition struct {
-	Op    string
-	Bound float64
-}
-
-// operators, longest first so "<=" is not read as "<".
-var operators = []string{"<=", ">=", "==", "!=", "<", ">"}
-
-// ParseCondition reads "OP NUMBER".
-func ParseCondition(s string) (Condition, error) {
-	t := strings.TrimSpace(s)
-	for _, op := range operators {
-		if rest, ok := strings.CutPrefix(t, op); ok {
-			v, err := strconv.ParseFloat(strings.TrimSpace(rest), 64)
-			if err != nil || math.IsNaN(v) {
-				return Condition{}, fmt.Errorf("condition %q: %q is not a number", s, strings.TrimSpace(rest))
-			}
-			return Condition{Op: op, Bound: v}, nil
-		}
-	}
-	return Condition{}, fmt.Errorf("condition %q must be an operator (<, <=, >, >=, ==, !=) and a number, as \"< 0.05\"", s)
-}
-
-// Holds reports whether v satisfies the condition; NaN never does.
-func (c Condition) Holds(v float64) bool {
-	if math.IsNaN(v) {
-		return false
-	}
-	switch c.Op {
-	case "<":
-		return v < c.Bound
-	case "<=":
-		return v <= c.Bound
-	case ">":
-		return v > c.Bound
-	case ">=":
-		return v >= c.Bound
-	case "==":
-		return v == c.Bound
-	case "!=":
-		return v != c.Bound
-	}
-	return false
-}
-
-func (c Condition) String() string { return c.Op + " " + strconv.FormatFloat(c.Bound, 'g', -1, 64) }
 
 // Expand replaces the variables a query names, each as the text of a
 // PromQL double-quoted string's content (backslashes and quotes escaped).
@@ -162,14 +107,11 @@ func (a authenticated) RoundTrip(r *http.Request) (*http.Response, error) {
 	return a.next.RoundTrip(r)
 }
 
-// Evaluate runs c for v at now and judges its value.
-func (s *Server) Evaluate(ctx context.Context, c Check, v Vars, now time.Time) Result {
+// Evaluate runs c for v now and judges its value.
+func (s *Server) Evaluate(ctx context.Context, c templates.AnalysisCheck, v Vars) Result {
+	now := time.Now()
 	res := Result{Check: c.Name, Value: math.NaN(), At: now}
-	cond, err := ParseCondition(c.Condition)
-	if err != nil {
-		res.Verdict, res.Message = Held, err.Error()
-		return res
-	}
+	cond := c.Condition
 	query := Expand(c.Query, v)
 	qctx, cancel := context.WithTimeout(ctx, s.timeout)
 	defer cancel()
@@ -194,7 +136,7 @@ func queryError(err error) string {
 
 // judge applies cond to a query's value: a scalar, or every series of a
 // vector; no data is Held.
-func judge(res Result, name, query string, cond Condition, value model.Value) Result {
+func judge(res Result, name, query string, cond templates.Condition, value model.Value) Result {
 	type sample struct {
 		labels string
 		v      float64

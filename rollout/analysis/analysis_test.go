@@ -16,25 +16,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/cuengine/engine/internal/promserver"
+	"github.com/cuengine/engine/templates"
 )
-
-func TestParseCondition(t *testing.T) {
-	for in, want := range map[string]Condition{
-		"< 0.05": {"<", 0.05}, "<=1": {"<=", 1}, " >= 0.99 ": {">=", 0.99}, "== 0": {"==", 0}, "!= 3": {"!=", 3}, "> -1e3": {">", -1000},
-	} {
-		got, err := ParseCondition(in)
-		require.NoError(t, err, in)
-		assert.Equal(t, want, got, in)
-	}
-	_, err := ParseCondition("about 3")
-	assert.EqualError(t, err, `condition "about 3" must be an operator (<, <=, >, >=, ==, !=) and a number, as "< 0.05"`)
-	_, err = ParseCondition("< lots")
-	assert.EqualError(t, err, `condition "< lots": "lots" is not a number`)
-	c, _ := ParseCondition("< 1")
-	assert.False(t, c.Holds(math.NaN()), "NaN never holds")
-	assert.True(t, c.Holds(0.5))
-	assert.False(t, c.Holds(1))
-}
 
 func TestExpandEscapes(t *testing.T) {
 	got := Expand(`rate(x{kind="{{kind}}",revision="{{revision}}",wave="{{wave}}"}[1m])`, Vars{Kind: `My"Kind\`, Revision: "3", Wave: 2})
@@ -85,13 +68,14 @@ func TestEvaluateAgainstPrometheus(t *testing.T) {
 	}()
 	server, err := NewServer(prom.URL, Credentials{Username: user, Password: password}, 5*time.Second)
 	require.NoError(t, err)
-	check := Check{Name: "errors", Query: `max(app_error_ratio{revision="{{revision}}"})`, Condition: "< 0.05"}
-	perPod := Check{Name: "per-pod", Query: `app_error_ratio{revision="{{revision}}"}`, Condition: "< 0.05"}
+	below := templates.Condition{Op: "<", Bound: 0.05}
+	check := templates.AnalysisCheck{Name: "errors", Query: `max(app_error_ratio{revision="{{revision}}"})`, Condition: below}
+	perPod := templates.AnalysisCheck{Name: "per-pod", Query: `app_error_ratio{revision="{{revision}}"}`, Condition: below}
 	vars := Vars{Kind: "MyKind.webapp.my.domain", Revision: "3", Wave: 1}
 
 	var res Result
 	require.Eventually(t, func() bool {
-		res = server.Evaluate(ctx, check, vars, time.Now())
+		res = server.Evaluate(ctx, check, vars)
 		return res.Verdict == Passed
 	}, time.Minute, 200*time.Millisecond, "the first scrape arrives: %+v", res)
 	assert.Equal(t, `analysis errors passed: max(app_error_ratio{revision="3"}) is 0.02, the condition is < 0.05`, res.Message)
@@ -99,20 +83,20 @@ func TestEvaluateAgainstPrometheus(t *testing.T) {
 
 	page.set("app_error_ratio{revision=\"3\",pod=\"a\"} 0.01\napp_error_ratio{revision=\"3\",pod=\"b\"} 0.3\n")
 	require.Eventually(t, func() bool {
-		res = server.Evaluate(ctx, perPod, vars, time.Now())
+		res = server.Evaluate(ctx, perPod, vars)
 		return res.Verdict == Failed
 	}, time.Minute, 200*time.Millisecond, "%+v", res)
 	assert.Equal(t, `analysis per-pod failed: app_error_ratio{revision="3"} is 0.3 for app_error_ratio{instance="`+strings.TrimPrefix(target.URL, "http://")+`", job="test", pod="b", revision="3"}, the condition is < 0.05`, res.Message)
 	assert.Equal(t, 0.3, res.Value)
 
-	res = server.Evaluate(ctx, check, Vars{Revision: "9"}, time.Now())
+	res = server.Evaluate(ctx, check, Vars{Revision: "9"})
 	assert.Equal(t, Held, res.Verdict)
 	assert.Equal(t, `analysis errors held: the query max(app_error_ratio{revision="9"}) returned no data (no data is not success)`, res.Message)
 	assert.True(t, math.IsNaN(res.Value))
 
 	wrong, err := NewServer(prom.URL, Credentials{Username: user, Password: "guess"}, 5*time.Second)
 	require.NoError(t, err)
-	res = wrong.Evaluate(ctx, check, vars, time.Now())
+	res = wrong.Evaluate(ctx, check, vars)
 	assert.Equal(t, Held, res.Verdict, res.Message)
 	assert.Contains(t, res.Message, "analysis errors held: Prometheus at "+prom.URL+" did not answer the query")
 	assert.NotContains(t, res.Message, password)
@@ -120,7 +104,7 @@ func TestEvaluateAgainstPrometheus(t *testing.T) {
 
 	require.NoError(t, prom.Stop())
 	stopped = true
-	res = server.Evaluate(ctx, check, vars, time.Now())
+	res = server.Evaluate(ctx, check, vars)
 	assert.Equal(t, Held, res.Verdict)
 	assert.Contains(t, res.Message, "connection refused")
 	assert.NotContains(t, res.Message, password)

@@ -2,10 +2,10 @@
 // check, run against a Prometheus server, whose value must satisfy the
 // check's condition.
 //
-// A Check is what a template declares (templates parses and vets it); a
-// query may name the rollout's kind, revision and wave as {{kind}},
-// {{revision}} and {{wave}}, replaced by their values escaped for a
-// PromQL string. Evaluate runs one check and returns a Result that is
+// A check is what a template declares (templates.AnalysisCheck: package
+// templates parses and vets it, its condition included); a query may name
+// the rollout's kind, revision and wave as {{kind}}, {{revision}} and
+// {{wave}}, replaced by their values escaped for a PromQL string. Evaluate runs one check and returns a Result that is
 // Passed, Failed (the value, the condition and, for a vector, the series
 // that broke it) or Held: the server did not answer, refused the query,
 // or returned no data. A held check never promotes: missing data is not
@@ -14,5 +14,5 @@
 //
 // It does not decide what a failed check does to a rollout (package
 // rollout rolls the revision back, as for a failed health gate) nor when
-// checks run (during each wave's soak). It imports nothing of ours.
+// checks run (during each wave's soak). Of ours it imports templates only.
 package analysis
