@@ -35,10 +35,14 @@ func (e *CRDError) Error() string {
 // waits until each is Established. A CRD whose change could break stored
 // objects (a removed field, a narrowed type) is refused with a *CRDError
 // unless force is set; the others are still applied.
-func InstallCRDs(ctx context.Context, c client.Client, set *templates.Set, force bool) error {
+func InstallCRDs(ctx context.Context, c client.Client, set *templates.Set, force bool, conv ConversionWebhook) error {
 	var errs []error
 	for _, t := range set.Templates() {
 		crd := t.CRD()
+		if err := withConversion(ctx, crd, conv); err != nil {
+			errs = append(errs, fmt.Errorf("template %s: %w", t.Path, err))
+			continue
+		}
 		if err := installCRD(ctx, c, crd, force); err != nil {
 			errs = append(errs, fmt.Errorf("template %s: %w", t.Path, err))
 		}

@@ -44,6 +44,11 @@ type Options struct {
 	InstallCRDs bool
 	// ForceCRDChanges applies CRD changes that could break stored objects.
 	ForceCRDChanges bool
+	// ConversionWebhook says where the apiserver converts the parents of
+	// a kind with several versions (the webhook server's /convert); nil
+	// when the webhook server is off, and then such a CRD is not
+	// installed (conversion.go).
+	ConversionWebhook ConversionWebhook
 	// Limits bound what one parent may cost; zero fields take
 	// render.DefaultLimits.
 	Limits render.Limits
@@ -281,7 +286,7 @@ func (e *Engine) Start(ctx context.Context) error {
 	e.mu.Unlock()
 	e.refs.start(ctx)
 	if set != nil && e.opts.InstallCRDs {
-		if err := InstallCRDs(ctx, e.writer, set, e.opts.ForceCRDChanges); err != nil {
+		if err := InstallCRDs(ctx, e.writer, set, e.opts.ForceCRDChanges, e.opts.ConversionWebhook); err != nil {
 			// The kinds whose CRD is missing report it in Status and retry.
 			log.FromContext(ctx).Error(err, "installing CRDs")
 			e.setReloadErr(err)

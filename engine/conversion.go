@@ -1,0 +1,39 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+)
+
+// ConversionWebhook returns the clientConfig of the engine's conversion
+// webhook (the webhook server's /convert) and the annotations the CRD
+// needs with it (cert-manager's CA injection).
+type ConversionWebhook func(context.Context) (*apiextensionsv1.WebhookClientConfig, map[string]string, error)
+
+// withConversion completes the conversion of a CRD with several versions:
+// the template gives strategy Webhook, and where the apiserver reaches the
+// webhook depends on how the engine runs. Without a webhook server the CRD
+// is refused: the apiserver could serve no version but the stored one.
+func withConversion(ctx context.Context, crd *apiextensionsv1.CustomResourceDefinition, conv ConversionWebhook) error {
+	c := crd.Spec.Conversion
+	if c == nil || c.Strategy != apiextensionsv1.WebhookConverter || c.Webhook == nil {
+		return nil
+	}
+	if conv == nil {
+		return fmt.Errorf("CRD %s not installed: its kind has several versions, which the apiserver converts through the engine's webhook; start the engine with --webhook-port (the chart and config/ do, and so does engine dev)", crd.Name)
+	}
+	cc, annotations, err := conv(ctx)
+	if err != nil {
+		return fmt.Errorf("CRD %s: the conversion webhook: %w", crd.Name, err)
+	}
+	c.Webhook.ClientConfig = cc
+	for k, v := range annotations {
+		if crd.Annotations == nil {
+			crd.Annotations = map[string]string{}
+		}
+		crd.Annotations[k] = v
+	}
+	return nil
+}
