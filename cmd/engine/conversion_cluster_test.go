@@ -1,0 +1,142 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/cuengine/engine/internal/localcluster"
+)
+
+// TestConversionOnCluster: a real apiserver converts the App of
+// testdata/conversion (v1 flat, v2 grouped and stored, the hub) through
+// the engine's /convert, on the CRD the engine installs; the CA is
+// injected by the rotator.
+func TestConversionOnCluster(t *testing.T) {
+	if testing.Short() {
+		t.Skip("needs a control plane (run without -short)")
+	}
+	cluster, err := localcluster.Start(context.Background(), localcluster.Options{Progress: os.Stderr})
+	require.NoError(t, err, "starting the control plane (run `make assets` first)")
+	t.Cleanup(func() { assert.NoError(t, cluster.Stop()) })
+	c, err := client.New(cluster.Config, client.Options{Scheme: newScheme()})
+	require.NoError(t, err)
+	ctx := context.Background()
+	for _, ns := range []string{"engine-system", "apps"} {
+		require.NoError(t, c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}))
+	}
+	assets, err := localcluster.AssetsDir()
+	require.NoError(t, err)
+	port := freePort(t)
+	wc := &webhookCluster{
+		c: c, kubeconfig: cluster.Kubeconfig, kubectlBin: filepath.Join(assets, "kubectl"), dir: t.TempDir(),
+		args: []string{"run", "--templates", "testdata/conversion", "--kubeconfig", cluster.Kubeconfig, "--install-crds",
+			"--metrics-bind-address", "0", "--health-probe-bind-address", "0",
+			"--webhook-port", fmt.Sprint(port), "--webhook-url", fmt.Sprintf("https://localhost:%d", port),
+			"--webhook-namespace", "engine-system", "--webhook-cert-dir", t.TempDir()},
+	}
+	wc.startEngine(t)
+
+	crd := &apiextensionsv1.CustomResourceDefinition{}
+	eventuallyCluster(t, "the CRD installed with its conversion webhook and CA", func(ctx context.Context) (bool, error) {
+		if err := c.Get(ctx, client.ObjectKey{Name: "apps.apps.example.com"}, crd); err != nil {
+			return false, err
+		}
+		conv := crd.Spec.Conversion
+		return conv != nil && conv.Webhook != nil && conv.Webhook.ClientConfig != nil && len(conv.Webhook.ClientConfig.CABundle) > 0, nil
+	})
+	assert.Equal(t, apiextensionsv1.WebhookConverter, crd.Spec.Conversion.Strategy)
+	assert.Equal(t, fmt.Sprintf("https://localhost:%d/convert", port), *crd.Spec.Conversion.Webhook.ClientConfig.URL)
+
+	apply := func(name, manifest string) (string, error) {
+		path := filepath.Join(wc.dir, name+".yaml")
+		require.NoError(t, os.WriteFile(path, []byte(manifest), 0o644))
+		return wc.kubectl("apply", "-f", path)
+	}
+	v1App := func(name string, replicas int) string {
+		return fmt.Sprintf("apiVersion: apps.example.com/v1\nkind: App\nmetadata:\n  name: %s\n  namespace: apps\nspec:\n  image: nginx:1.27\n  replicas: %d\n", name, replicas)
+	}
+
+	// The first write needs the webhook: the apiserver may not reach it
+	// (or trust its CA) for a moment.
+	var out string
+	waitCtx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	err = wait.PollUntilContextCancel(waitCtx, 200*time.Millisecond, true, func(context.Context) (bool, error) {
+		out, err = apply("web", v1App("web", 3))
+		return err == nil, nil
+	})
+	require.NoError(t, err, "creating an App in v1; last kubectl output:\n%s", out)
+	assert.Contains(t, out, "apps.example.com/v1 App is deprecated; use apps.example.com/v2", "the deprecation warning")
+
+	get := func(version, name string) map[string]any {
+		out, err := wc.kubectl("get", "apps."+version+".apps.example.com", "-n", "apps", name, "-o", "json")
+		require.NoError(t, err, out)
+		var obj map[string]any
+		require.NoError(t, json.Unmarshal([]byte(out[strings.Index(out, "{"):]), &obj), out)
+		return obj
+	}
+	t.Run("read in v2 and in v1, the same App", func(t *testing.T) {
+		v2 := get("v2", "web")
+		assert.Equal(t, "apps.example.com/v2", v2["apiVersion"])
+		assert.Equal(t, map[string]any{"container": map[string]any{"image": "nginx:1.27", "replicas": 3.0}}, v2["spec"])
+		v1 := get("v1", "web")
+		assert.Equal(t, "apps.example.com/v1", v1["apiVersion"])
+		assert.Equal(t, map[string]any{"image": "nginx:1.27", "replicas": 3.0}, v1["spec"])
+		assert.Equal(t, v1["metadata"].(map[string]any)["uid"], v2["metadata"].(map[string]any)["uid"])
+	})
+
+	t.Run("the engine reconciles it in the hub", func(t *testing.T) {
+		d := &appsv1.Deployment{}
+		eventuallyCluster(t, "the Deployment of web", func(ctx context.Context) (bool, error) {
+			return c.Get(ctx, client.ObjectKey{Namespace: "apps", Name: "web"}, d) == nil, nil
+		})
+		assert.Equal(t, int32(3), *d.Spec.Replicas)
+		assert.Equal(t, "nginx:1.27", d.Spec.Template.Spec.Containers[0].Image)
+		eventuallyCluster(t, "web's status written (through v2)", func(ctx context.Context) (bool, error) {
+			st, _ := get("v1", "web")["status"].(map[string]any)
+			return st != nil && st["observedGeneration"] != nil, nil
+		})
+		rv := d.ResourceVersion
+		// Reading and writing in another version is not a change of the
+		// App: its Deployment is not written again.
+		out, err := wc.kubectl("label", "apps.v1.apps.example.com", "-n", "apps", "web", "team=a")
+		require.NoError(t, err, out)
+		for range 3 {
+			get("v1", "web")
+			get("v2", "web")
+		}
+		// The label is seen by the engine (an evaluation), then nothing.
+		eventuallyCluster(t, "the label seen in v2", func(ctx context.Context) (bool, error) {
+			md, _ := get("v2", "web")["metadata"].(map[string]any)
+			labels, _ := md["labels"].(map[string]any)
+			return labels["team"] == "a", nil
+		})
+		require.NoError(t, c.Get(ctx, client.ObjectKey{Namespace: "apps", Name: "web"}, d))
+		assert.Equal(t, rv, d.ResourceVersion, "the Deployment was not rewritten")
+	})
+
+	t.Run("a v1 App that does not fit v2 is refused, naming the field", func(t *testing.T) {
+		out, err := apply("big", v1App("big", 20))
+		require.Error(t, err)
+		assert.Contains(t, out, "conversion webhook for apps.example.com/v1, Kind=App failed: App apps/big (apps.example.com/v1): converting v1 to v2: app.cue:18:30: spec.container.replicas: invalid value 20 (out of bound <=10)\n")
+		err = c.Get(ctx, client.ObjectKey{Namespace: "apps", Name: "big"}, &appsv1.Deployment{})
+		assert.True(t, apierrors.IsNotFound(err), "nothing made of it: %v", err)
+		get("v1", "web") // and the others still read
+	})
+}
