@@ -231,17 +231,6 @@ func (t *Template) RoundTrips(obj *unstructured.Unstructured) ([]Problem, error)
 		return nil, err
 	}
 	var problems []Problem
-	if gv.Version != t.GVK.Version {
-		back, err := t.Convert(hubObj, gv.Version)
-		if err != nil {
-			return nil, err
-		}
-		o := t.versions.others[gv.Version]
-		for _, l := range lost(obj.Object, back.Object) {
-			problems = append(problems, Problem{Pos: userPos(t.root, o.toHub), Path: "versions." + gv.Version + ".toHub",
-				Msg: fmt.Sprintf("%s is lost converting %s to the hub %s and back: %s", l.path, gv.Version, t.GVK.Version, l.how)})
-		}
-	}
 	for _, v := range t.versions.list {
 		if v.Hub {
 			continue
@@ -258,6 +247,19 @@ func (t *Template) RoundTrips(obj *unstructured.Unstructured) ([]Problem, error)
 		for _, l := range lost(hubObj.Object, back.Object) {
 			problems = append(problems, Problem{Pos: userPos(t.root, o.fromHub), Path: "versions." + v.Name + ".fromHub",
 				Msg: fmt.Sprintf("%s is lost converting the hub %s to %s and back: %s", l.path, t.GVK.Version, v.Name, l.how)})
+		}
+	}
+	// obj's own fields, when the way from the hub lost nothing (else that
+	// loss is already named, and is likely this one too).
+	if gv.Version != t.GVK.Version && len(problems) == 0 {
+		back, err := t.Convert(hubObj, gv.Version)
+		if err != nil {
+			return nil, err
+		}
+		o := t.versions.others[gv.Version]
+		for _, l := range lost(obj.Object, back.Object) {
+			problems = append(problems, Problem{Pos: userPos(t.root, o.toHub), Path: "versions." + gv.Version + ".toHub",
+				Msg: fmt.Sprintf("%s is lost converting %s to the hub %s and back: %s", l.path, gv.Version, t.GVK.Version, l.how)})
 		}
 	}
 	return problems, nil

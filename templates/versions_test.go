@@ -209,6 +209,29 @@ versions: {
 	problems, err = lossy.RoundTrips(app("v1", map[string]any{"image": "nginx"}))
 	require.NoError(t, err)
 	assert.Empty(t, problems)
+	// A field of v1 the hub has no place for is lost on the way there.
+	dir = t.TempDir()
+	writeFile(t, filepath.Join(dir, "app.cue"), []byte(`package app
+
+parent: {
+	apiVersion: "apps.example.com/v2"
+	kind:       "App"
+	spec: container: image: string
+}
+
+versions: {
+	v2: storage: true
+	v1: {
+		spec: {image: string, note?: string}
+		toHub: {in: _, out: spec: container: image: in.spec.image}
+		fromHub: {in: _, out: spec: image: in.spec.container.image}
+	}
+}
+`))
+	problems, err = loadOne(t, dir).RoundTrips(app("v1", map[string]any{"image": "nginx", "note": "keep me"}))
+	require.NoError(t, err)
+	require.Len(t, problems, 1)
+	assert.Equal(t, `app.cue:13:3: versions.v1.toHub: spec.note is lost converting v1 to the hub v2 and back: was "keep me", came back absent`, problems[0].String())
 }
 
 // TestConcurrentConvert converts with one compiled template from many
