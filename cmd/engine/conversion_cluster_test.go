@@ -43,9 +43,16 @@ func TestConversionOnCluster(t *testing.T) {
 	assets, err := localcluster.AssetsDir()
 	require.NoError(t, err)
 	port := freePort(t)
+	// The templates in a directory of the test's, edited as it goes: v1
+	// stored at first.
+	tmpl := t.TempDir()
+	require.NoError(t, os.CopyFS(tmpl, os.DirFS("testdata/conversion")))
+	appCUE := filepath.Join(tmpl, "app.cue")
+	edit(t, appCUE, "v2: storage: true", "v2: {}")
+	edit(t, appCUE, "v1: {\n", "v1: {\n\t\tstorage: true\n")
 	wc := &webhookCluster{
 		c: c, kubeconfig: cluster.Kubeconfig, kubectlBin: filepath.Join(assets, "kubectl"), dir: t.TempDir(),
-		args: []string{"run", "--templates", "testdata/conversion", "--kubeconfig", cluster.Kubeconfig, "--install-crds",
+		args: []string{"run", "--templates", tmpl, "--kubeconfig", cluster.Kubeconfig, "--install-crds",
 			"--metrics-bind-address", "0", "--health-probe-bind-address", "0",
 			"--webhook-port", fmt.Sprint(port), "--webhook-url", fmt.Sprintf("https://localhost:%d", port),
 			"--webhook-namespace", "engine-system", "--webhook-cert-dir", t.TempDir()},
@@ -62,6 +69,7 @@ func TestConversionOnCluster(t *testing.T) {
 	})
 	assert.Equal(t, apiextensionsv1.WebhookConverter, crd.Spec.Conversion.Strategy)
 	assert.Equal(t, fmt.Sprintf("https://localhost:%d/convert", port), *crd.Spec.Conversion.Webhook.ClientConfig.URL)
+	assert.Equal(t, []string{"v1"}, crd.Status.StoredVersions)
 
 	apply := func(name, manifest string) (string, error) {
 		path := filepath.Join(wc.dir, name+".yaml")
@@ -131,6 +139,37 @@ func TestConversionOnCluster(t *testing.T) {
 		assert.Equal(t, rv, d.ResourceVersion, "the Deployment was not rewritten")
 	})
 
+	t.Run("the stored version moves to v2: nothing rewritten, the same App in both", func(t *testing.T) {
+		d := &appsv1.Deployment{}
+		require.NoError(t, c.Get(ctx, client.ObjectKey{Namespace: "apps", Name: "web"}, d))
+		rv := d.ResourceVersion
+		before := get("v2", "web")
+		revision := func() any {
+			st, _ := get("v2", "web")["status"].(map[string]any)
+			tr, _ := st["templateRevision"].(map[string]any)
+			return tr["number"]
+		}
+		first := revision()
+		require.NotNil(t, first)
+
+		edit(t, appCUE, "v2: {}", "v2: storage: true")
+		edit(t, appCUE, "\t\tstorage: true\n", "")
+		eventuallyCluster(t, "the CRD storing v2", func(ctx context.Context) (bool, error) {
+			if err := c.Get(ctx, client.ObjectKey{Name: "apps.apps.example.com"}, crd); err != nil {
+				return false, err
+			}
+			return crd.Spec.Versions[0].Name == "v2" && crd.Spec.Versions[0].Storage, nil
+		})
+		assert.Equal(t, []string{"v1", "v2"}, crd.Status.StoredVersions, "objects stored in v1 stay until rewritten")
+		eventuallyCluster(t, "web on the new revision", func(ctx context.Context) (bool, error) {
+			return revision() != first, nil
+		})
+		require.NoError(t, c.Get(ctx, client.ObjectKey{Namespace: "apps", Name: "web"}, d))
+		assert.Equal(t, rv, d.ResourceVersion, "the Deployment was not rewritten")
+		assert.Equal(t, before["spec"], get("v2", "web")["spec"])
+		assert.Equal(t, map[string]any{"image": "nginx:1.27", "replicas": 3.0}, get("v1", "web")["spec"])
+	})
+
 	t.Run("a v1 App that does not fit v2 is refused, naming the field", func(t *testing.T) {
 		out, err := apply("big", v1App("big", 20))
 		require.Error(t, err)
@@ -138,5 +177,24 @@ func TestConversionOnCluster(t *testing.T) {
 		err = c.Get(ctx, client.ObjectKey{Namespace: "apps", Name: "big"}, &appsv1.Deployment{})
 		assert.True(t, apierrors.IsNotFound(err), "nothing made of it: %v", err)
 		get("v1", "web") // and the others still read
+	})
+
+	t.Run("a reload that changes a conversion is what converts", func(t *testing.T) {
+		out, err := apply("seven", v1App("seven", 7))
+		require.NoError(t, err, out)
+		edit(t, appCUE, "out: spec: container: {image: in.spec.image, replicas: in.spec.replicas}", "out: spec: container: {image: in.spec.image, replicas: in.spec.replicas & <=5}")
+		waitCtx, cancel := context.WithTimeout(ctx, time.Minute)
+		defer cancel()
+		// A new App each time: one the old conversion let in is not
+		// converted again by an apply that changes nothing.
+		attempt := 0
+		err = wait.PollUntilContextCancel(waitCtx, 200*time.Millisecond, true, func(context.Context) (bool, error) {
+			attempt++
+			name := fmt.Sprintf("eight-%d", attempt)
+			out, err = apply(name, v1App(name, 8))
+			return err != nil, nil
+		})
+		require.NoError(t, err, "the new conversion never refused; last kubectl output:\n%s", out)
+		assert.Regexp(t, `App apps/eight-\d+ \(apps.example.com/v1\): converting v1 to v2: app.cue:33:78: spec.container.replicas: invalid value 8 \(out of bound <=5\)`, out)
 	})
 }
