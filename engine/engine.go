@@ -106,6 +106,8 @@ type Engine struct {
 	// heapExceeded is why the engine stopped at the budget's hard heap
 	// bar (heapbar.go), nil until then.
 	heapExceeded atomic.Pointer[render.HeapExceeded]
+	// migrations wakes the storage migration loop (migrate.go); capacity 1.
+	migrations chan struct{}
 
 	mu        sync.Mutex
 	set       *templates.Set
@@ -214,6 +216,7 @@ func New(mgr manager.Manager, opts Options) (*Engine, error) {
 		scoper:       render.MapperScoper{Mapper: mgr.GetRESTMapper()},
 		budget:       render.NewBudget(opts.EvaluationBudget),
 		recorder:     mgr.GetEventRecorder("engine"),
+		migrations:   make(chan struct{}, 1),
 		kinds:        map[schema.GroupVersionKind]*kindController{},
 		indexed:      map[schema.GroupVersionKind]bool{},
 		failureWake:  make(chan struct{}, 1),
@@ -307,6 +310,7 @@ func (e *Engine) Start(ctx context.Context) error {
 		loops.Go(func() { e.countShardParents(ctx) })
 	}
 	loops.Go(func() { e.reportReloadFailures(ctx) })
+	loops.Go(func() { e.migrateStored(ctx) }) // migrate.go
 	loops.Go(func() { e.retryRefused(ctx) })
 	<-ctx.Done()
 	e.mu.Lock()

@@ -208,6 +208,7 @@ func (e *Engine) accept(ctx context.Context, set *templates.Set) error {
 		}
 	}
 	e.SetTemplates(set)
+	e.kickMigrations() // a storage version may have moved (migrate.go)
 	return nil
 }
 

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -14,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -160,9 +162,29 @@ func TestConversionOnCluster(t *testing.T) {
 			}
 			return crd.Spec.Versions[0].Name == "v2" && crd.Spec.Versions[0].Storage, nil
 		})
-		assert.Equal(t, []string{"v1", "v2"}, crd.Status.StoredVersions, "objects stored in v1 stay until rewritten")
+		assert.Contains(t, [][]string{{"v1", "v2"}, {"v2"}}, crd.Status.StoredVersions, "v1 until the engine has migrated the stored Apps")
 		eventuallyCluster(t, "web on the new revision", func(ctx context.Context) (bool, error) {
 			return revision() != first, nil
+		})
+		// The leader rewrites the Apps stored in v1, then trims
+		// storedVersions.
+		eventuallyCluster(t, "storedVersions [v2]", func(ctx context.Context) (bool, error) {
+			if err := c.Get(ctx, client.ObjectKey{Name: "apps.apps.example.com"}, crd); err != nil {
+				return false, err
+			}
+			return slices.Equal(crd.Status.StoredVersions, []string{"v2"}), nil
+		})
+		eventuallyCluster(t, "the StorageMigrated event", func(ctx context.Context) (bool, error) {
+			list := &eventsv1.EventList{}
+			if err := c.List(ctx, list); err != nil {
+				return false, err
+			}
+			for _, ev := range list.Items {
+				if ev.Reason == "StorageMigrated" && ev.Regarding.Name == "apps.apps.example.com" {
+					return strings.HasPrefix(ev.Note, "every App is stored in v2: 1 rewritten, 0 already there"), nil
+				}
+			}
+			return false, nil
 		})
 		require.NoError(t, c.Get(ctx, client.ObjectKey{Namespace: "apps", Name: "web"}, d))
 		assert.Equal(t, rv, d.ResourceVersion, "the Deployment was not rewritten")

@@ -183,6 +183,14 @@ func Generate(set *templates.Set, opts Options) *Roles {
 				ResourceNames: slices.Sorted(slices.Values(converting))},
 		)
 	}
+	if len(converting) > 0 {
+		// The storage migration trims the status.storedVersions of the
+		// CRDs of the kinds with several versions.
+		rules = append(rules,
+			rbacv1.PolicyRule{APIGroups: []string{"apiextensions.k8s.io"}, Resources: []string{"customresourcedefinitions/status"}, Verbs: []string{"update"},
+				ResourceNames: slices.Sorted(slices.Values(converting))},
+		)
+	}
 
 	labels := map[string]string{"app.kubernetes.io/name": "engine", "app.kubernetes.io/managed-by": "engine"}
 	subjects := []rbacv1.Subject{{Kind: "ServiceAccount", Name: opts.ServiceAccount, Namespace: opts.Namespace}}
