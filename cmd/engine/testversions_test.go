@@ -57,3 +57,10 @@ func TestVetFindsALossyConversion(t *testing.T) {
 app.cue:32:3: versions.v1.fromHub: spec.container.replicas is lost converting the hub v2 to v1 and back: was 3, came back 1 (example tests/app/v1/converted.yaml)
 2 problems converting the test cases' parents between versions`, errOut)
 }
+
+// engine render takes a parent in any version of its kind.
+func TestRenderParentInAnotherVersion(t *testing.T) {
+	out, errOut, code := run(t, "render", "--templates", versionsExample, "-f", filepath.Join(versionsExample, "tests/app/v1/parent.yaml"))
+	require.Equal(t, 0, code, errOut)
+	assert.Contains(t, out, "apiVersion: apps.example.com/v2\nkind: App\nmetadata:\n  name: web\n  namespace: default\nspec:\n  container:\n    image: nginx:1.27\n    replicas: 3\n")
+}
