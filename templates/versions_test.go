@@ -270,3 +270,14 @@ func TestConcurrentConvert(t *testing.T) {
 		t.Error(err)
 	}
 }
+
+func BenchmarkConvert(b *testing.B) {
+	tm := loadOne(b, versioned, "app")
+	obj := app("v1", map[string]any{"image": "nginx", "replicas": int64(3)})
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := tm.Convert(obj, "v2"); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
