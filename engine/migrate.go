@@ -42,7 +42,14 @@ func (e *Engine) kickMigrations() {
 // failure, an event on the CRD.
 func (e *Engine) migrateStored(ctx context.Context) {
 	logger := log.FromContext(ctx).WithName("storage-migration")
-	m := &migration.Migrator{Client: e.writer, Report: func(p migration.Progress) {
+	// Uncached: the objects are listed in pages from the apiserver, and
+	// the CRD's storedVersions read as the apiserver has them now.
+	direct, err := client.New(e.mgr.GetConfig(), client.Options{Scheme: e.mgr.GetScheme(), Mapper: e.mgr.GetRESTMapper()})
+	if err != nil {
+		logger.Error(err, "stored objects are not migrated: no client")
+		return
+	}
+	m := &migration.Migrator{Client: direct, Report: func(p migration.Progress) {
 		logger.Info("migrating stored objects", "crd", p.CRD, "to", p.To, "from", p.From,
 			"rewritten", p.Rewritten, "current", p.Current, "failed", p.Failed, "done", p.Done)
 	}}
@@ -78,7 +85,7 @@ func (e *Engine) migrateAll(ctx context.Context, m *migration.Migrator) {
 		name := t.CRD().Name
 		p, err := m.Migrate(ctx, name)
 		crd := &apiextensionsv1.CustomResourceDefinition{}
-		if gerr := e.writer.Get(ctx, client.ObjectKey{Name: name}, crd); gerr != nil {
+		if gerr := m.Client.Get(ctx, client.ObjectKey{Name: name}, crd); gerr != nil {
 			crd = nil
 		}
 		switch {
