@@ -8,7 +8,6 @@ import (
 	"strings"
 
 	"cuelang.org/go/cue"
-	"cuelang.org/go/cue/ast"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 )
@@ -125,7 +124,7 @@ func (t *Template) step(obj *unstructured.Unstructured, from, to string, block, 
 	if err != nil {
 		return nil, &ConversionError{From: from, To: to, Problems: []Problem{{Msg: err.Error()}}}
 	}
-	v := block.FillPath(pathInSpec, inSchema).Unify(t.ctx.BuildExpr(expr.(ast.Expr)))
+	v := block.FillPath(pathInSpec, inSchema).Unify(t.ctx.BuildExpr(expr))
 	if err := v.LookupPath(pathInSpec).Validate(cue.Concrete(true), cue.Final()); err != nil {
 		return nil, fail(err)
 	}
