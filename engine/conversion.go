@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"fmt"
+	"strings"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 )
@@ -36,4 +37,26 @@ func withConversion(ctx context.Context, crd *apiextensionsv1.CustomResourceDefi
 		crd.Annotations[k] = v
 	}
 	return nil
+}
+
+// stillStored refuses a CRD without a version that objects are still
+// stored in (the live CRD's status.storedVersions), even when forced: the
+// apiserver would refuse it too, less clearly. The engine migrates those
+// objects first (migrate.go).
+func stillStored(live, crd *apiextensionsv1.CustomResourceDefinition) error {
+	declared := map[string]bool{}
+	for _, v := range crd.Spec.Versions {
+		declared[v.Name] = true
+	}
+	var missing []string
+	for _, v := range live.Status.StoredVersions {
+		if !declared[v] {
+			missing = append(missing, v)
+		}
+	}
+	if len(missing) == 0 {
+		return nil
+	}
+	return fmt.Errorf("CRD %s not updated: objects are still stored in %s (status.storedVersions %s), which the template no longer declares; keep it declared until the engine has migrated them (the CRD's StorageMigrated event)",
+		crd.Name, strings.Join(missing, ", "), strings.Join(live.Status.StoredVersions, ", "))
 }

@@ -57,6 +57,8 @@ func installCRD(ctx context.Context, c client.Client, crd *apiextensionsv1.Custo
 	case apierrors.IsNotFound(err):
 	case err != nil:
 		return fmt.Errorf("reading CRD %s: %w", crd.Name, err)
+	case stillStored(live, crd) != nil: // conversion.go
+		return stillStored(live, crd)
 	case !force:
 		if changes := crdcompat.BreakingChanges(live, crd); len(changes) > 0 {
 			return &CRDError{CRD: crd.Name, Changes: changes}
