@@ -23,6 +23,10 @@ const (
 // moved is noticed).
 const migrationRetry = 5 * time.Minute
 
+// migrationPage is how many objects are listed, rewritten and logged at a
+// time: progress every few seconds at the Migrator's 20 writes a second.
+const migrationPage = 100
+
 // kickMigrations asks the migration loop to look again: the CRDs were
 // just installed.
 func (e *Engine) kickMigrations() {
@@ -49,7 +53,7 @@ func (e *Engine) migrateStored(ctx context.Context) {
 		logger.Error(err, "stored objects are not migrated: no client")
 		return
 	}
-	m := &migration.Migrator{Client: direct, Report: func(p migration.Progress) {
+	m := &migration.Migrator{Client: direct, PageSize: migrationPage, Report: func(p migration.Progress) {
 		logger.Info("migrating stored objects", "crd", p.CRD, "to", p.To, "from", p.From,
 			"rewritten", p.Rewritten, "current", p.Current, "failed", p.Failed, "done", p.Done)
 	}}
