@@ -23,9 +23,9 @@
 //   - certs.go: the serving certificate: a self-signed CA and serving
 //     certificate kept in a Secret of the engine's namespace, rotated by
 //     open-policy-agent/cert-controller, which injects the CA as the
-//     configuration's caBundle (and the converting CRDs'); the Secret's certificate written to the
-//     server's directory. Or, with cert-manager, a mounted certificate and
-//     the cainjector's annotation.
+//     caBundle of the configuration and of the converting CRDs; the
+//     Secret's certificate written to the server's directory. Or, with
+//     cert-manager, a mounted certificate and the cainjector's annotation.
 //
 // It does not load templates or reconcile: it is handed compiled sets and
 // asks a Template to ValidateParent or Convert one object.
