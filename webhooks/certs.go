@@ -47,9 +47,9 @@ func (o *Options) dnsName() (string, error) {
 // a serving certificate in the Secret (created empty here when missing),
 // renews them before they expire, and injects the CA into the
 // configuration's caBundle, and into the conversion webhook of the CRDs
-// of the set's kinds with several versions, whenever either changes. Every replica runs
-// it (the certificate is everyone's); writes to the Secret are guarded by
-// its resourceVersion.
+// of the set's kinds with several versions, whenever either changes.
+// Every replica runs it (the certificate is everyone's); writes to the
+// Secret are guarded by its resourceVersion.
 func (s *Server) addRotator(ctx context.Context, set *templates.Set) error {
 	if err := s.ensureSecret(ctx); err != nil {
 		return err
