@@ -45,8 +45,9 @@ func (s *syncBuffer) String() string {
 	return s.b.String()
 }
 
-// TestStorageMigrationResumesOnCluster: 400 Apps stored in v1 (paused,
-// so that only the migration writes them), the template moves storage to
+// TestStorageMigrationResumesOnCluster: 400 Apps stored in v1 (in a
+// namespace the engine does not reconcile, so that only the migration
+// writes them), the template moves storage to
 // v2; the engine, SIGKILLed in the middle of the migration, resumes when
 // it starts again and finishes: etcd holds v2 for every App and
 // storedVersions is [v2].
@@ -73,7 +74,10 @@ func TestStorageMigrationResumesOnCluster(t *testing.T) {
 	edit(t, appCUE, "v2: storage: true", "v2: {}")
 	edit(t, appCUE, "v1: {\n", "v1: {\n\t\tstorage: true\n")
 	port := freePort(t)
-	args := []string{"run", "--templates", tmpl, "--kubeconfig", cluster.Kubeconfig, "--install-crds",
+	// The engine reconciles only engine-system: its status writes would
+	// store the Apps of apps in v2 themselves; the migration covers every
+	// namespace.
+	args := []string{"run", "--templates", tmpl, "--kubeconfig", cluster.Kubeconfig, "--install-crds", "--namespace", "engine-system",
 		"--metrics-bind-address", "0", "--health-probe-bind-address", "0",
 		"--webhook-port", fmt.Sprint(port), "--webhook-url", fmt.Sprintf("https://localhost:%d", port),
 		"--webhook-namespace", "engine-system", "--webhook-cert-dir", t.TempDir()}
@@ -113,11 +117,8 @@ func TestStorageMigrationResumesOnCluster(t *testing.T) {
 	for i := range n {
 		app := &unstructured.Unstructured{Object: map[string]any{
 			"apiVersion": "apps.example.com/v1", "kind": "App",
-			"metadata": map[string]any{"name": fmt.Sprintf("app-%03d", i), "namespace": "apps",
-				// Paused: the engine writes no status for them after the
-				// template change, which would store them in v2 itself.
-				"annotations": map[string]any{"engine.cuengine.dev/paused": "true"}},
-			"spec": map[string]any{"image": "nginx", "replicas": int64(1)},
+			"metadata": map[string]any{"name": fmt.Sprintf("app-%03d", i), "namespace": "apps"},
+			"spec":     map[string]any{"image": "nginx", "replicas": int64(1)},
 		}}
 		require.NoError(t, c.Create(ctx, app))
 	}
