@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -59,7 +60,7 @@ func TestConversionOnCluster(t *testing.T) {
 			"--webhook-port", fmt.Sprint(port), "--webhook-url", fmt.Sprintf("https://localhost:%d", port),
 			"--webhook-namespace", "engine-system", "--webhook-cert-dir", t.TempDir()},
 	}
-	wc.startEngine(t)
+	stop := wc.startEngine(t)
 
 	crd := &apiextensionsv1.CustomResourceDefinition{}
 	eventuallyCluster(t, "the CRD installed with its conversion webhook and CA", func(ctx context.Context) (bool, error) {
@@ -218,5 +219,33 @@ func TestConversionOnCluster(t *testing.T) {
 		})
 		require.NoError(t, err, "the new conversion never refused; last kubectl output:\n%s", out)
 		assert.Regexp(t, `App apps/eight-\d+ \(apps.example.com/v1\): converting v1 to v2: app.cue:33:78: spec.container.replicas: invalid value 8 \(out of bound <=5\)`, out)
+	})
+
+	t.Run("restarted with a rotated certificate, the engine keeps converting", func(t *testing.T) {
+		require.NoError(t, c.Get(ctx, client.ObjectKey{Name: "apps.apps.example.com"}, crd))
+		before := crd.Spec.Conversion.Webhook.ClientConfig.CABundle
+		require.NotEmpty(t, before)
+		stop()
+		// Rotation: the rotator finds an empty Secret and issues a new CA.
+		secret := &corev1.Secret{}
+		require.NoError(t, c.Get(ctx, client.ObjectKey{Namespace: "engine-system", Name: "engine-webhook-certs"}, secret))
+		secret.Data = nil
+		require.NoError(t, c.Update(ctx, secret))
+		wc.startEngine(t)
+		eventuallyCluster(t, "a new CA in the CRD", func(ctx context.Context) (bool, error) {
+			if err := c.Get(ctx, client.ObjectKey{Name: "apps.apps.example.com"}, crd); err != nil {
+				return false, err
+			}
+			ca := crd.Spec.Conversion.Webhook.ClientConfig.CABundle
+			return len(ca) > 0 && !bytes.Equal(ca, before), nil
+		})
+		// The apiserver may hold the old CA for a moment.
+		var out string
+		eventuallyCluster(t, "web read in v1 again", func(context.Context) (bool, error) {
+			var err error
+			out, err = wc.kubectl("get", "apps.v1.apps.example.com", "-n", "apps", "web", "-o", "jsonpath={.spec.image}")
+			return err == nil, nil
+		})
+		assert.Equal(t, "Warning: apps.example.com/v1 App is deprecated; use apps.example.com/v2\nnginx:1.27", out, "converted from v2, stored")
 	})
 }
