@@ -60,3 +60,17 @@ func stillStored(live, crd *apiextensionsv1.CustomResourceDefinition) error {
 	return fmt.Errorf("CRD %s not updated: objects are still stored in %s (status.storedVersions %s), which the template no longer declares; keep it declared until the engine has migrated them (the CRD's StorageMigrated event)",
 		crd.Name, strings.Join(missing, ", "), strings.Join(live.Status.StoredVersions, ", "))
 }
+
+// keepCABundle keeps the live CRD's caBundle when the engine has none to
+// write (its Secret emptied for a rotation, the rotator not done yet):
+// applying without it would remove it, and the apiserver could not call
+// the webhook until the rotator injects the new one.
+func keepCABundle(live, crd *apiextensionsv1.CustomResourceDefinition) {
+	c, l := crd.Spec.Conversion, live.Spec.Conversion
+	if c == nil || c.Webhook == nil || c.Webhook.ClientConfig == nil || len(c.Webhook.ClientConfig.CABundle) > 0 {
+		return
+	}
+	if l != nil && l.Webhook != nil && l.Webhook.ClientConfig != nil {
+		c.Webhook.ClientConfig.CABundle = l.Webhook.ClientConfig.CABundle
+	}
+}

@@ -39,3 +39,25 @@ func TestWithConversion(t *testing.T) {
 	require.NoError(t, withConversion(context.Background(), plain, nil), "one version: nothing to fill")
 	assert.Nil(t, plain.Spec.Conversion)
 }
+
+func TestKeepCABundle(t *testing.T) {
+	url := "https://localhost:9443/convert"
+	withCA := func(ca string) *apiextensionsv1.CustomResourceDefinition {
+		crd := &apiextensionsv1.CustomResourceDefinition{}
+		crd.Spec.Conversion = &apiextensionsv1.CustomResourceConversion{Strategy: apiextensionsv1.WebhookConverter,
+			Webhook: &apiextensionsv1.WebhookConversion{ClientConfig: &apiextensionsv1.WebhookClientConfig{URL: &url}}}
+		if ca != "" {
+			crd.Spec.Conversion.Webhook.ClientConfig.CABundle = []byte(ca)
+		}
+		return crd
+	}
+	crd := withCA("")
+	keepCABundle(withCA("old"), crd)
+	assert.Equal(t, []byte("old"), crd.Spec.Conversion.Webhook.ClientConfig.CABundle, "none to write: the live one stays")
+	crd = withCA("new")
+	keepCABundle(withCA("old"), crd)
+	assert.Equal(t, []byte("new"), crd.Spec.Conversion.Webhook.ClientConfig.CABundle, "the Secret's CA wins")
+	plain := &apiextensionsv1.CustomResourceDefinition{}
+	keepCABundle(withCA("old"), plain)
+	assert.Nil(t, plain.Spec.Conversion)
+}

@@ -64,6 +64,9 @@ func installCRD(ctx context.Context, c client.Client, crd *apiextensionsv1.Custo
 			return &CRDError{CRD: crd.Name, Changes: changes}
 		}
 	}
+	if err == nil {
+		keepCABundle(live, crd) // conversion.go
+	}
 	content, err := runtime.DefaultUnstructuredConverter.ToUnstructured(crd)
 	if err != nil {
 		return err
