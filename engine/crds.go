@@ -35,10 +35,14 @@ func (e *CRDError) Error() string {
 // waits until each is Established. A CRD whose change could break stored
 // objects (a removed field, a narrowed type) is refused with a *CRDError
 // unless force is set; the others are still applied.
-func InstallCRDs(ctx context.Context, c client.Client, set *templates.Set, force bool) error {
+func InstallCRDs(ctx context.Context, c client.Client, set *templates.Set, force bool, conv ConversionWebhook) error {
 	var errs []error
 	for _, t := range set.Templates() {
 		crd := t.CRD()
+		if err := withConversion(ctx, crd, conv); err != nil {
+			errs = append(errs, fmt.Errorf("template %s: %w", t.Path, err))
+			continue
+		}
 		if err := installCRD(ctx, c, crd, force); err != nil {
 			errs = append(errs, fmt.Errorf("template %s: %w", t.Path, err))
 		}
@@ -53,10 +57,15 @@ func installCRD(ctx context.Context, c client.Client, crd *apiextensionsv1.Custo
 	case apierrors.IsNotFound(err):
 	case err != nil:
 		return fmt.Errorf("reading CRD %s: %w", crd.Name, err)
+	case stillStored(live, crd) != nil: // conversion.go
+		return stillStored(live, crd)
 	case !force:
 		if changes := crdcompat.BreakingChanges(live, crd); len(changes) > 0 {
 			return &CRDError{CRD: crd.Name, Changes: changes}
 		}
+	}
+	if err == nil {
+		keepCABundle(live, crd) // conversion.go
 	}
 	content, err := runtime.DefaultUnstructuredConverter.ToUnstructured(crd)
 	if err != nil {

@@ -32,8 +32,11 @@
 //     from each reference to the parents its events requeue.
 //   - childobjects.go: how the child cache holds each child kind (built-in
 //     kinds typed, read in protobuf; others unstructured).
-//   - crds.go: installing the templates' CRDs, refusing a change that could
-//     break stored objects.
+//   - crds.go, conversion.go: installing the templates' CRDs, refusing a
+//     change that could break stored objects, and naming the conversion
+//     webhook in those of kinds with several versions.
+//   - migrate.go: moving the stored objects of those kinds to the storage
+//     version (migration.Migrator), as the leader.
 //   - restmapper.go: the manager's REST mapper, remembering the mappings.
 //   - reload.go: Reload, the hot reload of the templates directory.
 //   - stall.go: stall tracking, a kind whose every worker is held too long.

@@ -45,6 +45,11 @@ type Options struct {
 	InstallCRDs bool
 	// ForceCRDChanges applies CRD changes that could break stored objects.
 	ForceCRDChanges bool
+	// ConversionWebhook says where the apiserver converts the parents of
+	// a kind with several versions (the webhook server's /convert); nil
+	// when the webhook server is off, and then such a CRD is not
+	// installed (conversion.go).
+	ConversionWebhook ConversionWebhook
 	// Limits bound what one parent may cost; zero fields take
 	// render.DefaultLimits.
 	Limits render.Limits
@@ -106,6 +111,8 @@ type Engine struct {
 	// heapExceeded is why the engine stopped at the budget's hard heap
 	// bar (heapbar.go), nil until then.
 	heapExceeded atomic.Pointer[render.HeapExceeded]
+	// migrations wakes the storage migration loop (migrate.go); capacity 1.
+	migrations chan struct{}
 
 	mu        sync.Mutex
 	set       *templates.Set
@@ -214,6 +221,7 @@ func New(mgr manager.Manager, opts Options) (*Engine, error) {
 		scoper:       render.MapperScoper{Mapper: mgr.GetRESTMapper()},
 		budget:       render.NewBudget(opts.EvaluationBudget),
 		recorder:     mgr.GetEventRecorder("engine"),
+		migrations:   make(chan struct{}, 1),
 		kinds:        map[schema.GroupVersionKind]*kindController{},
 		indexed:      map[schema.GroupVersionKind]bool{},
 		failureWake:  make(chan struct{}, 1),
@@ -286,7 +294,7 @@ func (e *Engine) Start(ctx context.Context) error {
 	e.mu.Unlock()
 	e.refs.start(ctx)
 	if set != nil && e.opts.InstallCRDs {
-		if err := InstallCRDs(ctx, e.writer, set, e.opts.ForceCRDChanges); err != nil {
+		if err := InstallCRDs(ctx, e.writer, set, e.opts.ForceCRDChanges, e.opts.ConversionWebhook); err != nil {
 			// The kinds whose CRD is missing report it in Status and retry.
 			log.FromContext(ctx).Error(err, "installing CRDs")
 			e.setReloadErr(err)
@@ -307,6 +315,7 @@ func (e *Engine) Start(ctx context.Context) error {
 		loops.Go(func() { e.countShardParents(ctx) })
 	}
 	loops.Go(func() { e.reportReloadFailures(ctx) })
+	loops.Go(func() { e.migrateStored(ctx) }) // migrate.go
 	loops.Go(func() { e.retryRefused(ctx) })
 	<-ctx.Done()
 	e.mu.Lock()

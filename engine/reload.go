@@ -203,11 +203,12 @@ func (e *Engine) accept(ctx context.Context, set *templates.Set) error {
 		return err
 	}
 	if e.opts.InstallCRDs && e.isLeader() && e.coordinates() {
-		if err := InstallCRDs(ctx, e.writer, set, e.opts.ForceCRDChanges); err != nil {
+		if err := InstallCRDs(ctx, e.writer, set, e.opts.ForceCRDChanges, e.opts.ConversionWebhook); err != nil {
 			return err
 		}
 	}
 	e.SetTemplates(set)
+	e.kickMigrations() // a storage version may have moved (migrate.go)
 	return nil
 }
 

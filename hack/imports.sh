@@ -42,7 +42,7 @@ diff            render revisions templates providers contract
 sharding        contract
 clusters        contract
 migration       -
-webhooks        templates contract
+webhooks        templates render contract
 engine          *
 internal/...    *
 cmd/engine      engine contract templates templates/openapi templates/graph templates/rbac templates/watch render revisions reconciler rollout rollout/analysis diff sharding webhooks providers providers/plugin internal/localcluster internal/pgserver

@@ -84,7 +84,9 @@ type Template struct {
 	// constraints are those of the spec the CRD does not carry
 	// (openapi.Constraints).
 	constraints []openapi.Constraint
-	memo        memo // recent results; the only mutable part, internally locked
+	// versions is the versions block, nil without one (versions.go).
+	versions *versionSet
+	memo     memo // recent results; the only mutable part, internally locked
 }
 
 // Policy holds the template's explicit permissions, from its top-level
@@ -360,7 +362,13 @@ func (c *compiler) compile(src source) (*Template, error) {
 	if t.graph, err = graphOf(c.root, src.path, src.files); err != nil { // graph.go
 		return nil, err
 	}
+	if err := c.decodeVersions(src.path, t); err != nil { // versions.go
+		return nil, err
+	}
 	if t.crd, err = c.buildCRD(src.path, t, openapi.StatusShapeOf(src.files)); err != nil {
+		return nil, err
+	}
+	if err := c.versionCRD(src.path, t); err != nil { // versions.go
 		return nil, err
 	}
 	if t.schema, err = structural(t.crd); err != nil {

@@ -12,8 +12,9 @@ import (
 
 // compileOnly names the top-level blocks the engine reads once, when it
 // compiles a template (crd.go, compile.go, rollout.go), and never in an
-// evaluation.
-var compileOnly = []string{"crd", "policy", "rollout"}
+// evaluation; and versions, read by conversions (versions.go, convert.go)
+// from the whole template.
+var compileOnly = []string{"crd", "policy", "rollout", "versions"}
 
 // withoutCompileOnly builds the template again without its compile-only
 // blocks, for evaluations: unifying a parent with the template evaluates

@@ -11,7 +11,7 @@
 //   - load.go, compile.go, compileonly.go, restore.go, storable.go: read a
 //     directory (or a stored revision's files) and compile each template
 //     once into a Template: its value, parent kind, hash, and the
-//     compile-only blocks (crd, policy, rollout) taken out of what an
+//     compile-only blocks (crd, policy, rollout, versions) taken out of what an
 //     evaluation unifies with.
 //   - crd.go, admit.go, prune.go: the CRD of the parent kind (its schema,
 //     @immutable() rules and the constraints it cannot carry come from
@@ -35,6 +35,10 @@
 //     (and what it observes) into children, resources, status and
 //     readiness, with a memo of recent results; a resource as the CLI
 //     shows it.
+//   - versions.go, convert.go: the versions block (the parent kind's
+//     versions, their CRD schemas and conversion webhook), Convert (a
+//     parent from one version to another through the hub, with the CUE of
+//     toHub and fromHub) and RoundTrips (the fields a conversion loses).
 //   - errors.go: Error and Problem, every message at file:line:col.
 //
 // It knows nothing about Kubernetes clients or reconciling: the engine asks

@@ -20,6 +20,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 
 	"github.com/cuengine/engine/contract"
+	"github.com/cuengine/engine/templates"
 )
 
 // The files of the serving certificate in Options.CertDir, as the Secret
@@ -45,10 +46,11 @@ func (o *Options) dnsName() (string, error) {
 // addRotator adds cert-controller's rotator: it keeps a self-signed CA and
 // a serving certificate in the Secret (created empty here when missing),
 // renews them before they expire, and injects the CA into the
-// configuration's caBundle whenever either changes. Every replica runs
-// it (the certificate is everyone's); writes to the Secret are guarded by
-// its resourceVersion.
-func (s *Server) addRotator(ctx context.Context) error {
+// configuration's caBundle, and into the conversion webhook of the CRDs
+// of the set's kinds with several versions, whenever either changes.
+// Every replica runs it (the certificate is everyone's); writes to the
+// Secret are guarded by its resourceVersion.
+func (s *Server) addRotator(ctx context.Context, set *templates.Set) error {
 	if err := s.ensureSecret(ctx); err != nil {
 		return err
 	}
@@ -63,7 +65,7 @@ func (s *Server) addRotator(ctx context.Context) error {
 		CAOrganization:         "cuengine",
 		DNSName:                dns,
 		IsReady:                make(chan struct{}),
-		Webhooks:               []rotator.WebhookInfo{{Name: s.opts.ConfigurationName, Type: rotator.Validating}},
+		Webhooks:               append([]rotator.WebhookInfo{{Name: s.opts.ConfigurationName, Type: rotator.Validating}}, conversionCRDs(set)...),
 		FieldOwner:             "engine-cert-rotator",
 		RequireLeaderElection:  false,
 		RotationCheckFrequency: s.opts.RotationCheck,

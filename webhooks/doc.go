@@ -1,6 +1,6 @@
 // Package webhooks is the engine's HTTPS server for the apiserver's calls:
-// the validating admission of parents (validate.go) and, later, the
-// conversion of parents between the versions of their kind.
+// the validating admission of parents (validate.go) and the conversion of
+// parents between the versions of their kind (convert.go).
 //
 // It owns:
 //
@@ -15,13 +15,18 @@
 //   - configuration.go: the ValidatingWebhookConfiguration it manages, one
 //     rule per kind whose template has constraints the CRD does not carry
 //     (templates.Template.NeedsAdmission), deleted when none has.
+//   - convert.go: the /convert handler: a ConversionReview's objects
+//     converted with the CUE of their template's versions block, through
+//     render.Convert (the engine's evaluation limits); one failure fails
+//     the review, naming the object and the field. ConversionWebhook: the
+//     clientConfig (and CA) the engine writes into such a CRD.
 //   - certs.go: the serving certificate: a self-signed CA and serving
 //     certificate kept in a Secret of the engine's namespace, rotated by
 //     open-policy-agent/cert-controller, which injects the CA as the
-//     configuration's caBundle; the Secret's certificate written to the
-//     server's directory. Or, with cert-manager, a mounted certificate and
-//     the cainjector's annotation.
+//     caBundle of the configuration and of the converting CRDs; the
+//     Secret's certificate written to the server's directory. Or, with
+//     cert-manager, a mounted certificate and the cainjector's annotation.
 //
 // It does not load templates or reconcile: it is handed compiled sets and
-// asks a Template to ValidateParent one object.
+// asks a Template to ValidateParent or Convert one object.
 package webhooks

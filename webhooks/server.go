@@ -21,6 +21,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
+	"github.com/cuengine/engine/render"
 	"github.com/cuengine/engine/templates"
 )
 
@@ -56,6 +57,9 @@ type Options struct {
 	// CertPoll how often the Secret is copied into CertDir.
 	RotationCheck time.Duration
 	CertPoll      time.Duration
+	// Limits bound one conversion as they bound one evaluation: the
+	// engine's (render.Limits); zero fields take the defaults.
+	Limits render.Limits
 }
 
 // Server is the engine's webhook server. It starts (certificates,
@@ -93,6 +97,7 @@ func New(mgr manager.Manager, opts Options) (*Server, error) {
 		}),
 	}
 	s.srv.Register(PathValidate, &admission.Webhook{Handler: &validator{lookup: s.lookup}})
+	s.Register(PathConvert, &converter{lookup: s.lookupGroupKind, limits: opts.Limits}) // convert.go
 	if err := mgr.Add(&configSync{s: s}); err != nil {
 		return nil, err
 	}
@@ -121,10 +126,10 @@ func (s *Server) SetTemplates(ctx context.Context, set *templates.Set) error {
 	case s.changed <- struct{}{}:
 	default:
 	}
-	if !needsAdmission(set) {
+	if !needsAdmission(set) && !needsConversion(set) {
 		return nil
 	}
-	s.startOnce.Do(func() { s.startErr = s.start(ctx) })
+	s.startOnce.Do(func() { s.startErr = s.start(ctx, set) })
 	return s.startErr
 }
 
@@ -138,10 +143,10 @@ func needsAdmission(set *templates.Set) bool {
 }
 
 // start adds the certificates' keepers and the listener to the manager.
-func (s *Server) start(ctx context.Context) error {
+func (s *Server) start(ctx context.Context, set *templates.Set) error {
 	var written chan struct{}
 	if s.opts.CertManagerCertificate == "" {
-		if err := s.addRotator(ctx); err != nil {
+		if err := s.addRotator(ctx, set); err != nil {
 			return err
 		}
 		written = make(chan struct{})

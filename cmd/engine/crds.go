@@ -2,16 +2,24 @@ package main
 
 import (
 	"fmt"
+	"strings"
 
 	"github.com/spf13/cobra"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/yaml"
 
 	"github.com/cuengine/engine/templates"
+	"github.com/cuengine/engine/webhooks"
 )
+
+func ptrTo[T any](x T) *T { return &x }
 
 type crdsOptions struct {
 	templates string
+	// Where the CRD of a kind with several versions sends conversions.
+	service, namespace, url string
+	servicePort             int
 }
 
 func newCRDsCommand() *cobra.Command {
@@ -29,7 +37,7 @@ kubectl apply -f -.`,
 				return &exitError{code: 1, msg: err.Error()}
 			}
 			for i, t := range set.Templates() {
-				b, err := crdYAML(t)
+				b, err := o.crdYAML(t)
 				if err != nil {
 					return err
 				}
@@ -42,13 +50,30 @@ kubectl apply -f -.`,
 		},
 	}
 	cmd.Flags().StringVar(&o.templates, "templates", "templates", "templates directory")
+	cmd.Flags().StringVar(&o.service, "webhook-service", "engine-webhook", "for kinds with several versions: the Service of the engine's conversion webhook")
+	cmd.Flags().StringVar(&o.namespace, "webhook-namespace", "engine-system", "for kinds with several versions: the namespace of --webhook-service")
+	cmd.Flags().IntVar(&o.servicePort, "webhook-service-port", 443, "for kinds with several versions: the port of --webhook-service")
+	cmd.Flags().StringVar(&o.url, "webhook-url", "", "for kinds with several versions: the base URL of the conversion webhook, instead of the Service")
 	return cmd
 }
 
 // crdYAML renders a template's CRD without the status and empty fields the
 // Go type carries, the way it would be written by hand.
-func crdYAML(t *templates.Template) ([]byte, error) {
-	obj, err := runtime.DefaultUnstructuredConverter.ToUnstructured(t.CRD())
+// The CRD of a kind with several versions names the engine's conversion
+// webhook; its caBundle is injected by the engine once it runs (or by
+// cert-manager's cainjector).
+func (o *crdsOptions) crdYAML(t *templates.Template) ([]byte, error) {
+	crd := t.CRD()
+	if c := crd.Spec.Conversion; c != nil && c.Webhook != nil {
+		cc := &apiextensionsv1.WebhookClientConfig{}
+		if o.url != "" {
+			cc.URL = ptrTo(strings.TrimSuffix(o.url, "/") + webhooks.PathConvert)
+		} else {
+			cc.Service = &apiextensionsv1.ServiceReference{Namespace: o.namespace, Name: o.service, Path: ptrTo(webhooks.PathConvert), Port: ptrTo(int32(o.servicePort))}
+		}
+		c.Webhook.ClientConfig = cc
+	}
+	obj, err := runtime.DefaultUnstructuredConverter.ToUnstructured(crd)
 	if err != nil {
 		return nil, err
 	}

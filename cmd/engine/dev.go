@@ -59,6 +59,11 @@ func (o *devOptions) runDev(cmd *cobra.Command) error {
 	}
 	var crds []*apiextensionsv1.CustomResourceDefinition
 	for _, t := range set.Templates() {
+		if t.Converts() {
+			// Its conversion webhook is the engine's, on this machine:
+			// the engine installs it once its server has a certificate.
+			continue
+		}
 		crds = append(crds, t.CRD())
 	}
 	dir, err := filepath.Abs(o.dir)

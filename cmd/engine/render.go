@@ -146,6 +146,15 @@ type rendering struct {
 // fixed point the reconciles converge to).
 func renderParent(set *templates.Set, parent *unstructured.Unstructured, given render.Given, opts render.Options) (*rendering, error) {
 	t, ok := set.Lookup(parent.GroupVersionKind())
+	if other, found := set.LookupGroupKind(parent.GroupVersionKind().GroupKind()); !ok && found && declares(other, parent.GroupVersionKind().Version) {
+		// In another version of its kind: converted to the hub, as the
+		// apiserver does before the engine reads it (testversions.go).
+		hub, err := other.Convert(parent, other.GVK.Version)
+		if err != nil {
+			return nil, err
+		}
+		t, ok, parent = other, true, hub
+	}
 	if !ok {
 		var known []string
 		for _, t := range set.Templates() {

@@ -255,6 +255,7 @@ func (o *runOptions) run(cmd *cobra.Command, cfg *rest.Config) error {
 		ResourceResync:          o.resourceResync,
 		InstallCRDs:             o.installCRDs,
 		ForceCRDChanges:         o.forceCRDs,
+		ConversionWebhook:       o.webhook.conversion(func() *hooks { return admission }),
 		Limits:                  o.limits,
 		EvaluationBudget:        budget,
 		RevisionNamespace:       cmp.Or(o.revisionNamespace, o.leaderElectionNamespace, podNamespace(), "default"),
@@ -272,7 +273,7 @@ func (o *runOptions) run(cmd *cobra.Command, cfg *rest.Config) error {
 		}
 	}
 	eng.SetTemplates(set)
-	admission, err = o.webhook.server(ctx, mgr, set)
+	admission, err = o.webhook.server(ctx, mgr, set, o.limits)
 	if err != nil {
 		return err
 	}

@@ -24,6 +24,9 @@ const (
 	caseObserved = "observed.yaml"
 	caseWant     = "want.yaml"
 	caseExpect   = "expect.cue"
+	// caseConverted is the parent in another version of its kind, as the
+	// apiserver would serve it (testversions.go).
+	caseConverted = "converted.yaml"
 )
 
 // pathError is the field of expect.cue that states an expected error.
@@ -52,9 +55,9 @@ func (o *testOptions) check(set *templates.Set, t *templates.Template, c testCas
 		return nil, fmt.Sprintf("%s: want one custom resource, found %d", rel(caseParent), len(parents))
 	}
 	parent := parents[0]
-	if parent.GroupVersionKind() != t.GVK {
-		return nil, fmt.Sprintf("%s: a %s, but template %s is for %s", rel(caseParent),
-			parent.GroupVersionKind().Kind+" ("+parent.GetAPIVersion()+")", t.Path, t.GVK.Kind+" ("+t.GVK.GroupVersion().String()+")")
+	given0 := parent                                                            // as the case gives it, in any version of the kind
+	if parent, failure = caseInHub(t, parent, rel(caseParent)); failure != "" { // testversions.go
+		return nil, failure
 	}
 	var given render.Given
 	if exists(file(caseObserved)) {
@@ -83,6 +86,11 @@ func (o *testOptions) check(set *templates.Set, t *templates.Template, c testCas
 	}
 
 	var failures []string
+	if exists(file(caseConverted)) {
+		if msg := checkConverted(t, given0, file(caseConverted), rel(caseConverted)); msg != "" { // testversions.go
+			failures = append(failures, msg)
+		}
+	}
 	if hasExpect {
 		if msg := checkExpectation(set.Root, expect, rendered, evalErr); msg != "" {
 			failures = append(failures, rel(caseExpect)+": "+msg)

@@ -38,6 +38,15 @@ func newVetCommand() *cobra.Command {
 				}
 				fmt.Fprintf(cmd.OutOrStdout(), "ok  %-24s %s (template hash %s)\n", t.Path, t.GVK.GroupKind().String()+"/"+t.GVK.Version, t.Hash)
 			}
+			// A field lost converting a test case's parent between
+			// versions and back (testversions.go).
+			lost, err := vetRoundTrips(set, cmd.ErrOrStderr())
+			if err != nil {
+				return err
+			}
+			if lost > 0 {
+				return &exitError{code: 1, msg: plural(lost, "problem") + " converting the test cases' parents between versions"}
+			}
 			return nil
 		},
 	}

@@ -11,9 +11,12 @@ import (
 	"github.com/spf13/pflag"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 
+	"github.com/cuengine/engine/engine"
+	"github.com/cuengine/engine/render"
 	"github.com/cuengine/engine/templates"
 	"github.com/cuengine/engine/templates/rbac"
 	"github.com/cuengine/engine/webhooks"
@@ -77,7 +80,7 @@ func (w *webhookOptions) dev(dir string) {
 type hooks struct{ srv *webhooks.Server }
 
 // server builds the webhook server and hands it the first set.
-func (w *webhookOptions) server(ctx context.Context, mgr manager.Manager, set *templates.Set) (*hooks, error) {
+func (w *webhookOptions) server(ctx context.Context, mgr manager.Manager, set *templates.Set, limits render.Limits) (*hooks, error) {
 	if w.port == 0 {
 		return &hooks{}, nil
 	}
@@ -102,6 +105,7 @@ func (w *webhookOptions) server(ctx context.Context, mgr manager.Manager, set *t
 		CertManagerCertificate: w.certManager,
 		RotationCheck:          12 * time.Hour,
 		CertPoll:               10 * time.Second,
+		Limits:                 limits,
 	})
 	if err != nil {
 		return nil, err
@@ -110,6 +114,23 @@ func (w *webhookOptions) server(ctx context.Context, mgr manager.Manager, set *t
 		return nil, err
 	}
 	return &hooks{srv: srv}, nil
+}
+
+// conversion is where the CRDs of kinds with several versions send their
+// conversions: the webhook server's /convert, nil when it is off. The
+// server is built after the engine: h is read when a CRD is installed,
+// once the manager runs.
+func (w *webhookOptions) conversion(h func() *hooks) engine.ConversionWebhook {
+	if w.port == 0 {
+		return nil
+	}
+	return func(ctx context.Context) (*apiextensionsv1.WebhookClientConfig, map[string]string, error) {
+		hs := h()
+		if hs == nil || hs.srv == nil {
+			return nil, nil, fmt.Errorf("the webhook server is not built yet")
+		}
+		return hs.srv.ConversionWebhook(ctx)
+	}
 }
 
 // serve hands the server the set the engine now serves (never a set the

@@ -83,11 +83,14 @@ func Generate(set *templates.Set, opts Options) *Roles {
 	parents := map[string][]string{}
 	children := map[string][]string{}
 	referenced := map[string][]string{}
-	var crds []string
+	var crds, converting []string
 	for _, t := range set.Templates() {
 		plural := t.CRD().Spec.Names.Plural
 		parents[t.GVK.Group] = append(parents[t.GVK.Group], plural, plural+"/status", plural+"/finalizers")
 		crds = append(crds, t.CRD().Name)
+		if t.Converts() {
+			converting = append(converting, t.CRD().Name)
+		}
 		for _, gvk := range t.ChildKinds() {
 			children[gvk.Group] = append(children[gvk.Group], resourceOf(gvk))
 		}
@@ -171,6 +174,21 @@ func Generate(set *templates.Set, opts Options) *Roles {
 		rules = append(rules,
 			rbacv1.PolicyRule{APIGroups: []string{"apiextensions.k8s.io"}, Resources: []string{"customresourcedefinitions"}, Verbs: []string{"update", "patch"},
 				ResourceNames: slices.Compact(slices.Sorted(slices.Values(crds)))},
+		)
+	} else if len(converting) > 0 {
+		// The certificate rotator keeps the caBundle of the conversion
+		// webhook of the kinds with several versions.
+		rules = append(rules,
+			rbacv1.PolicyRule{APIGroups: []string{"apiextensions.k8s.io"}, Resources: []string{"customresourcedefinitions"}, Verbs: []string{"update", "patch"},
+				ResourceNames: slices.Sorted(slices.Values(converting))},
+		)
+	}
+	if len(converting) > 0 {
+		// The storage migration trims the status.storedVersions of the
+		// CRDs of the kinds with several versions.
+		rules = append(rules,
+			rbacv1.PolicyRule{APIGroups: []string{"apiextensions.k8s.io"}, Resources: []string{"customresourcedefinitions/status"}, Verbs: []string{"update"},
+				ResourceNames: slices.Sorted(slices.Values(converting))},
 		)
 	}
 

@@ -1,0 +1,204 @@
+package webhooks
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+
+	"github.com/open-policy-agent/cert-controller/pkg/rotator"
+	corev1 "k8s.io/api/core/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	ctrl "sigs.k8s.io/controller-runtime"
+
+	"github.com/cuengine/engine/render"
+	"github.com/cuengine/engine/templates"
+)
+
+// PathConvert is where the apiserver sends the parents to convert between
+// the versions of their kind (the CRD's spec.conversion.webhook).
+const PathConvert = "/convert"
+
+// maxReviewBytes bounds the ConversionReview read from the apiserver (a
+// List of many objects converts in one review).
+const maxReviewBytes = 64 << 20
+
+// caFile is the CA's key in the rotator's Secret.
+const caFile = "ca.crt"
+
+// converter answers ConversionReviews with the CUE of the templates'
+// versions blocks: every object of a review converts, or the review fails
+// as a whole, naming the object and the field; never a half-converted
+// list.
+type converter struct {
+	lookup func(schema.GroupKind) (*templates.Template, bool)
+	limits render.Limits
+}
+
+var _ http.Handler = (*converter)(nil)
+
+func (c *converter) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodPost {
+		http.Error(w, "a ConversionReview is POSTed", http.StatusMethodNotAllowed)
+		return
+	}
+	body, err := io.ReadAll(io.LimitReader(r.Body, maxReviewBytes+1))
+	if err != nil || len(body) > maxReviewBytes {
+		http.Error(w, "reading the ConversionReview: too large or cut short", http.StatusBadRequest)
+		return
+	}
+	review := &apiextensionsv1.ConversionReview{}
+	if err := json.Unmarshal(body, review); err != nil || review.Request == nil {
+		http.Error(w, fmt.Sprintf("decoding the ConversionReview: %v", err), http.StatusBadRequest)
+		return
+	}
+	resp := c.convert(review.Request)
+	if resp.Result.Status == metav1.StatusFailure {
+		ctrl.LoggerFrom(r.Context()).Info("conversion refused", "uid", review.Request.UID, "to", review.Request.DesiredAPIVersion, "message", resp.Result.Message)
+	}
+	out := apiextensionsv1.ConversionReview{TypeMeta: review.TypeMeta, Response: resp}
+	if out.APIVersion == "" {
+		out.APIVersion, out.Kind = apiextensionsv1.SchemeGroupVersion.String(), "ConversionReview"
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if err := json.NewEncoder(w).Encode(out); err != nil {
+		ctrl.LoggerFrom(r.Context()).Error(err, "writing the ConversionReview response")
+	}
+}
+
+// convert converts every object of the request, or none.
+func (c *converter) convert(req *apiextensionsv1.ConversionRequest) *apiextensionsv1.ConversionResponse {
+	fail := func(format string, args ...any) *apiextensionsv1.ConversionResponse {
+		return &apiextensionsv1.ConversionResponse{UID: req.UID, Result: metav1.Status{Status: metav1.StatusFailure, Message: fmt.Sprintf(format, args...)}}
+	}
+	to, err := schema.ParseGroupVersion(req.DesiredAPIVersion)
+	if err != nil {
+		return fail("desiredAPIVersion %q: %v", req.DesiredAPIVersion, err)
+	}
+	converted := make([]runtime.RawExtension, 0, len(req.Objects))
+	for i, raw := range req.Objects {
+		obj := &unstructured.Unstructured{}
+		if err := obj.UnmarshalJSON(raw.Raw); err != nil {
+			return fail("decoding object %d: %v", i, err)
+		}
+		name := describe(obj)
+		gk := obj.GroupVersionKind().GroupKind()
+		if gk.Group != to.Group {
+			return fail("%s: cannot convert to %s, another API group", name, req.DesiredAPIVersion)
+		}
+		t, ok := c.lookup(gk)
+		if !ok {
+			return fail("%s: no template serves %s (the engine has not loaded it, or it was removed)", name, gk)
+		}
+		out, err := render.Convert(t, obj, to.Version, c.limits)
+		if err != nil {
+			return fail("%s: %s", name, message(err))
+		}
+		b, err := out.MarshalJSON()
+		if err != nil {
+			return fail("%s: encoding: %v", name, err)
+		}
+		converted = append(converted, runtime.RawExtension{Raw: b})
+	}
+	return &apiextensionsv1.ConversionResponse{UID: req.UID, ConvertedObjects: converted, Result: metav1.Status{Status: metav1.StatusSuccess}}
+}
+
+// describe names an object in a failure: Kind namespace/name (version).
+func describe(obj *unstructured.Unstructured) string {
+	name := obj.GetName()
+	if ns := obj.GetNamespace(); ns != "" {
+		name = ns + "/" + name
+	}
+	return obj.GetKind() + " " + name + " (" + obj.GetAPIVersion() + ")"
+}
+
+// message is a conversion's error, bounded to maxProblems problems.
+func message(err error) string {
+	var ce *templates.ConversionError
+	if !errors.As(err, &ce) || len(ce.Problems) <= maxProblems {
+		return err.Error()
+	}
+	short := *ce
+	short.Problems = ce.Problems[:maxProblems]
+	return short.Error() + fmt.Sprintf("; and %d more", len(ce.Problems)-maxProblems)
+}
+
+// conversionConfig is how the apiserver reaches /convert: the Service (or
+// URL) of the admission webhook, and the CA of the serving certificate
+// when the engine keeps it (the rotator keeps it current afterwards).
+func (s *Server) conversionConfig() *apiextensionsv1.WebhookClientConfig {
+	cc := &apiextensionsv1.WebhookClientConfig{}
+	if s.opts.URL != "" {
+		cc.URL = ptr(strings.TrimSuffix(s.opts.URL, "/") + PathConvert)
+	} else {
+		cc.Service = &apiextensionsv1.ServiceReference{Namespace: s.opts.Namespace, Name: s.opts.Service, Path: ptr(PathConvert), Port: ptr(int32(s.opts.ServicePort))}
+	}
+	return cc
+}
+
+func ptr[T any](x T) *T { return &x }
+
+// needsConversion reports whether a template of the set has several
+// versions, so its CRD names /convert.
+func needsConversion(set *templates.Set) bool {
+	for _, t := range set.Templates() {
+		if t.Converts() {
+			return true
+		}
+	}
+	return false
+}
+
+// conversionCRDs are the CRDs whose conversion webhook's caBundle the
+// rotator keeps: those of the set's kinds with several versions. A kind
+// that gains versions later gets the CA when the engine installs its CRD
+// (ConversionWebhook).
+func conversionCRDs(set *templates.Set) []rotator.WebhookInfo {
+	var out []rotator.WebhookInfo
+	for _, t := range set.Templates() {
+		if t.Converts() {
+			out = append(out, rotator.WebhookInfo{Type: rotator.CRDConversion, Name: t.CRD().Name})
+		}
+	}
+	return out
+}
+
+func (s *Server) lookupGroupKind(gk schema.GroupKind) (*templates.Template, bool) {
+	set := s.set.Load()
+	if set == nil {
+		return nil, false
+	}
+	return set.LookupGroupKind(gk)
+}
+
+// ConversionWebhook is what the engine writes into the CRD of a kind with
+// several versions: how the apiserver reaches /convert (the Service, or
+// the URL under engine dev), the CA of the serving certificate as the
+// Secret holds it (none yet before the rotator's first certificate: the
+// rotator injects it then), and, under cert-manager, the cainjector's
+// annotation in place of a CA.
+func (s *Server) ConversionWebhook(ctx context.Context) (*apiextensionsv1.WebhookClientConfig, map[string]string, error) {
+	cc := s.conversionConfig()
+	if s.opts.CertManagerCertificate != "" {
+		return cc, map[string]string{annotationInjectCA: s.opts.CertManagerCertificate}, nil
+	}
+	secret := &corev1.Secret{}
+	err := s.direct.Get(ctx, types.NamespacedName{Namespace: s.opts.Namespace, Name: s.opts.SecretName}, secret)
+	switch {
+	case apierrors.IsNotFound(err):
+	case err != nil:
+		return nil, nil, fmt.Errorf("reading the webhook certificate Secret %s/%s: %w", s.opts.Namespace, s.opts.SecretName, err)
+	default:
+		cc.CABundle = secret.Data[caFile]
+	}
+	return cc, nil, nil
+}
