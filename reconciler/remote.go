@@ -1,0 +1,510 @@
+package reconciler
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/cuengine/engine/contract"
+	"github.com/cuengine/engine/render"
+	"github.com/cuengine/engine/templates"
+)
+
+// Clusters reaches the registered workload clusters a template's children
+// may be put in (the engine's clusters.Registry).
+type Clusters interface {
+	// Cluster returns the named cluster, or a *ClusterError saying why it
+	// cannot be used now.
+	Cluster(ctx context.Context, name string) (RemoteCluster, error)
+}
+
+// RemoteCluster is one workload cluster as a reconcile uses it.
+type RemoteCluster interface {
+	// Client reads the engine's children from the cluster's cache (which
+	// holds only objects labelled managed-by=engine) and writes to its
+	// apiserver.
+	client.Client
+	// Live reads from the cluster's apiserver itself.
+	Live() client.Reader
+	// Watch makes events on the engine's children of one kind there
+	// requeue their parents, and returns once the cache holds that kind.
+	Watch(ctx context.Context, gvk schema.GroupVersionKind) error
+}
+
+// ClusterError says why a workload cluster cannot be used now. Nothing
+// there is created, changed or deleted because of it, and its children
+// stay in the parent's inventory.
+type ClusterError struct {
+	Cluster string
+	// Unknown: no cluster of that name is registered (or its
+	// registration was removed); otherwise it is registered and does not
+	// answer.
+	Unknown bool
+	Err     error
+}
+
+func (e *ClusterError) Error() string { return e.Err.Error() }
+func (e *ClusterError) Unwrap() error { return e.Err }
+
+// remoteChildren are a parent's children in workload clusters, by
+// cluster: what the parent's inventory names there, what the cluster
+// holds that is provably the parent's, and what the template puts there.
+type remoteChildren struct {
+	inv      render.Inventory
+	clusters map[string]*remoteCluster
+}
+
+// remoteCluster is one workload cluster of a parent's children.
+type remoteCluster struct {
+	name string
+	c    RemoteCluster // nil when err
+	err  *ClusterError
+	// live are the parent's children there, proven (render.IsOursRemote).
+	live []*unstructured.Unstructured
+	// desired and held are the template's children there: to apply, and
+	// waiting for a dependency (kept, not applied).
+	desired, held []*unstructured.Unstructured
+}
+
+// observeRemote reads the parent's children in every workload cluster its
+// inventory names. A cluster that cannot be read is recorded, not
+// skipped in silence: its children are kept in the inventory and nothing
+// there is touched.
+func (r *Reconciler) observeRemote(ctx context.Context, parent *unstructured.Unstructured) *remoteChildren {
+	rc := &remoteChildren{inv: render.InventoryOf(parent), clusters: map[string]*remoteCluster{}}
+	for name := range rc.inv.Remote() {
+		r.readCluster(ctx, parent, rc, name, nil)
+	}
+	return rc
+}
+
+// readCluster gets the named cluster and lists the parent's children of
+// the kinds its inventory names there and of the kinds given.
+func (r *Reconciler) readCluster(ctx context.Context, parent *unstructured.Unstructured, rc *remoteChildren, name string, kinds []schema.GroupVersionKind) *remoteCluster {
+	cl := rc.clusters[name]
+	if cl == nil {
+		cl = &remoteCluster{name: name}
+		rc.clusters[name] = cl
+		if r.clusters == nil {
+			cl.err = &ClusterError{Cluster: name, Unknown: true, Err: fmt.Errorf("cluster %q is not registered: this engine serves no workload clusters (--clusters-namespace)", name)}
+			return cl
+		}
+		c, err := r.clusters.Cluster(ctx, name)
+		if err != nil {
+			cl.fail(err)
+			return cl
+		}
+		cl.c = c
+		for _, e := range rc.inv.Remote()[name] {
+			mapping, err := c.RESTMapper().RESTMapping(e.Kind)
+			if meta.IsNoMatchError(err) {
+				continue // not served there: no such object can exist
+			}
+			if err != nil {
+				cl.fail(fmt.Errorf("cluster %q: finding the kind %s: %w", name, e.Kind, err))
+				return cl
+			}
+			kinds = append(kinds, mapping.GroupVersionKind)
+		}
+	}
+	if cl.err != nil {
+		return cl
+	}
+	listed := map[schema.GroupKind]bool{}
+	for _, c := range cl.live {
+		listed[c.GroupVersionKind().GroupKind()] = true
+	}
+	for _, gvk := range kinds {
+		if listed[gvk.GroupKind()] {
+			continue
+		}
+		listed[gvk.GroupKind()] = true
+		if err := cl.c.Watch(ctx, gvk); err != nil {
+			cl.fail(fmt.Errorf("cluster %q: watching %s: %w", name, gvk.Kind, err))
+			return cl
+		}
+		list := &unstructured.UnstructuredList{}
+		list.SetGroupVersionKind(gvk.GroupVersion().WithKind(gvk.Kind + "List"))
+		if err := cl.c.List(ctx, list, client.MatchingLabels{contract.LabelParentUID: string(parent.GetUID())}); err != nil {
+			cl.fail(fmt.Errorf("cluster %q: listing %s children: %w", name, gvk.Kind, err))
+			return cl
+		}
+		for i := range list.Items {
+			obj := &list.Items[i]
+			obj.SetGroupVersionKind(gvk)
+			if render.IsOursRemote(parent, name, obj, rc.inv) {
+				cl.live = append(cl.live, obj)
+			}
+		}
+	}
+	return cl
+}
+
+// fail records why the cluster cannot be used in this reconcile.
+func (cl *remoteCluster) fail(err error) {
+	var ce *ClusterError
+	if !errors.As(err, &ce) {
+		ce = &ClusterError{Cluster: cl.name, Err: err}
+	}
+	cl.err, cl.c = ce, nil
+}
+
+// observed adds the content of the remote children to what the template
+// sees as observed, by local name.
+func (rc *remoteChildren) observed(local map[string]any) map[string]any {
+	var out map[string]any
+	for _, cl := range rc.clusters {
+		for _, c := range cl.live {
+			name := localName(c)
+			if name == "" {
+				continue
+			}
+			if out == nil {
+				out = maps.Clone(local)
+				if out == nil {
+					out = map[string]any{}
+				}
+			}
+			out[name] = c.Object
+		}
+	}
+	if out == nil {
+		return local
+	}
+	return out
+}
+
+// splitRemote takes the children the template puts in workload clusters
+// out of the evaluation (they are never applied, pruned or counted by the
+// local steps) and reads each cluster they go to that the inventory did
+// not name yet.
+func (r *Reconciler) splitRemote(ctx context.Context, parent *unstructured.Unstructured, eval *evaluation, rc *remoteChildren) {
+	take := func(list []*unstructured.Unstructured, into func(*remoteCluster, *unstructured.Unstructured)) []*unstructured.Unstructured {
+		return slices.DeleteFunc(list, func(d *unstructured.Unstructured) bool {
+			name := render.ClusterOf(d)
+			if name == "" {
+				return false
+			}
+			cl := rc.clusters[name]
+			if cl == nil {
+				cl = &remoteCluster{name: name}
+				rc.clusters[name] = cl
+			}
+			into(cl, d)
+			return true
+		})
+	}
+	eval.children = take(slices.Clone(eval.children), func(cl *remoteCluster, d *unstructured.Unstructured) { cl.desired = append(cl.desired, d) })
+	eval.held = take(slices.Clone(eval.held), func(cl *remoteCluster, d *unstructured.Unstructured) { cl.held = append(cl.held, d) })
+	for _, name := range slices.Sorted(maps.Keys(rc.clusters)) {
+		cl := rc.clusters[name]
+		var kinds []schema.GroupVersionKind
+		for _, d := range append(slices.Clip(cl.desired), cl.held...) {
+			kinds = append(kinds, d.GroupVersionKind())
+		}
+		if cl.c == nil && cl.err == nil {
+			delete(rc.clusters, name) // not read yet: read it now
+			fresh := r.readCluster(ctx, parent, rc, name, kinds)
+			fresh.desired, fresh.held = cl.desired, cl.held
+			continue
+		}
+		r.readCluster(ctx, parent, rc, name, kinds)
+	}
+}
+
+// inventory is the part of the parent's next inventory in workload
+// clusters: every child the template puts there (recorded before it is
+// created) and every one there not pruned yet; a cluster that cannot be
+// read keeps its entries as they are.
+func (rc *remoteChildren) inventory() render.Inventory {
+	down := map[string]bool{}
+	next := render.Inventory{}
+	for name, cl := range rc.clusters {
+		if cl.err != nil {
+			down[name] = true
+		}
+		for _, d := range cl.desired {
+			next[render.RemoteKey(name, d)] = true
+		}
+		for _, c := range append(slices.Clip(cl.live), cl.held...) {
+			next[render.RemoteKey(name, c)] = true
+		}
+	}
+	// A cluster the inventory names that is neither read nor wanted
+	// keeps its entries too (it is always read: observeRemote).
+	for name := range rc.inv.Remote() {
+		if rc.clusters[name] == nil {
+			down[name] = true
+		}
+	}
+	for key := range rc.inv.RemoteEntries(down) {
+		next[key] = true
+	}
+	return next
+}
+
+// report puts each cluster that could not be used on the status: a
+// registered one that does not answer is retried with backoff
+// (ClusterUnreachable); one not registered waits for its registration
+// (ClusterUnknown), which requeues the parents that use it.
+func (rc *remoteChildren) report(st *status, then string) {
+	for _, name := range slices.Sorted(maps.Keys(rc.clusters)) {
+		cl := rc.clusters[name]
+		if cl.err == nil {
+			continue
+		}
+		n := len(rc.inv.Remote()[name])
+		what := fmt.Errorf("%w; the parent's %d %s there %s left as they are%s", cl.err.Err, n, plural(n, "child", "children"), plural(n, "is", "are"), then)
+		if cl.err.Unknown {
+			st.fail(contract.ReasonClusterUnknown, waitingError(contract.ReasonClusterUnknown, deletionRecheck, what))
+			continue
+		}
+		st.fail(contract.ReasonClusterUnreachable, &stepError{class: transient, reason: contract.ReasonClusterUnreachable, err: what})
+	}
+}
+
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return one
+	}
+	return many
+}
+
+// applyRemote creates and updates the children in every cluster that
+// answers, Namespaces first, and returns the number of writes. A cluster
+// that fails a request is recorded as unreachable and left; the others
+// go on.
+func (r *Reconciler) applyRemote(ctx context.Context, parent *unstructured.Unstructured, rc *remoteChildren, st *status) int {
+	writes := 0
+	for _, name := range slices.Sorted(maps.Keys(rc.clusters)) {
+		cl := rc.clusters[name]
+		if cl.c == nil {
+			continue
+		}
+		n, err := r.applyIn(ctx, parent, cl, rc.inv, st)
+		writes += n
+		if err != nil {
+			cl.fail(err)
+		}
+	}
+	return writes
+}
+
+// applyIn applies the desired children of one cluster.
+func (r *Reconciler) applyIn(ctx context.Context, parent *unstructured.Unstructured, cl *remoteCluster, inv render.Inventory, st *status) (int, error) {
+	live := map[render.ChildKey]*unstructured.Unstructured{}
+	for _, c := range cl.live {
+		live[render.KeyOf(c)] = c
+	}
+	desired := slices.Clone(cl.desired)
+	slices.SortStableFunc(desired, func(a, b *unstructured.Unstructured) int { return namespaceFirst(a) - namespaceFirst(b) })
+	writes := 0
+	for _, d := range desired {
+		hash := render.AppliedHash(d)
+		cur := live[render.KeyOf(d)]
+		if cur == nil {
+			created, taken, err := createIn(ctx, cl.c, d, hash)
+			switch {
+			case err != nil && r.applyRefused(err, st):
+				continue
+			case err != nil:
+				return writes, err
+			case created != nil:
+				writes++
+				r.normal(parent, "Created", "Create", "Created %s %s in cluster %s", d.GetKind(), d.GetName(), cl.name)
+				continue
+			}
+			// The name is taken there: by this parent's child (the cache
+			// has not shown it yet), or by someone else's, never touched.
+			holder := &unstructured.Unstructured{}
+			holder.SetGroupVersionKind(d.GroupVersionKind())
+			if err := cl.c.Live().Get(ctx, client.ObjectKeyFromObject(d), holder); err != nil {
+				if apierrors.IsNotFound(err) {
+					return writes, fmt.Errorf("creating %s %s in cluster %s: %w (it was deleted since)", d.GetKind(), d.GetName(), cl.name, taken)
+				}
+				return writes, err
+			}
+			if !render.IsOursRemote(parent, cl.name, holder, inv) {
+				st.fail(contract.ReasonChildConflict, terminalError(contract.ReasonChildConflict,
+					fmt.Errorf("%s %s in cluster %s exists and is not this parent's: it is left untouched", d.GetKind(), describeKey(d), cl.name)))
+				continue
+			}
+			cur = holder
+		}
+		if cur.GetAnnotations()[contract.AnnotationAppliedHash] == hash && contains(cur.Object, d.Object) {
+			continue // as desired: no write
+		}
+		obj := render.WithAppliedHash(d, hash)
+		if err := cl.c.Apply(ctx, client.ApplyConfigurationFromUnstructured(obj), client.FieldOwner(contract.FieldManager), client.ForceOwnership); err != nil {
+			err = fmt.Errorf("applying %s %s in cluster %s: %w", d.GetKind(), d.GetName(), cl.name, err)
+			if r.applyRefused(err, st) {
+				continue
+			}
+			return writes, err
+		}
+		if obj.GetResourceVersion() != "" && obj.GetResourceVersion() == cur.GetResourceVersion() {
+			continue // the apiserver found nothing to change
+		}
+		writes++
+		r.normal(parent, "Updated", "Update", "Updated %s %s in cluster %s", d.GetKind(), d.GetName(), cl.name)
+	}
+	return writes, nil
+}
+
+// namespaceFirst orders a cluster's children so that its Namespaces are
+// created before what goes in them.
+func namespaceFirst(obj *unstructured.Unstructured) int {
+	if obj.GroupVersionKind().GroupKind() == (schema.GroupKind{Kind: "Namespace"}) {
+		return 0
+	}
+	return 1
+}
+
+func describeKey(obj *unstructured.Unstructured) string {
+	if obj.GetNamespace() == "" {
+		return obj.GetName()
+	}
+	return obj.GetNamespace() + "/" + obj.GetName()
+}
+
+// createIn creates a child in a workload cluster only if no object has
+// its name there (createOnlyVersion, as createChild).
+func createIn(ctx context.Context, c client.Client, obj *unstructured.Unstructured, hash string) (created *unstructured.Unstructured, taken, err error) {
+	create := render.WithAppliedHash(obj, hash)
+	create.SetResourceVersion(createOnlyVersion)
+	err = c.Apply(ctx, client.ApplyConfigurationFromUnstructured(create), client.FieldOwner(contract.FieldManager), client.ForceOwnership)
+	switch {
+	case err == nil:
+		return create, nil, nil
+	case apierrors.IsConflict(err):
+		return nil, err, nil
+	default:
+		return nil, nil, fmt.Errorf("applying %s %s: %w", obj.GetKind(), obj.GetName(), err)
+	}
+}
+
+// pruneRemote deletes, in every cluster that answers, the parent's
+// children there that the template no longer produces, dependents first
+// (order.go). It runs only after a successful evaluation, and never in a
+// cluster that cannot be read: what is there is unknown, not gone.
+func (r *Reconciler) pruneRemote(ctx context.Context, parent *unstructured.Unstructured, rc *remoteChildren, st *status) int {
+	deletes := 0
+	var waits []deletionWait
+	for _, name := range slices.Sorted(maps.Keys(rc.clusters)) {
+		cl := rc.clusters[name]
+		if cl.c == nil {
+			continue
+		}
+		kept := map[render.ChildKey]bool{}
+		for _, d := range append(slices.Clip(cl.desired), cl.held...) {
+			kept[render.ObjectKeyOf(d)] = true
+		}
+		var gone []*unstructured.Unstructured
+		for _, c := range cl.live {
+			if !kept[render.ObjectKeyOf(c)] {
+				gone = append(gone, c)
+			}
+		}
+		n, w, err := r.deleteIn(ctx, parent, cl, gone)
+		deletes += n
+		waits = append(waits, w...)
+		if err != nil {
+			cl.fail(err)
+		}
+	}
+	st.recordWaits(waits)
+	st.pruneHeld = st.pruneHeld || len(waits) > 0
+	return deletes
+}
+
+// deleteIn deletes the given children of one cluster, each once nothing
+// there that depends on it is left, and returns what waits.
+func (r *Reconciler) deleteIn(ctx context.Context, parent *unstructured.Unstructured, cl *remoteCluster, gone []*unstructured.Unstructured) (int, []deletionWait, error) {
+	order := newDependencyOrder(cl.live, nil)
+	deletes := 0
+	var waits []deletionWait
+	for _, c := range gone {
+		if c.GetDeletionTimestamp() != nil {
+			continue
+		}
+		if deps := order.dependents(localName(c)); len(deps) > 0 {
+			waits = append(waits, deletionWait{what: describe(c) + " in cluster " + cl.name, dependents: deps})
+			continue
+		}
+		err := cl.c.Delete(ctx, c, order.deleteOptions(c)...)
+		if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+			return deletes, waits, fmt.Errorf("deleting %s %s in cluster %s: %w", c.GetKind(), c.GetName(), cl.name, err)
+		}
+		if err == nil {
+			deletes++
+			r.normal(parent, "Deleted", "Delete", "Deleted %s %s in cluster %s", c.GetKind(), c.GetName(), cl.name)
+		}
+	}
+	return deletes, waits, nil
+}
+
+// deleteRemote deletes, for a parent being deleted, its children in every
+// workload cluster its inventory names, dependents first. It reports
+// false while something there is left to wait for: a cluster that cannot
+// be read (its children are unknown, not gone), or a child that must
+// outlive a dependent. A parent annotated with
+// contract.AnnotationDeletionPolicy=Orphan leaves them where they are.
+func (r *Reconciler) deleteRemote(ctx context.Context, parent *unstructured.Unstructured, st *status) bool {
+	if len(render.InventoryOf(parent).Remote()) == 0 {
+		return true
+	}
+	if parent.GetAnnotations()[contract.AnnotationDeletionPolicy] == "Orphan" {
+		return true
+	}
+	rc := r.observeRemote(ctx, parent)
+	var waits []deletionWait
+	for _, name := range slices.Sorted(maps.Keys(rc.clusters)) {
+		cl := rc.clusters[name]
+		if cl.c == nil {
+			continue
+		}
+		_, w, err := r.deleteIn(ctx, parent, cl, cl.live)
+		waits = append(waits, w...)
+		if err != nil {
+			cl.fail(err)
+		}
+	}
+	rc.report(st, fmt.Sprintf("; the finalizer is kept until the cluster answers, or the parent is annotated %s=Orphan", contract.AnnotationDeletionPolicy))
+	if len(waits) > 0 {
+		st.recordWaits(waits)
+		return false
+	}
+	for _, cl := range rc.clusters {
+		if cl.err != nil {
+			return false
+		}
+	}
+	return true
+}
+
+// clustersOf lists, for the status, the workload clusters of the parent's
+// children by local name.
+func (rc *remoteChildren) clustersOf() map[string]string {
+	out := map[string]string{}
+	for name, cl := range rc.clusters {
+		for _, d := range append(slices.Clip(cl.desired), cl.held...) {
+			out[localName(d)] = name
+		}
+	}
+	return out
+}
+
+
+// usesClusters reports whether the parent may have children in workload
+// clusters: its template may put them there, or its inventory names some.
+func (r *Reconciler) usesClusters(t *templates.Template, parent *unstructured.Unstructured) bool {
+	return t.Policy.Clusters.Any() || len(render.InventoryOf(parent).Remote()) > 0
+}
