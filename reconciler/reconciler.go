@@ -239,12 +239,12 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	writes += r.applyRemote(ctx, parent, remote, st) // remote.go
+	writes += r.applyRemote(ctx, parent, remote, st)     // remote.go
 	deletes, err := r.prune(ctx, parent, eval, live, st) // prune.go
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	deletes += r.pruneRemote(ctx, parent, remote, st) // remote.go
+	deletes += r.pruneRemote(ctx, parent, remote, st)            // remote.go
 	st.setReady(eval, live)                                      // ready.go
 	return r.settle(eval, writes, deletes, plan.resync, st), nil // settled.go
 }

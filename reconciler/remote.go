@@ -502,7 +502,6 @@ func (rc *remoteChildren) clustersOf() map[string]string {
 	return out
 }
 
-
 // usesClusters reports whether the parent may have children in workload
 // clusters: its template may put them there, or its inventory names some.
 func (r *Reconciler) usesClusters(t *templates.Template, parent *unstructured.Unstructured) bool {
