@@ -103,9 +103,10 @@ func (w *workloadClusters) run(ctx context.Context) {
 		switch {
 		case needed && stop == nil:
 			reg := clusters.New(clusters.Options{
-				Cluster:  w.clusterOptions,
-				OnChange: func(string) { kick(w.requeue) },
-				Logger:   log.FromContext(ctx).WithName("clusters"),
+				Cluster:    w.clusterOptions,
+				ProbeEvery: w.e.opts.ClusterProbeEvery,
+				OnChange:   func(string) { kick(w.requeue) },
+				Logger:     log.FromContext(ctx).WithName("clusters"),
 			})
 			rctx, cancel := context.WithCancel(ctx)
 			stop, done = cancel, make(chan struct{})

@@ -81,6 +81,9 @@ type Options struct {
 	// be put in (package clusters; clusters.go): followed while a
 	// template's policy.clusters allows one. Nil serves none.
 	Clusters clusters.Source
+	// ClusterProbeEvery is how often each workload cluster is asked
+	// whether it answers; zero takes the registry's default (10s).
+	ClusterProbeEvery time.Duration
 }
 
 // Engine runs one controller per templated parent kind. Templates are

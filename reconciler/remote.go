@@ -152,7 +152,7 @@ func (r *Reconciler) readCluster(ctx context.Context, parent *unstructured.Unstr
 func (cl *remoteCluster) fail(err error) {
 	var ce *ClusterError
 	if !errors.As(err, &ce) {
-		ce = &ClusterError{Cluster: cl.name, Err: err}
+		ce = &ClusterError{Cluster: cl.name, Err: fmt.Errorf("cluster %q is unreachable: %w", cl.name, err)}
 	}
 	cl.err, cl.c = ce, nil
 }

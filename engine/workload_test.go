@@ -1,0 +1,301 @@
+package engine_test
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net"
+	"net/url"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/cuengine/engine/clusters"
+	"github.com/cuengine/engine/contract"
+	"github.com/cuengine/engine/engine"
+	"github.com/cuengine/engine/internal/localcluster"
+	"github.com/cuengine/engine/templates"
+)
+
+var placementGVK = schema.GroupVersionKind{Group: "multi.cuengine.dev", Version: "v1", Kind: "Placement"}
+
+// placementTemplate puts a Namespace and a Deployment in the workload
+// cluster the spec names, and a ConfigMap beside the parent.
+const placementTemplate = `parent: {apiVersion: "multi.cuengine.dev/v1", kind: "Placement", spec: {cluster: string, replicas: *1 | int}}
+policy: {clusterScoped: true, crossNamespace: true, clusters: ["west"]}
+children: ns: {cluster: parent.spec.cluster, apiVersion: "v1", kind: "Namespace", metadata: name: parent.metadata.name}
+children: app: {
+	cluster:    parent.spec.cluster
+	apiVersion: "apps/v1"
+	kind:       "Deployment"
+	metadata: {name: "app", namespace: parent.metadata.name}
+	spec: {
+		replicas: parent.spec.replicas
+		selector: matchLabels: app: "app"
+		template: {metadata: labels: app: "app", spec: containers: [{name: "app", image: "nginx"}]}
+	}
+}
+children: note: {apiVersion: "v1", kind: "ConfigMap", metadata: name: "note", data: cluster: parent.spec.cluster}
+status: cluster: parent.spec.cluster
+`
+
+// TestWorkloadClusterChildren runs a second control plane as the
+// registered workload cluster "west", reached through a proxy the test
+// can cut: a parent's Namespace and Deployment are created there (owned
+// through the parent's inventory, no owner reference) and its ConfigMap
+// locally; a hand edit of the remote Deployment is reverted by its watch
+// event (the resync is 10 minutes); with west cut off the parent is
+// ClusterUnreachable and nothing is deleted, and it converges once west
+// answers again; with its Secret removed the parent is ClusterUnknown and
+// nothing is deleted; deleting the parent deletes the remote children.
+func TestWorkloadClusterChildren(t *testing.T) {
+	controlPlane(t)
+	ctx := context.Background()
+	west, err := localcluster.Start(ctx, localcluster.Options{Progress: os.Stderr})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = west.Stop() })
+	wk, err := client.New(west.Config, client.Options{Scheme: k8s.Scheme()})
+	require.NoError(t, err)
+	proxy := startProxy(t, west.Config.Host)
+
+	ns := namespace(t)
+	kubeconfig := kubeconfigVia(t, west.Kubeconfig, proxy.addr)
+	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "west", Labels: map[string]string{contract.LabelCluster: "west"}},
+		Data: map[string][]byte{contract.KeyKubeconfig: kubeconfig}}
+	require.NoError(t, k8s.Create(ctx, secret.DeepCopy()))
+
+	dir := t.TempDir()
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "placement.cue"), []byte(placementTemplate), 0o644))
+	set, err := templates.Load(dir)
+	require.NoError(t, err)
+	cs, err := kubernetes.NewForConfig(cfg)
+	require.NoError(t, err)
+	eng, _ := runEngine(t, set, engine.Options{
+		InstallCRDs:       true,
+		Namespace:         "",
+		ResourceResync:    10 * time.Minute,
+		Clusters:          clusters.Secrets{Client: cs, Namespace: ns},
+		ClusterProbeEvery: 500 * time.Millisecond,
+	})
+
+	const name = "acme"
+	p := parent(placementGVK, ns, name, map[string]any{"cluster": "west"})
+	eventually(t, "the Placement CRD served", func(ctx context.Context) (bool, error) {
+		err := k8s.Create(ctx, p.DeepCopy())
+		return err == nil, err
+	})
+	created := time.Now()
+	t.Cleanup(func() { _ = k8s.Delete(context.Background(), p.DeepCopy()) })
+
+	dep := &appsv1.Deployment{}
+	eventuallyWithin(t, "the Deployment in west", time.Minute, func(ctx context.Context) (bool, error) {
+		return wk.Get(ctx, client.ObjectKey{Namespace: name, Name: "app"}, dep) == nil, nil
+	})
+	t.Logf("parent created to remote Deployment: %s", time.Since(created).Round(time.Millisecond))
+	live := &unstructured.Unstructured{}
+	live.SetGroupVersionKind(placementGVK)
+	require.NoError(t, k8s.Get(ctx, client.ObjectKeyFromObject(p), live))
+	assert.Equal(t, string(live.GetUID()), dep.Labels[contract.LabelParentUID])
+	assert.Empty(t, dep.OwnerReferences, "no owner reference crosses clusters")
+	assert.Equal(t, "west", dep.Annotations[contract.AnnotationCluster])
+	assert.Contains(t, live.GetAnnotations()[contract.AnnotationInventory], `"west:Deployment.apps/acme/app"`)
+	assert.Contains(t, live.GetAnnotations()[contract.AnnotationInventory], `"west:Namespace//acme"`)
+	assert.Contains(t, live.GetFinalizers(), contract.Finalizer)
+	remoteNS := &corev1.Namespace{}
+	require.NoError(t, wk.Get(ctx, client.ObjectKey{Name: name}, remoteNS))
+	note := &corev1.ConfigMap{}
+	eventually(t, "the local ConfigMap", func(ctx context.Context) (bool, error) {
+		return k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: "note"}, note) == nil, nil
+	})
+	assert.Equal(t, "west", note.Data["cluster"])
+	err = k8s.Get(ctx, client.ObjectKey{Namespace: name, Name: "app"}, &appsv1.Deployment{})
+	assert.True(t, apierrors.IsNotFound(err), "the Deployment is in west only: %v", err)
+	waitReason(t, p, contract.ReasonSynced)
+
+	// A hand edit in west is reverted by its watch event.
+	edited := time.Now()
+	require.NoError(t, wk.Patch(ctx, dep, client.RawPatch("application/merge-patch+json", []byte(`{"spec":{"replicas":5}}`))))
+	eventuallyWithin(t, "the edit reverted", 15*time.Second, func(ctx context.Context) (bool, error) {
+		err := wk.Get(ctx, client.ObjectKeyFromObject(dep), dep)
+		return err == nil && ptr.Deref(dep.Spec.Replicas, 0) == 1, err
+	})
+	t.Logf("remote edit reverted in %s", time.Since(edited).Round(time.Millisecond))
+
+	// West cut off: ClusterUnreachable, nothing deleted anywhere, the
+	// local child goes on (a spec change reaches it).
+	proxy.stop()
+	require.NoError(t, k8s.Patch(ctx, p.DeepCopy(), client.RawPatch("application/merge-patch+json", []byte(`{"spec":{"replicas":2}}`))))
+	waitReason(t, p, contract.ReasonClusterUnreachable)
+	c, err := condition(ctx, p, contract.ConditionSynced)
+	require.NoError(t, err)
+	assert.Contains(t, c.Message, `cluster "west" is unreachable`)
+	assert.Contains(t, c.Message, "the parent's 2 children there are left as they are")
+	require.NoError(t, wk.Get(ctx, client.ObjectKeyFromObject(dep), dep), "nothing deleted in west")
+	assert.Nil(t, dep.DeletionTimestamp)
+	require.NoError(t, k8s.Get(ctx, client.ObjectKeyFromObject(live), live))
+	assert.Contains(t, live.GetAnnotations()[contract.AnnotationInventory], `"west:Deployment.apps/acme/app"`, "the inventory keeps what is in west")
+
+	proxy.start()
+	eventuallyWithin(t, "converged after west is back", time.Minute, func(ctx context.Context) (bool, error) {
+		err := wk.Get(ctx, client.ObjectKeyFromObject(dep), dep)
+		return err == nil && ptr.Deref(dep.Spec.Replicas, 0) == 2, err
+	})
+	waitReason(t, p, contract.ReasonSynced)
+
+	// The cluster Secret removed: said, nothing deleted.
+	require.NoError(t, k8s.Delete(ctx, secret.DeepCopy()))
+	waitReason(t, p, contract.ReasonClusterUnknown)
+	c, err = condition(ctx, p, contract.ConditionSynced)
+	require.NoError(t, err)
+	assert.Contains(t, c.Message, `cluster "west" was removed (Secret `+ns+`/west deleted at `)
+	require.NoError(t, wk.Get(ctx, client.ObjectKeyFromObject(dep), dep))
+	assert.Nil(t, dep.DeletionTimestamp)
+	assert.Contains(t, statusOf(eng), "west", "the registry says what became of west")
+	require.NoError(t, k8s.Create(ctx, secret.DeepCopy()))
+	waitReason(t, p, contract.ReasonSynced)
+
+	// Deleting the parent deletes its children in west.
+	require.NoError(t, k8s.Delete(ctx, p.DeepCopy()))
+	eventuallyWithin(t, "the remote children deleted and the parent gone", time.Minute, func(ctx context.Context) (bool, error) {
+		if err := wk.Get(ctx, client.ObjectKeyFromObject(dep), &appsv1.Deployment{}); !apierrors.IsNotFound(err) {
+			return false, err
+		}
+		ns := &corev1.Namespace{}
+		err := wk.Get(ctx, client.ObjectKey{Name: name}, ns)
+		// A bare control plane has no namespace controller to finish it.
+		if err == nil && ns.DeletionTimestamp == nil {
+			return false, nil
+		}
+		err = k8s.Get(ctx, client.ObjectKeyFromObject(p), &unstructured.Unstructured{Object: map[string]any{"apiVersion": "multi.cuengine.dev/v1", "kind": "Placement"}})
+		return apierrors.IsNotFound(err), nil
+	})
+}
+
+// waitReason waits for the parent's Synced condition to have reason.
+func waitReason(t *testing.T, p *unstructured.Unstructured, reason string) {
+	t.Helper()
+	eventuallyWithin(t, "Synced "+reason, time.Minute, func(ctx context.Context) (bool, error) {
+		c, err := condition(ctx, p, contract.ConditionSynced)
+		if err != nil || c == nil {
+			return false, err
+		}
+		if c.Reason != reason {
+			return false, errors.New(c.Reason + ": " + c.Message)
+		}
+		return true, nil
+	})
+}
+
+func statusOf(eng *engine.Engine) string {
+	out := ""
+	for _, st := range eng.ClusterStatus() {
+		out += st.Name + " " + st.Error + "\n"
+	}
+	return out
+}
+
+// kubeconfigVia is the kubeconfig at path with its server replaced by
+// the proxy's address.
+func kubeconfigVia(t *testing.T, path, addr string) []byte {
+	t.Helper()
+	kc, err := clientcmd.LoadFromFile(path)
+	require.NoError(t, err)
+	for _, c := range kc.Clusters {
+		c.Server = "https://" + addr
+	}
+	b, err := clientcmd.Write(*kc)
+	require.NoError(t, err)
+	return b
+}
+
+// tcpProxy forwards connections to a target, and can be cut (every
+// connection closed, none accepted) and restored on the same address:
+// an apiserver that stops answering and comes back.
+type tcpProxy struct {
+	t      *testing.T
+	addr   string
+	target string
+
+	mu    sync.Mutex
+	ln    net.Listener
+	conns map[net.Conn]bool
+	wg    sync.WaitGroup
+}
+
+func startProxy(t *testing.T, host string) *tcpProxy {
+	t.Helper()
+	u, err := url.Parse(host)
+	require.NoError(t, err)
+	target := u.Host
+	if target == "" {
+		target = host
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	p := &tcpProxy{t: t, addr: ln.Addr().String(), target: target, conns: map[net.Conn]bool{}}
+	p.serve(ln)
+	t.Cleanup(p.stop)
+	return p
+}
+
+func (p *tcpProxy) serve(ln net.Listener) {
+	p.mu.Lock()
+	p.ln = ln
+	p.mu.Unlock()
+	p.wg.Go(func() {
+		for {
+			in, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			out, err := net.Dial("tcp", p.target)
+			if err != nil {
+				in.Close()
+				continue
+			}
+			p.mu.Lock()
+			p.conns[in], p.conns[out] = true, true
+			p.mu.Unlock()
+			p.wg.Go(func() { _, _ = io.Copy(out, in); out.Close() })
+			p.wg.Go(func() { _, _ = io.Copy(in, out); in.Close() })
+		}
+	})
+}
+
+// stop closes the listener and every connection, and waits for the
+// copies to end.
+func (p *tcpProxy) stop() {
+	p.mu.Lock()
+	if p.ln != nil {
+		p.ln.Close()
+		p.ln = nil
+	}
+	for c := range p.conns {
+		c.Close()
+	}
+	p.conns = map[net.Conn]bool{}
+	p.mu.Unlock()
+	p.wg.Wait()
+}
+
+// start listens again on the same address.
+func (p *tcpProxy) start() {
+	ln, err := net.Listen("tcp", p.addr)
+	require.NoError(p.t, err)
+	p.serve(ln)
+}
