@@ -118,3 +118,27 @@ func (t *Template) checkClusterTargets() *Error {
 	sort.SliceStable(out.Problems, func(i, j int) bool { return out.Problems[i].Pos < out.Problems[j].Pos })
 	return out
 }
+
+// ChildClusters says, for `engine graph`, where each child the template
+// declares with a cluster field goes: the cluster it names literally, or
+// "" when it computes one per parent. A child without one goes to the
+// engine's own cluster and is not listed.
+func (t *Template) ChildClusters() map[string]string {
+	out := map[string]string{}
+	it, err := t.evaluated.LookupPath(pathChildren).Fields()
+	if err != nil {
+		return out
+	}
+	for it.Next() {
+		v := it.Value().LookupPath(cue.MakePath(cue.Str(fieldCluster)))
+		if !v.Exists() {
+			continue
+		}
+		if name, err := v.String(); err == nil {
+			out[it.Selector().Unquoted()] = name
+		} else {
+			out[it.Selector().Unquoted()] = ""
+		}
+	}
+	return out
+}

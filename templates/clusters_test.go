@@ -94,3 +94,8 @@ func TestPolicyClustersWithin(t *testing.T) {
 	assert.False(t, got.Clusters.Allows("b"))
 	assert.False(t, Policy{}.Within(p).Clusters.Any())
 }
+
+func TestChildClustersForTheGraph(t *testing.T) {
+	tm := loadOne(t, writeTenant(t, "true", "workload-b"))
+	assert.Equal(t, map[string]string{"ns": "", "app": "", "pinned": "workload-b"}, tm.ChildClusters())
+}
