@@ -127,6 +127,19 @@ func TestWorkloadClusterChildren(t *testing.T) {
 	assert.True(t, apierrors.IsNotFound(err), "the Deployment is in west only: %v", err)
 	waitReason(t, p, contract.ReasonSynced)
 
+	// A parent naming a cluster the policy does not list: refused, per
+	// parent, and nothing of it written anywhere.
+	other := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns + "-east"}}
+	require.NoError(t, k8s.Create(ctx, other))
+	refused := parent(placementGVK, other.Name, "elsewhere", map[string]any{"cluster": "east"})
+	require.NoError(t, k8s.Create(ctx, refused.DeepCopy()))
+	waitReason(t, refused, contract.ReasonChildRefused)
+	c, err := condition(ctx, refused, contract.ConditionSynced)
+	require.NoError(t, err)
+	assert.Contains(t, c.Message, `Namespace "elsewhere" is put in cluster "east", which the template's policy.clusters does not list (west)`)
+	err = wk.Get(ctx, client.ObjectKey{Name: "elsewhere"}, &corev1.Namespace{})
+	assert.True(t, apierrors.IsNotFound(err), "nothing of a refused parent in west: %v", err)
+
 	// A hand edit in west is reverted by its watch event.
 	edited := time.Now()
 	require.NoError(t, wk.Patch(ctx, dep, client.RawPatch("application/merge-patch+json", []byte(`{"spec":{"replicas":5}}`))))
@@ -139,9 +152,11 @@ func TestWorkloadClusterChildren(t *testing.T) {
 	// West cut off: ClusterUnreachable, nothing deleted anywhere, the
 	// local child goes on (a spec change reaches it).
 	proxy.stop()
+	cut := time.Now()
 	require.NoError(t, k8s.Patch(ctx, p.DeepCopy(), client.RawPatch("application/merge-patch+json", []byte(`{"spec":{"replicas":2}}`))))
 	waitReason(t, p, contract.ReasonClusterUnreachable)
-	c, err := condition(ctx, p, contract.ConditionSynced)
+	t.Logf("west cut off to ClusterUnreachable: %s", time.Since(cut).Round(time.Millisecond))
+	c, err = condition(ctx, p, contract.ConditionSynced)
 	require.NoError(t, err)
 	assert.Contains(t, c.Message, `cluster "west" is unreachable`)
 	assert.Contains(t, c.Message, "the parent's 2 children there are left as they are")
@@ -151,10 +166,12 @@ func TestWorkloadClusterChildren(t *testing.T) {
 	assert.Contains(t, live.GetAnnotations()[contract.AnnotationInventory], `"west:Deployment.apps/acme/app"`, "the inventory keeps what is in west")
 
 	proxy.start()
+	back := time.Now()
 	eventuallyWithin(t, "converged after west is back", time.Minute, func(ctx context.Context) (bool, error) {
 		err := wk.Get(ctx, client.ObjectKeyFromObject(dep), dep)
 		return err == nil && ptr.Deref(dep.Spec.Replicas, 0) == 2, err
 	})
+	t.Logf("west back to the change made meanwhile applied there: %s", time.Since(back).Round(time.Millisecond))
 	waitReason(t, p, contract.ReasonSynced)
 
 	// The cluster Secret removed: said, nothing deleted.

@@ -225,27 +225,28 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 	if eval, err = r.reevaluate(ctx, t, parent, eval, st); err != nil { // evaluate.go
 		return ctrl.Result{}, err
 	}
-	eval = withConnectionSecrets(eval, plan) // connectionsecret.go
-	eval = waitForReady(eval, live)          // ready.go
-	r.splitRemote(ctx, parent, eval, remote) // remote.go
+	eval = withConnectionSecrets(eval, plan)          // connectionsecret.go
+	all := remote.withLocal(live)                     // remote.go: every cluster's children, for readiness
+	eval = waitForReady(eval, all)                    // ready.go
+	local := r.splitRemote(ctx, parent, eval, remote) // remote.go
 	defer remote.report(st, "")
 
-	inv := render.NextInventory(eval.children, live)
+	inv := render.NextInventory(local.children, live)
 	maps.Copy(inv, remote.inventory())
 	if recorded, err := r.record(ctx, parent, plan, inv, st); recorded || err != nil { // record.go
 		return ctrl.Result{}, err
 	}
-	writes, err := r.applyChildren(ctx, parent, eval.children, live, st) // apply.go
+	writes, err := r.applyChildren(ctx, parent, local.children, live, st) // apply.go
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	writes += r.applyRemote(ctx, parent, remote, st)     // remote.go
-	deletes, err := r.prune(ctx, parent, eval, live, st) // prune.go
+	writes += r.applyRemote(ctx, parent, remote, st)      // remote.go
+	deletes, err := r.prune(ctx, parent, local, live, st) // prune.go
 	if err != nil {
 		return ctrl.Result{}, err
 	}
 	deletes += r.pruneRemote(ctx, parent, remote, st)            // remote.go
-	st.setReady(eval, live)                                      // ready.go
+	st.setReady(eval, all)                                       // ready.go
 	return r.settle(eval, writes, deletes, plan.resync, st), nil // settled.go
 }
 

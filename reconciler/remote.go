@@ -182,11 +182,26 @@ func (rc *remoteChildren) observed(local map[string]any) map[string]any {
 	return out
 }
 
-// splitRemote takes the children the template puts in workload clusters
-// out of the evaluation (they are never applied, pruned or counted by the
-// local steps) and reads each cluster they go to that the inventory did
-// not name yet.
-func (r *Reconciler) splitRemote(ctx context.Context, parent *unstructured.Unstructured, eval *evaluation, rc *remoteChildren) {
+// withLocal is the parent's live children of every cluster, for the
+// readiness steps (a child's local name is unique, whatever its cluster);
+// the local steps take live alone.
+func (rc *remoteChildren) withLocal(live *render.LiveChildren) *render.LiveChildren {
+	list := live.List()
+	for _, cl := range rc.clusters {
+		list = append(slices.Clip(list), cl.live...)
+	}
+	if len(list) == len(live.List()) {
+		return live
+	}
+	return render.NewLiveChildren(list)
+}
+
+// splitRemote returns the evaluation with the children the template puts
+// in the engine's own cluster only, for the local steps (never applied,
+// pruned or recorded there), and gives the others to their clusters,
+// reading each one the inventory did not name yet. The evaluation itself
+// keeps every child, for readiness.
+func (r *Reconciler) splitRemote(ctx context.Context, parent *unstructured.Unstructured, eval *evaluation, rc *remoteChildren) *evaluation {
 	take := func(list []*unstructured.Unstructured, into func(*remoteCluster, *unstructured.Unstructured)) []*unstructured.Unstructured {
 		return slices.DeleteFunc(list, func(d *unstructured.Unstructured) bool {
 			name := render.ClusterOf(d)
@@ -202,8 +217,9 @@ func (r *Reconciler) splitRemote(ctx context.Context, parent *unstructured.Unstr
 			return true
 		})
 	}
-	eval.children = take(slices.Clone(eval.children), func(cl *remoteCluster, d *unstructured.Unstructured) { cl.desired = append(cl.desired, d) })
-	eval.held = take(slices.Clone(eval.held), func(cl *remoteCluster, d *unstructured.Unstructured) { cl.held = append(cl.held, d) })
+	local := *eval
+	local.children = take(slices.Clone(eval.children), func(cl *remoteCluster, d *unstructured.Unstructured) { cl.desired = append(cl.desired, d) })
+	local.held = take(slices.Clone(eval.held), func(cl *remoteCluster, d *unstructured.Unstructured) { cl.held = append(cl.held, d) })
 	for _, name := range slices.Sorted(maps.Keys(rc.clusters)) {
 		cl := rc.clusters[name]
 		var kinds []schema.GroupVersionKind
@@ -218,6 +234,7 @@ func (r *Reconciler) splitRemote(ctx context.Context, parent *unstructured.Unstr
 		}
 		r.readCluster(ctx, parent, rc, name, kinds)
 	}
+	return &local
 }
 
 // inventory is the part of the parent's next inventory in workload
