@@ -72,6 +72,8 @@ type remoteCluster struct {
 	// desired and held are the template's children there: to apply, and
 	// waiting for a dependency (kept, not applied).
 	desired, held []*unstructured.Unstructured
+	// listed are the kinds live holds all of.
+	listed map[schema.GroupKind]bool
 }
 
 // observeRemote reads the parent's children in every workload cluster its
@@ -91,7 +93,7 @@ func (r *Reconciler) observeRemote(ctx context.Context, parent *unstructured.Uns
 func (r *Reconciler) readCluster(ctx context.Context, parent *unstructured.Unstructured, rc *remoteChildren, name string, kinds []schema.GroupVersionKind) *remoteCluster {
 	cl := rc.clusters[name]
 	if cl == nil {
-		cl = &remoteCluster{name: name}
+		cl = &remoteCluster{name: name, listed: map[schema.GroupKind]bool{}}
 		rc.clusters[name] = cl
 		if r.clusters == nil {
 			cl.err = &ClusterError{Cluster: name, Unknown: true, Err: fmt.Errorf("cluster %q is not registered: this engine serves no workload clusters (--clusters-namespace)", name)}
@@ -118,15 +120,11 @@ func (r *Reconciler) readCluster(ctx context.Context, parent *unstructured.Unstr
 	if cl.err != nil {
 		return cl
 	}
-	listed := map[schema.GroupKind]bool{}
-	for _, c := range cl.live {
-		listed[c.GroupVersionKind().GroupKind()] = true
-	}
 	for _, gvk := range kinds {
-		if listed[gvk.GroupKind()] {
+		if cl.listed[gvk.GroupKind()] {
 			continue
 		}
-		listed[gvk.GroupKind()] = true
+		cl.listed[gvk.GroupKind()] = true
 		if err := cl.c.Watch(ctx, gvk); err != nil {
 			cl.fail(fmt.Errorf("cluster %q: watching %s: %w", name, gvk.Kind, err))
 			return cl
@@ -279,7 +277,7 @@ func (rc *remoteChildren) report(st *status, then string) {
 			continue
 		}
 		n := len(rc.inv.Remote()[name])
-		what := fmt.Errorf("%w; the parent's %d %s there %s left as they are%s", cl.err.Err, n, plural(n, "child", "children"), plural(n, "is", "are"), then)
+		what := fmt.Errorf("%w; the parent's %d %s there %s%s", cl.err.Err, n, plural(n, "child", "children"), plural(n, "is left as it is", "are left as they are"), then)
 		if cl.err.Unknown {
 			st.fail(contract.ReasonClusterUnknown, waitingError(contract.ReasonClusterUnknown, deletionRecheck, what))
 			continue
