@@ -8,6 +8,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -126,6 +127,9 @@ func TestWorkloadClusterChildren(t *testing.T) {
 	err = k8s.Get(ctx, client.ObjectKey{Namespace: name, Name: "app"}, &appsv1.Deployment{})
 	assert.True(t, apierrors.IsNotFound(err), "the Deployment is in west only: %v", err)
 	waitReason(t, p, contract.ReasonSynced)
+	ready, err := condition(ctx, p, contract.ConditionReady)
+	require.NoError(t, err)
+	assert.Contains(t, ready.Message, "Deployment app in cluster west", "the bare control plane runs no Deployment controller: not ready, and where it is")
 
 	// A parent naming a cluster the policy does not list: refused, per
 	// parent, and nothing of it written anywhere.
@@ -315,4 +319,75 @@ func (p *tcpProxy) start() {
 	ln, err := net.Listen("tcp", p.addr)
 	require.NoError(p.t, err)
 	p.serve(ln)
+}
+
+// TestWorkloadClusterMove runs two workload control planes: a parent
+// whose spec.cluster changes from west to east has its children created
+// in east before they are deleted from west, and its local child stays.
+func TestWorkloadClusterMove(t *testing.T) {
+	controlPlane(t)
+	ctx := context.Background()
+	ns := namespace(t)
+	cs, err := kubernetes.NewForConfig(cfg)
+	require.NoError(t, err)
+	workload := map[string]client.Client{}
+	for _, name := range []string{"west", "east"} {
+		wc, err := localcluster.Start(ctx, localcluster.Options{Progress: os.Stderr})
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = wc.Stop() })
+		workload[name], err = client.New(wc.Config, client.Options{Scheme: k8s.Scheme()})
+		require.NoError(t, err)
+		kubeconfig, err := os.ReadFile(wc.Kubeconfig)
+		require.NoError(t, err)
+		require.NoError(t, k8s.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: map[string]string{contract.LabelCluster: name}},
+			Data: map[string][]byte{contract.KeyKubeconfig: kubeconfig}}))
+	}
+	dir := t.TempDir()
+	src := strings.Replace(strings.ReplaceAll(placementTemplate, "Placement", "Move"), `clusters: ["west"]`, `clusters: ["west", "east"]`, 1)
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "move.cue"), []byte(src), 0o644))
+	set, err := templates.Load(dir)
+	require.NoError(t, err)
+	runEngine(t, set, engine.Options{InstallCRDs: true, ResourceResync: 10 * time.Minute, Clusters: clusters.Secrets{Client: cs, Namespace: ns}, ClusterProbeEvery: 500 * time.Millisecond})
+
+	moveGVK := schema.GroupVersionKind{Group: "multi.cuengine.dev", Version: "v1", Kind: "Move"}
+	p := parent(moveGVK, ns, "mover", map[string]any{"cluster": "west"})
+	eventually(t, "the Move CRD served", func(ctx context.Context) (bool, error) {
+		err := k8s.Create(ctx, p.DeepCopy())
+		return err == nil, err
+	})
+	t.Cleanup(func() { _ = k8s.Delete(context.Background(), p.DeepCopy()) })
+	key := client.ObjectKey{Namespace: "mover", Name: "app"}
+	eventuallyWithin(t, "the Deployment in west", time.Minute, func(ctx context.Context) (bool, error) {
+		return workload["west"].Get(ctx, key, &appsv1.Deployment{}) == nil, nil
+	})
+
+	require.NoError(t, k8s.Patch(ctx, p.DeepCopy(), client.RawPatch("application/merge-patch+json", []byte(`{"spec":{"cluster":"east"}}`))))
+	moved := time.Now()
+	eventuallyWithin(t, "the Deployment moved to east", time.Minute, func(ctx context.Context) (bool, error) {
+		west := &appsv1.Deployment{}
+		err := workload["west"].Get(ctx, key, west)
+		if err == nil && west.DeletionTimestamp == nil {
+			return false, nil // still in west
+		}
+		if err != nil && !apierrors.IsNotFound(err) {
+			return false, err
+		}
+		// Gone from west: it must be in east already.
+		if err := workload["east"].Get(ctx, key, &appsv1.Deployment{}); err != nil {
+			t.Errorf("the Deployment left west before it was in east: %v", err)
+			return true, nil
+		}
+		return true, nil
+	})
+	t.Logf("moved from west to east in %s", time.Since(moved).Round(time.Millisecond))
+	waitReason(t, p, contract.ReasonSynced)
+	live := &unstructured.Unstructured{}
+	live.SetGroupVersionKind(moveGVK)
+	require.NoError(t, k8s.Get(ctx, client.ObjectKeyFromObject(p), live))
+	inv := live.GetAnnotations()[contract.AnnotationInventory]
+	assert.Contains(t, inv, `"east:Deployment.apps/mover/app"`)
+	assert.NotContains(t, inv, `"west:Deployment.apps/mover/app"`, "what left west leaves the inventory")
+	note := &corev1.ConfigMap{}
+	require.NoError(t, k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: "note"}, note))
+	assert.Equal(t, "east", note.Data["cluster"])
 }

@@ -522,3 +522,12 @@ func (rc *remoteChildren) clustersOf() map[string]string {
 func (r *Reconciler) usesClusters(t *templates.Template, parent *unstructured.Unstructured) bool {
 	return t.Policy.Clusters.Any() || len(render.InventoryOf(parent).Remote()) > 0
 }
+
+// readyName names a child in the Ready message: "Deployment app", and
+// " in cluster west" for a child in a workload cluster.
+func readyName(d *unstructured.Unstructured) string {
+	if cluster := render.ClusterOf(d); cluster != "" {
+		return fmt.Sprintf("%s %s in cluster %s", d.GetKind(), d.GetName(), cluster)
+	}
+	return fmt.Sprintf("%s %s", d.GetKind(), d.GetName())
+}
