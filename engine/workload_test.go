@@ -391,3 +391,51 @@ func TestWorkloadClusterMove(t *testing.T) {
 	require.NoError(t, k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: "note"}, note))
 	assert.Equal(t, "east", note.Data["cluster"])
 }
+
+// TestWorkloadRegistryFollowsTheTemplates: the engine reads the cluster
+// Secrets only while a template's policy.clusters allows a cluster, and
+// stops when none does.
+func TestWorkloadRegistryFollowsTheTemplates(t *testing.T) {
+	controlPlane(t)
+	ctx := context.Background()
+	ns := namespace(t)
+	cs, err := kubernetes.NewForConfig(cfg)
+	require.NoError(t, err)
+	// A registration whose apiserver never answers: listed all the same.
+	kubeconfig := []byte(`apiVersion: v1
+kind: Config
+clusters: [{name: c, cluster: {server: "https://127.0.0.1:1", insecure-skip-tls-verify: true}}]
+users: [{name: u, user: {token: abc}}]
+contexts: [{name: x, context: {cluster: c, user: u}}]
+current-context: x
+`)
+	require.NoError(t, k8s.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "far", Labels: map[string]string{contract.LabelCluster: "far"}},
+		Data: map[string][]byte{contract.KeyKubeconfig: kubeconfig}}))
+
+	load := func(src string) *templates.Set {
+		dir := t.TempDir()
+		require.NoError(t, os.WriteFile(filepath.Join(dir, "t.cue"), []byte(src), 0o644))
+		set, err := templates.Load(dir)
+		require.NoError(t, err)
+		return set
+	}
+	local := load(`parent: {apiVersion: "multi.cuengine.dev/v1", kind: "Stay"}
+children: note: {apiVersion: "v1", kind: "ConfigMap", metadata: name: "note"}
+`)
+	remote := load(`parent: {apiVersion: "multi.cuengine.dev/v1", kind: "Stay"}
+policy: clusters: ["far"]
+children: note: {cluster: "far", apiVersion: "v1", kind: "ConfigMap", metadata: name: "note"}
+`)
+	eng, _ := runEngine(t, remote, engine.Options{Clusters: clusters.Secrets{Client: cs, Namespace: ns}, ClusterProbeEvery: 200 * time.Millisecond})
+	registered := func(want bool) func(context.Context) (bool, error) {
+		return func(context.Context) (bool, error) {
+			st := eng.ClusterStatus()
+			return (len(st) == 1 && st[0].Name == "far" && !st[0].Up && st[0].Error != "") == want && (want || len(st) == 0), nil
+		}
+	}
+	eventually(t, "far registered, and down", registered(true))
+	eng.SetTemplates(local)
+	eventually(t, "the registry stopped with the last template that needs it", registered(false))
+	eng.SetTemplates(remote)
+	eventually(t, "far registered again", registered(true))
+}
