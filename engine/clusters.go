@@ -233,7 +233,8 @@ func (r remoteCluster) Watch(ctx context.Context, gvk schema.GroupVersionKind) e
 			o = t.Obj
 		}
 		if child, ok := o.(client.Object); ok {
-			for _, req := range kc.parentOf(ctx, child) {
+			// The handler outlives this reconcile: no request context.
+			for _, req := range kc.parentOf(context.Background(), child) {
 				kc.enqueueRequest(req.NamespacedName)
 			}
 		}
