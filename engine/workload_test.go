@@ -63,7 +63,8 @@ status: cluster: parent.spec.cluster
 // event (the resync is 10 minutes); with west cut off the parent is
 // ClusterUnreachable and nothing is deleted, and it converges once west
 // answers again; with its Secret removed the parent is ClusterUnknown and
-// nothing is deleted; deleting the parent deletes the remote children.
+// nothing is deleted; a parent deleted while west is cut off keeps its
+// finalizer and its children there until west is back, then they go.
 func TestWorkloadClusterChildren(t *testing.T) {
 	controlPlane(t)
 	ctx := context.Background()
@@ -190,8 +191,20 @@ func TestWorkloadClusterChildren(t *testing.T) {
 	require.NoError(t, k8s.Create(ctx, secret.DeepCopy()))
 	waitReason(t, p, contract.ReasonSynced)
 
-	// Deleting the parent deletes its children in west.
+	// Deleted while west is cut off: the finalizer stays, nothing in
+	// west is forgotten; once west is back, its children there go, then
+	// the parent.
+	proxy.stop()
 	require.NoError(t, k8s.Delete(ctx, p.DeepCopy()))
+	waitReason(t, p, contract.ReasonClusterUnreachable)
+	c, err = condition(ctx, p, contract.ConditionSynced)
+	require.NoError(t, err)
+	assert.Contains(t, c.Message, "the finalizer is kept until the cluster answers")
+	require.NoError(t, k8s.Get(ctx, client.ObjectKeyFromObject(live), live))
+	assert.Contains(t, live.GetFinalizers(), contract.Finalizer)
+	require.NoError(t, wk.Get(ctx, client.ObjectKeyFromObject(dep), dep))
+	assert.Nil(t, dep.DeletionTimestamp)
+	proxy.start()
 	eventuallyWithin(t, "the remote children deleted and the parent gone", time.Minute, func(ctx context.Context) (bool, error) {
 		if err := wk.Get(ctx, client.ObjectKeyFromObject(dep), &appsv1.Deployment{}); !apierrors.IsNotFound(err) {
 			return false, err
