@@ -27,9 +27,14 @@ func (o *runOptions) clusterSource(cfg *rest.Config) (clusters.Source, error) {
 	return clusters.Secrets{Client: cs, Namespace: ns}, nil
 }
 
+// clusterStatuses is what /readyz reads of the engine's workload clusters.
+type clusterStatuses interface{ ClusterStatus() []clusters.Status }
+
+var _ clusterStatuses = (*engine.Engine)(nil)
+
 // clusterLines says, for /readyz?verbose, how each workload cluster is:
 // a cluster down never makes the engine unready (its parents say so).
-func clusterLines(eng *engine.Engine) func() []string {
+func clusterLines(eng clusterStatuses) func() []string {
 	return func() []string {
 		var lines []string
 		for _, st := range eng.ClusterStatus() {

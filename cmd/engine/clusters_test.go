@@ -5,9 +5,12 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/cuengine/engine/clusters"
 )
 
 // placement puts a Namespace in the cluster its parent names, a
@@ -54,4 +57,25 @@ func TestRenderAndGraphShowTheCluster(t *testing.T) {
 	assert.Contains(t, out, `"children.ns" [label="ns: Namespace (in the cluster its parent names)"];`)
 	assert.Contains(t, out, `"children.pinned" [label="pinned: ConfigMap (in cluster east)"];`)
 	assert.Contains(t, out, `"children.note" [label="note: ConfigMap"];`)
+}
+
+type fakeClusters []clusters.Status
+
+func (f fakeClusters) ClusterStatus() []clusters.Status { return f }
+
+// TestReadyzNamesTheClusters: /readyz?verbose says how each workload
+// cluster is, a line each; none of them makes the engine unready.
+func TestReadyzNamesTheClusters(t *testing.T) {
+	seen := time.Date(2026, 12, 2, 10, 0, 0, 0, time.UTC)
+	lines := clusterLines(fakeClusters{
+		{Name: "east", Origin: "Secret engine-system/east", Error: "connection refused"},
+		{Name: "gone", Origin: "Secret engine-system/gone", Removed: true, Error: `cluster "gone" was removed`},
+		{Name: "west", Origin: "Secret engine-system/west", Up: true, LastSeen: seen},
+	})()
+	assert.Equal(t, []string{
+		"cluster east (Secret engine-system/east): down: connection refused",
+		`cluster gone (Secret engine-system/gone): removed: cluster "gone" was removed`,
+		"cluster west (Secret engine-system/west): up, last seen 2026-12-02T10:00:00Z",
+	}, lines)
+	assert.Empty(t, clusterLines(fakeClusters(nil))())
 }
