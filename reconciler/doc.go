@@ -64,9 +64,9 @@
 //  9. prune.go: children the template no longer produces are deleted,
 //     dependents first (order.go), as resources the template dropped are
 //     in step 5.
-//     remote.go: the children a template puts in registered workload
-//     clusters (a child's cluster field) take steps 2, 6, 8 and 9 and the
-//     deletion apart, through the Clusters interface: read from each
+//     remote.go, remoteapply.go, remoteprune.go: the children a template
+//     puts in registered workload clusters (a child's cluster field) take
+//     steps 2, 6, 8 and 9 and the deletion apart, through the Clusters interface: read from each
 //     cluster the parent's inventory names, recorded there with their
 //     cluster before they are created, applied create-only, pruned and
 //     deleted by the engine (no owner reference crosses clusters), the
