@@ -11,6 +11,7 @@ import (
 
 	"github.com/cuengine/engine/contract"
 	"github.com/cuengine/engine/render"
+	"github.com/cuengine/engine/templates"
 )
 
 // pruneRemote deletes, in every cluster that answers, the parent's
@@ -83,7 +84,7 @@ func (r *Reconciler) deleteRemote(ctx context.Context, parent *unstructured.Unst
 	if len(render.InventoryOf(parent).Remote()) == 0 {
 		return true
 	}
-	if parent.GetAnnotations()[contract.AnnotationDeletionPolicy] == "Orphan" {
+	if parent.GetAnnotations()[contract.AnnotationDeletionPolicy] == templates.DeletionPolicyOrphan {
 		return true
 	}
 	rc := r.observeRemote(ctx, parent)
