@@ -110,7 +110,7 @@ func (r *Reconciler) readCluster(ctx context.Context, parent *unstructured.Unstr
 				continue // not served there: no such object can exist
 			}
 			if err != nil {
-				cl.fail(fmt.Errorf("cluster %q: finding the kind %s: %w", name, e.Kind, err))
+				cl.fail(fmt.Errorf("finding the kind %s: %w", e.Kind, err))
 				return cl
 			}
 			kinds = append(kinds, mapping.GroupVersionKind)
@@ -125,13 +125,13 @@ func (r *Reconciler) readCluster(ctx context.Context, parent *unstructured.Unstr
 		}
 		cl.listed[gvk.GroupKind()] = true
 		if err := cl.c.Watch(ctx, gvk); err != nil {
-			cl.fail(fmt.Errorf("cluster %q: watching %s: %w", name, gvk.Kind, err))
+			cl.fail(fmt.Errorf("watching %s: %w", gvk.Kind, err))
 			return cl
 		}
 		list := &unstructured.UnstructuredList{}
 		list.SetGroupVersionKind(gvk.GroupVersion().WithKind(gvk.Kind + "List"))
 		if err := cl.c.List(ctx, list, client.MatchingLabels{contract.LabelParentUID: string(parent.GetUID())}); err != nil {
-			cl.fail(fmt.Errorf("cluster %q: listing %s children: %w", name, gvk.Kind, err))
+			cl.fail(fmt.Errorf("listing %s children: %w", gvk.Kind, err))
 			return cl
 		}
 		for i := range list.Items {
