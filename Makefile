@@ -61,6 +61,8 @@ test-templates: build ## Run the test cases of the example templates and of the 
 	$(BIN)/engine test --templates examples/autoscaled/templates
 	$(BIN)/engine vet --templates examples/versions/templates
 	$(BIN)/engine test --templates examples/versions/templates
+	$(BIN)/engine vet --templates examples/multicluster/templates
+	$(BIN)/engine test --templates examples/multicluster/templates
 	@status=0; for d in $(CORPUS); do \
 		echo "$(BIN)/engine vet --templates $$d"; $(BIN)/engine vet --templates $$d || status=1; \
 		echo "$(BIN)/engine test --templates $$d"; $(BIN)/engine test --templates $$d || status=1; \

@@ -75,6 +75,16 @@ const (
 	// found changed by someone else (a key changed or removed, another
 	// type) and is being put right.
 	ReasonConnectionSecretDrifted = "ConnectionSecretDrifted"
+	// ReasonClusterUnreachable: Synced while a workload cluster the
+	// parent's children are in is registered but does not answer;
+	// nothing there is created, changed or deleted until it does, and
+	// the children elsewhere go on. Retried with backoff.
+	ReasonClusterUnreachable = "ClusterUnreachable"
+	// ReasonClusterUnknown: Synced while a workload cluster the parent's
+	// children are in (or are to be put in) is not registered, or its
+	// registration was removed: its children there are left as they are,
+	// never deleted because of it.
+	ReasonClusterUnknown = "ClusterUnknown"
 )
 
 // Reasons of the limits (render.Limits), on the Synced condition.

@@ -57,6 +57,18 @@ func ObjectRef(gk schema.GroupKind, namespace, name string) string {
 	return gk.String() + "/" + namespace + "/" + name
 }
 
+// RemoteRef names a child in a registered workload cluster in a parent's
+// AnnotationInventory: the cluster's name and the child's ObjectRef.
+func RemoteRef(cluster string, gk schema.GroupKind, namespace, name string) string {
+	return cluster + ":" + ObjectRef(gk, namespace, name)
+}
+
+// SplitRemoteRef returns the cluster of an inventory entry and its
+// ObjectRef; ok is false for an entry of the engine's own cluster.
+func SplitRemoteRef(entry string) (cluster, ref string, ok bool) {
+	return strings.Cut(entry, ":")
+}
+
 // ParentRef names a parent in the AnnotationParent format (ObjectRef).
 func ParentRef(parent *unstructured.Unstructured) string {
 	return ObjectRef(parent.GroupVersionKind().GroupKind(), parent.GetNamespace(), parent.GetName())

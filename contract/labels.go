@@ -128,6 +128,11 @@ const (
 	LabelCluster = "engine.cuengine.dev/cluster"
 	// KeyKubeconfig is the key of a cluster Secret's kubeconfig.
 	KeyKubeconfig = "kubeconfig"
+	// AnnotationCluster, on a child the engine puts in a registered
+	// workload cluster, names that cluster (a template's cluster field).
+	// It marks the child as remote: it carries no owner reference, and its
+	// entry in the parent's AnnotationInventory is a RemoteRef.
+	AnnotationCluster = "engine.cuengine.dev/cluster"
 )
 
 // Annotations of the CRDs the engine generates from the templates (they

@@ -126,6 +126,12 @@ func (d *Differ) diffParent(ctx context.Context, t *templates.Template, parent *
 	}
 	kept := make(map[render.ChildKey]bool, len(out.Children))
 	for _, obj := range out.Children {
+		if cluster := render.ClusterOf(obj); cluster != "" {
+			// Said, never diffed against this cluster, where it is not.
+			fmt.Fprintf(d.Out, "# %s %s/%s: %s %s goes to workload cluster %s: not compared (engine diff reads this cluster only)\n",
+				parent.GetKind(), parent.GetNamespace(), parent.GetName(), obj.GetKind(), obj.GetName(), cluster)
+			continue
+		}
 		kept[render.ObjectKeyOf(obj)] = true
 		if err := d.diffChild(ctx, parent, obj, live.Get(obj), sum); err != nil {
 			return err

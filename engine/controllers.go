@@ -96,6 +96,7 @@ func newKindController(e *Engine, t *templates.Template) *kindController {
 		Budget:         e.budget,
 		Requeue:        kc.requeueAfterConflict,
 		Fence:          kc.fenceProvider,
+		Clusters:       e.workload.forKind(kc), // clusters.go; nil without Options.Clusters
 	})
 	return kc
 }

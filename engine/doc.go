@@ -30,6 +30,12 @@
 //     objects, holding only what the parents read (a watch per distinct
 //     reference, shared, stopped when no parent reads it), and the index
 //     from each reference to the parents its events requeue.
+//   - clusters.go: the workload clusters (Options.Clusters): a
+//     clusters.Registry run while a template's policy.clusters allows a
+//     cluster, reconciler.Clusters per kind on it, a handler per cluster
+//     and child kind that requeues the parent a remote child names, and a
+//     requeue of the parents that use clusters when one comes, goes or
+//     comes back.
 //   - childobjects.go: how the child cache holds each child kind (built-in
 //     kinds typed, read in protobuf; others unstructured).
 //   - crds.go, conversion.go: installing the templates' CRDs, refusing a

@@ -19,6 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 
+	"github.com/cuengine/engine/clusters"
 	"github.com/cuengine/engine/contract"
 	"github.com/cuengine/engine/providers"
 	"github.com/cuengine/engine/reconciler"
@@ -86,6 +87,13 @@ type Options struct {
 	// (rollout.analysis) against a Prometheus server; nil is none, and a
 	// wave whose rollout declares checks holds, saying so.
 	Analyzer rollout.Analyzer
+	// Clusters, when set, registers the workload clusters children may
+	// be put in (package clusters; clusters.go): followed while a
+	// template's policy.clusters allows one. Nil serves none.
+	Clusters clusters.Source
+	// ClusterProbeEvery is how often each workload cluster is asked
+	// whether it answers; zero takes the registry's default (10s).
+	ClusterProbeEvery time.Duration
 }
 
 // Engine runs one controller per templated parent kind. Templates are
@@ -137,6 +145,10 @@ type Engine struct {
 	acceptMu sync.Mutex // serializes reloads: one set is checked and swapped at a time
 	indexMu  sync.Mutex // held while registering an index
 	indexed  map[schema.GroupVersionKind]bool
+
+	// workload runs the registry of workload clusters (clusters.go); nil
+	// without Options.Clusters.
+	workload *workloadClusters
 
 	// coordinator: under sharding, this replica is the sharder and
 	// coordinates the rollouts (SetCoordinator).
@@ -228,6 +240,9 @@ func New(mgr manager.Manager, opts Options) (*Engine, error) {
 		retryWake:    make(chan struct{}, 1),
 		servedWake:   make(chan struct{}, 1),
 	}
+	if opts.Clusters != nil {
+		e.workload = newWorkloadClusters(e, opts.Clusters)
+	}
 	if err := mgr.Add(e); err != nil {
 		return nil, err
 	}
@@ -317,6 +332,9 @@ func (e *Engine) Start(ctx context.Context) error {
 	loops.Go(func() { e.reportReloadFailures(ctx) })
 	loops.Go(func() { e.migrateStored(ctx) }) // migrate.go
 	loops.Go(func() { e.retryRefused(ctx) })
+	if e.workload != nil {
+		loops.Go(func() { e.workload.run(ctx) })
+	}
 	<-ctx.Done()
 	e.mu.Lock()
 	kinds := e.kinds
@@ -345,6 +363,9 @@ func (e *Engine) SetTemplates(set *templates.Set) {
 	var changed []change
 	var retired, stopped []*kindController
 	defer func() {
+		if e.workload != nil {
+			e.workload.changed() // whether a template still needs a workload cluster
+		}
 		for _, c := range changed {
 			c.kc.update(c.t)
 		}

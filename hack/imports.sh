@@ -45,7 +45,7 @@ migration       -
 webhooks        templates render contract
 engine          *
 internal/...    *
-cmd/engine      engine contract templates templates/openapi templates/graph templates/rbac templates/watch render revisions reconciler rollout rollout/analysis diff sharding webhooks providers providers/plugin internal/localcluster internal/pgserver
+cmd/engine      engine clusters contract templates templates/openapi templates/graph templates/rbac templates/watch render revisions reconciler rollout rollout/analysis diff sharding webhooks providers providers/plugin internal/localcluster internal/pgserver
 '
 # The engine binary runs its providers as plugins (engine-provider-<name>,
 # providers/plugin): it links no provider implementation, directly or not

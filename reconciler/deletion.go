@@ -61,6 +61,9 @@ func (r *Reconciler) reconcileDelete(ctx context.Context, t *templates.Template,
 	if err := r.deleteChildren(ctx, parent, order); err != nil {
 		return ctrl.Result{}, err
 	}
+	if done := r.deleteRemote(ctx, parent, st); !done { // remote.go
+		return ctrl.Result{RequeueAfter: deletionRecheck}, nil
+	}
 	if waits := deletionWaits(order); len(waits) > 0 {
 		st.recordWaits(waits)
 		st.ready = condition{status: metav1.ConditionFalse, reason: contract.ReasonDeleting, message: SafeMessage("deleting: " + strings.Join(st.waits, "; "))}

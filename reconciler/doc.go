@@ -64,8 +64,18 @@
 //  9. prune.go: children the template no longer produces are deleted,
 //     dependents first (order.go), as resources the template dropped are
 //     in step 5.
+//     remote.go, remoteapply.go, remoteprune.go: the children a template
+//     puts in registered workload clusters (a child's cluster field) take
+//     steps 2, 6, 8 and 9 and the deletion apart, through the Clusters interface: read from each
+//     cluster the parent's inventory names, recorded there with their
+//     cluster before they are created, applied create-only, pruned and
+//     deleted by the engine (no owner reference crosses clusters), the
+//     proof of ownership being the inventory and the parent-uid label. A
+//     cluster that cannot be used (ClusterError) is reported
+//     (ClusterUnreachable, ClusterUnknown), and nothing there is touched
+//     or forgotten; the other clusters go on.
 //  10. ready.go: Ready from the template's ready field, or from kstatus on
-//     every child and the resources' readiness.
+//     every child, remote ones included, and the resources' readiness.
 //  11. settled.go (settle), then status.go: after child writes the status
 //     is left to the reconcile their events bring; otherwise the deferred
 //     finish builds it and hands it to the kind's status writer

@@ -36,16 +36,16 @@ func (s *status) setReady(eval *evaluation, live *render.LiveChildren) {
 		c, rw := live.Get(d), readyWhen[localName(d)]
 		switch {
 		case c == nil:
-			waiting = append(waiting, fmt.Sprintf("%s %s", d.GetKind(), d.GetName()))
+			waiting = append(waiting, readyName(d))
 		case rw == nil:
 			if !childReady(c) {
-				waiting = append(waiting, fmt.Sprintf("%s %s", d.GetKind(), d.GetName()))
+				waiting = append(waiting, readyName(d))
 			}
 		case rw.Ready:
 		case rw.Unknown != "":
-			waiting = append(waiting, fmt.Sprintf("%s %s (readyWhen not known yet: %s)", d.GetKind(), d.GetName(), rw.Unknown))
+			waiting = append(waiting, fmt.Sprintf("%s (readyWhen not known yet: %s)", readyName(d), rw.Unknown))
 		default:
-			waiting = append(waiting, fmt.Sprintf("%s %s (readyWhen is false)", d.GetKind(), d.GetName()))
+			waiting = append(waiting, fmt.Sprintf("%s (readyWhen is false)", readyName(d)))
 		}
 	}
 	// Then the steps after those: children the template holds back until

@@ -2,6 +2,7 @@ package reconciler
 
 import (
 	"context"
+	"maps"
 	"sync"
 	"time"
 
@@ -54,6 +55,8 @@ type Reconciler struct {
 	budget *render.Budget
 	// fence is checked before each provider call (Options.Fence).
 	fence func(context.Context) error
+	// clusters reaches the workload clusters (remote.go); nil serves none.
+	clusters Clusters
 }
 
 // Options are what a kind's reconciler is built from.
@@ -93,6 +96,10 @@ type Options struct {
 	// reconcile's context: an error refuses the call (the engine's shard
 	// fence; the writers are fenced by the engine itself).
 	Fence func(context.Context) error
+	// Clusters reaches the registered workload clusters children may be
+	// put in (remote.go); nil serves none, and a child that names one is
+	// reported ClusterUnknown.
+	Clusters Clusters
 }
 
 // New returns the reconciler of one kind. Its status writer runs from
@@ -113,6 +120,7 @@ func New(o Options) *Reconciler {
 		limits:         o.Limits,
 		budget:         o.Budget,
 		fence:          o.Fence,
+		clusters:       o.Clusters,
 	}
 	if r.budget == nil {
 		r.budget = render.NewBudget(render.BudgetLimits{})
@@ -196,14 +204,17 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	if r.isSettled(t, parent, owned, refs, st) { // settled.go
+	remote := r.observeRemote(ctx, parent) // remote.go
+	// Remote children's events are not in the fingerprint: a parent that
+	// may have any is never settled.
+	if !r.usesClusters(t, parent) && r.isSettled(t, parent, owned, refs, st) { // settled.go
 		return ctrl.Result{}, nil
 	}
 	live, err := owned.Read() // render/children.go
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	eval, err := r.evaluate(ctx, t, parent, refs.With(live.Observed(parent)), st) // evaluate.go
+	eval, err := r.evaluate(ctx, t, parent, refs.With(remote.observed(live.Observed(parent))), st) // evaluate.go
 	if err != nil {
 		return ctrl.Result{}, err
 	}
@@ -214,21 +225,28 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 	if eval, err = r.reevaluate(ctx, t, parent, eval, st); err != nil { // evaluate.go
 		return ctrl.Result{}, err
 	}
-	eval = withConnectionSecrets(eval, plan) // connectionsecret.go
-	eval = waitForReady(eval, live)          // ready.go
+	eval = withConnectionSecrets(eval, plan)          // connectionsecret.go
+	all := remote.withLocal(live)                     // remote.go: every cluster's children, for readiness
+	eval = waitForReady(eval, all)                    // ready.go
+	local := r.splitRemote(ctx, parent, eval, remote) // remote.go
+	defer remote.report(st, "")
 
-	if recorded, err := r.record(ctx, parent, plan, render.NextInventory(eval.children, live), st); recorded || err != nil { // record.go
+	inv := render.NextInventory(local.children, live)
+	maps.Copy(inv, remote.inventory())
+	if recorded, err := r.record(ctx, parent, plan, inv, st); recorded || err != nil { // record.go
 		return ctrl.Result{}, err
 	}
-	writes, err := r.applyChildren(ctx, parent, eval.children, live, st) // apply.go
+	writes, err := r.applyChildren(ctx, parent, local.children, live, st) // apply.go
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	deletes, err := r.prune(ctx, parent, eval, live, st) // prune.go
+	writes += r.applyRemote(ctx, parent, remote, st)      // remote.go
+	deletes, err := r.prune(ctx, parent, local, live, st) // prune.go
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	st.setReady(eval, live)                                      // ready.go
+	deletes += r.pruneRemote(ctx, parent, remote, st)            // remote.go
+	st.setReady(eval, all)                                       // ready.go
 	return r.settle(eval, writes, deletes, plan.resync, st), nil // settled.go
 }
 

@@ -28,7 +28,9 @@ const NoNamespaceOfItsOwn = "a cluster-scoped parent has no namespace of its own
 // Desired returns the object to apply for one child: the template's object
 // with the namespace defaulted to the parent's, the engine's labels and
 // annotations, and a controller owner reference when the child lives in the
-// parent's namespace. It enforces the template's policy on where children go.
+// parent's namespace and the engine's cluster (a child put in a workload
+// cluster carries contract.AnnotationCluster instead). It enforces the
+// template's policy on where children go.
 func Desired(parent *unstructured.Unstructured, policy templates.Policy, scoper Scoper, c templates.Child) (*unstructured.Unstructured, error) {
 	obj := c.Object.DeepCopy()
 	gvk := obj.GroupVersionKind()
@@ -61,6 +63,15 @@ func Desired(parent *unstructured.Unstructured, policy templates.Policy, scoper 
 	case !policy.CrossNamespace.Allows(obj.GetNamespace()):
 		return nil, &ChildError{Child: c.Name, Msg: fmt.Sprintf("%s %q is in namespace %q, which the template's policy.crossNamespace does not list (%s)", gvk.Kind, obj.GetName(), obj.GetNamespace(), strings.Join(policy.CrossNamespace.Names, ", "))}
 	}
+	if c.Cluster != "" {
+		// In a workload cluster: the garbage collector there cannot see
+		// the parent, so no owner reference; the parent's inventory and
+		// the engine's finalizer own it.
+		if msg := policy.ClusterRefusal(gvk.Kind, obj.GetName(), c.Cluster); msg != "" {
+			return nil, &ChildError{Child: c.Name, Msg: msg}
+		}
+		owned = false
+	}
 	labels := obj.GetLabels()
 	if labels == nil {
 		labels = map[string]string{}
@@ -81,6 +92,9 @@ func Desired(parent *unstructured.Unstructured, policy templates.Policy, scoper 
 		annotations = map[string]string{}
 	}
 	annotations[contract.AnnotationParent] = contract.ParentRef(parent)
+	if c.Cluster != "" {
+		annotations[contract.AnnotationCluster] = c.Cluster
+	}
 	if len(c.DependsOn) > 0 {
 		annotations[contract.AnnotationDependsOn] = strings.Join(c.DependsOn, ",")
 	}

@@ -198,6 +198,9 @@ func (c *compiler) checkSchemas(set *Set, opts LoadOptions, failed *LoadError) e
 			if pe := cs.checkClusterPolicy(t); pe != nil { // policy.go
 				err = pe
 			}
+			if pe := t.checkClusterTargets(); pe != nil && err == nil { // clusters.go
+				err = pe
+			}
 		}
 		if err != nil {
 			var te *Error

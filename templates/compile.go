@@ -96,6 +96,9 @@ type Policy struct {
 	CrossNamespace Namespaces
 	// ClusterScoped allows cluster-scoped children.
 	ClusterScoped bool
+	// Clusters are the registered workload clusters children may be put
+	// in (a child's cluster field, clusters.go); none by default.
+	Clusters Namespaces
 }
 
 // Namespaces is a set of namespaces: all of them (crossNamespace: true), or
@@ -133,23 +136,29 @@ func (n Namespaces) within(bound Namespaces) Namespaces {
 // template's policy, so that an older revision never writes where the
 // platform has since narrowed the template.
 func (p Policy) Within(bound Policy) Policy {
-	return Policy{CrossNamespace: p.CrossNamespace.within(bound.CrossNamespace), ClusterScoped: p.ClusterScoped && bound.ClusterScoped}
+	return Policy{CrossNamespace: p.CrossNamespace.within(bound.CrossNamespace), ClusterScoped: p.ClusterScoped && bound.ClusterScoped,
+		Clusters: p.Clusters.within(bound.Clusters)}
 }
 
 // decodePolicy reads the policy block: crossNamespace is a bool or a list
 // of namespace names.
 func decodePolicy(v cue.Value) (Policy, error) {
-	if err := knownFields("policy", v, []string{"crossNamespace", "clusterScoped"}); err != nil {
+	if err := knownFields("policy", v, []string{"crossNamespace", "clusterScoped", fieldClusters}); err != nil {
 		return Policy{}, err
 	}
 	var raw struct {
 		CrossNamespace any  `json:"crossNamespace"`
 		ClusterScoped  bool `json:"clusterScoped"`
+		Clusters       any  `json:"clusters"`
 	}
 	if err := v.Decode(&raw); err != nil {
 		return Policy{}, err
 	}
 	p := Policy{ClusterScoped: raw.ClusterScoped}
+	var err error
+	if p.Clusters, err = decodeClusters(raw.Clusters); err != nil { // clusters.go
+		return Policy{}, err
+	}
 	switch cn := raw.CrossNamespace.(type) {
 	case nil:
 	case bool:

@@ -67,6 +67,9 @@ type Child struct {
 	// its mode (contract.OwnershipCreateOnly or OwnershipShared); nil
 	// without an ownership field (leftfields.go).
 	Ownership map[string]string
+	// Cluster is the registered workload cluster the child is put in, ""
+	// for the engine's own (clusters.go).
+	Cluster string
 }
 
 // Resource is one desired external resource.
@@ -271,6 +274,9 @@ func (t *Template) children(v cue.Value, out *rendered) ([]Child, error) {
 		if err := t.checkOwnership(cv, path, obj[fieldOwnership]); err != nil { // leftfields.go
 			return nil, err
 		}
+		if err := t.checkCluster(cv, path, obj[fieldCluster]); err != nil { // clusters.go
+			return nil, err
+		}
 		c := t.child(name, obj, rw)
 		for f, got := range map[string]string{"apiVersion": c.Object.GetAPIVersion(), "kind": c.Object.GetKind(), "metadata.name": c.Object.GetName()} {
 			if got == "" {
@@ -294,7 +300,8 @@ func (t *Template) child(name string, obj map[string]any, rw *ChildReadiness) Ch
 	// The engine's, not the object's.
 	delete(obj, fieldDependsOn)
 	delete(obj, fieldOwnership)
-	return Child{Name: name, Object: &unstructured.Unstructured{Object: obj}, DependsOn: t.graph.Names(graph.ChildNode, name), ReadyWhen: rw, Ownership: own}
+	cluster := takeCluster(obj) // clusters.go
+	return Child{Name: name, Object: &unstructured.Unstructured{Object: obj}, DependsOn: t.graph.Names(graph.ChildNode, name), ReadyWhen: rw, Ownership: own, Cluster: cluster}
 }
 
 func (t *Template) resources(v cue.Value, out *rendered) ([]Resource, error) {

@@ -298,7 +298,7 @@ func TestPolicy(t *testing.T) {
 		{"all", `policy: {crossNamespace: true, clusterScoped: true}`, Policy{CrossNamespace: Namespaces{All: true}, ClusterScoped: true}, ""},
 		{"listed", `policy: crossNamespace: ["shared", "monitoring"]`, Policy{CrossNamespace: Namespaces{Names: []string{"shared", "monitoring"}}}, ""},
 		{"bad", `policy: crossNamespace: "kube-system"`, Policy{}, `t.cue:2:9: policy.crossNamespace: must be true, false or a list of namespace names, not "kube-system"`},
-		{"misspelt", `policy: crossNamespaces: true`, Policy{}, `t.cue:2:9: policy.crossNamespaces: unknown field (the policy block has: crossNamespace, clusterScoped)`},
+		{"misspelt", `policy: crossNamespaces: true`, Policy{}, `t.cue:2:9: policy.crossNamespaces: unknown field (the policy block has: crossNamespace, clusterScoped, clusters)`},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			dir := t.TempDir()

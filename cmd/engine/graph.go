@@ -86,10 +86,15 @@ type graphNode struct {
 	reference bool // read, never written: an input
 }
 
-func drawn(n graph.Node) graphNode {
+func drawn(t *templates.Template, n graph.Node) graphNode {
 	label := n.Name
 	if n.Type != "" {
 		label += ": " + n.Type
+	}
+	if n.Kind == graph.ChildNode {
+		if cluster, ok := t.ChildClusters()[n.Name]; ok {
+			label += " " + clusterLabel(cluster)
+		}
 	}
 	if n.Kind == graph.ReferenceNode {
 		label += " (reference)"
@@ -141,7 +146,7 @@ func writeDOT(w io.Writer, t *templates.Template) {
 	fmt.Fprintln(w, "\tnode [shape=box, fontname=\"Helvetica\"];")
 	fmt.Fprintf(w, "\t\"parent\" [label=%s, shape=box, style=bold];\n", strconv.Quote(t.GVK.Kind+" (parent)"))
 	for _, n := range g.Nodes {
-		d := drawn(n)
+		d := drawn(t, n)
 		shape := ""
 		switch {
 		case d.resource:
@@ -152,10 +157,10 @@ func writeDOT(w io.Writer, t *templates.Template) {
 		fmt.Fprintf(w, "\t%s [label=%s%s];\n", strconv.Quote(d.id), strconv.Quote(d.label), shape)
 	}
 	for _, n := range entryPoints(g) {
-		fmt.Fprintf(w, "\t\"parent\" -> %s [style=dashed, arrowhead=none];\n", strconv.Quote(drawn(n).id))
+		fmt.Fprintf(w, "\t\"parent\" -> %s [style=dashed, arrowhead=none];\n", strconv.Quote(drawn(t, n).id))
 	}
 	edges(g, func(from, to graph.Node, via graph.Via) {
-		fmt.Fprintf(w, "\t%s -> %s [label=%s];\n", strconv.Quote(drawn(from).id), strconv.Quote(drawn(to).id), strconv.Quote(string(via)))
+		fmt.Fprintf(w, "\t%s -> %s [label=%s];\n", strconv.Quote(drawn(t, from).id), strconv.Quote(drawn(t, to).id), strconv.Quote(string(via)))
 	})
 	fmt.Fprintln(w, "}")
 }
@@ -164,19 +169,19 @@ func writeMermaid(w io.Writer, t *templates.Template) {
 	g := t.Graph()
 	ids, used := map[string]string{}, map[string]bool{"parent": true}
 	for _, n := range g.Nodes {
-		base := mermaidID(drawn(n).id)
+		base := mermaidID(drawn(t, n).id)
 		id := base
 		for i := 2; used[id]; i++ {
 			id = fmt.Sprintf("%s_%d", base, i)
 		}
-		ids[drawn(n).id], used[id] = id, true
+		ids[drawn(t, n).id], used[id] = id, true
 	}
-	id := func(n graph.Node) string { return ids[drawn(n).id] }
+	id := func(n graph.Node) string { return ids[drawn(t, n).id] }
 	fmt.Fprintf(w, "%%%% %s\n", title(t))
 	fmt.Fprintln(w, "flowchart TD")
 	fmt.Fprintf(w, "    parent[\"%s (parent)\"]\n", mermaidText(t.GVK.Kind))
 	for _, n := range g.Nodes {
-		d := drawn(n)
+		d := drawn(t, n)
 		switch {
 		case d.resource:
 			fmt.Fprintf(w, "    %s[(\"%s\")]\n", id(n), mermaidText(d.label))
@@ -206,3 +211,12 @@ func mermaidID(s string) string {
 
 // mermaidText escapes a label's quotes the way Mermaid reads them.
 func mermaidText(s string) string { return strings.ReplaceAll(s, `"`, "#quot;") }
+
+// clusterLabel says which workload cluster a child goes to: the one its
+// template names, or one it computes per parent ("").
+func clusterLabel(cluster string) string {
+	if cluster == "" {
+		return "(in the cluster its parent names)"
+	}
+	return "(in cluster " + cluster + ")"
+}

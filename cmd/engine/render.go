@@ -208,6 +208,9 @@ func advise(err error, where func(field string) string) error {
 func (r *rendering) write(w io.Writer) error {
 	for i, c := range r.result.Children {
 		comment := fmt.Sprintf("child %q", c.Name)
+		if c.Cluster != "" {
+			comment += " (in cluster " + c.Cluster + ")"
+		}
 		if len(c.Ownership) > 0 {
 			var left []string
 			for _, p := range slices.Sorted(maps.Keys(c.Ownership)) {

@@ -68,6 +68,7 @@ type runOptions struct {
 	providerPing            pluginPing
 	webhook                 webhookOptions
 	prometheus              prometheusOptions
+	clustersNamespace       string
 }
 
 func (o *runOptions) addFlags(cmd *cobra.Command) {
@@ -92,6 +93,7 @@ func (o *runOptions) addFlags(cmd *cobra.Command) {
 	f.IntVar(&o.revisionHistoryLimit, "revision-history-limit", 10, "revisions kept per kind, besides those an object runs or is pinned to")
 	o.webhook.addFlags(f)
 	o.prometheus.addFlags(f)
+	f.StringVar(&o.clustersNamespace, "clusters-namespace", "", `namespace of the Secrets labelled engine.cuengine.dev/cluster that register the workload clusters children may be put in, read while a template's policy.clusters allows one ("-" turns workload clusters off) (default: --leader-election-namespace, else the pod's namespace, else "default")`)
 	addLimitFlags(f, &o.limits)
 	f.IntVar(&o.budget.MaxOverrunning, "max-overrunning-evaluations", render.DefaultMaxOverrunning, "evaluations past --evaluation-timeout that may run at once (CUE cannot be interrupted); past it an object whose evaluation overran before is Synced=False EvaluationBudgetExceeded, not evaluated, and past twice it every object is")
 	f.StringVar(&o.maxEvaluationHeap, "max-evaluation-heap", "", `live heap (a quantity, "768Mi") past which an object whose evaluation overran before is refused, EvaluationBudgetExceeded, and a sixth over which every object is (default: three quarters of GOMEMLIMIT when set)`)
@@ -246,6 +248,10 @@ func (o *runOptions) run(cmd *cobra.Command, cfg *rest.Config) error {
 	// The webhook checks parents against the set the engine serves: it
 	// is built below, before the manager (and so the notifier) starts.
 	var admission *hooks
+	clusterSource, err := o.clusterSource(mgr.GetConfig())
+	if err != nil {
+		return err
+	}
 	eng, err := engine.New(mgr, engine.Options{
 		OnServed:                func(ctx context.Context, set *templates.Set) { admission.serve(ctx, set) },
 		MaxConcurrentReconciles: o.maxConcurrentReconciles,
@@ -263,6 +269,7 @@ func (o *runOptions) run(cmd *cobra.Command, cfg *rest.Config) error {
 		Shard:                   shard.id,
 		Fence:                   fence,
 		Analyzer:                analyzer,
+		Clusters:                clusterSource,
 	})
 	if err != nil {
 		return err
@@ -300,7 +307,7 @@ func (o *runOptions) run(cmd *cobra.Command, cfg *rest.Config) error {
 		if err != nil {
 			return err
 		}
-		if err := mgr.Add(&probeServer{addr: o.probeAddr, eng: eng, apiserver: ping, plugins: pluginsHealth(plugins), pluginLines: pluginsStatus(plugins)}); err != nil {
+		if err := mgr.Add(&probeServer{addr: o.probeAddr, eng: eng, apiserver: ping, plugins: pluginsHealth(plugins), pluginLines: linesOf(pluginsStatus(plugins), clusterLines(eng))}); err != nil {
 			return err
 		}
 	}

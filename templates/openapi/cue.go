@@ -182,7 +182,7 @@ func typeAlternatives(s *openAPISchema) string {
 
 // object writes a struct. Inside a definition it is closed unless the schema
 // leaves it open. The kind's root also admits the engine's own dependsOn,
-// readyWhen and ownership, which are never applied, and a CRD's root
+// readyWhen, ownership and cluster, which are never applied, and a CRD's root
 // apiVersion, kind and metadata (an ObjectMeta), which the apiserver
 // handles itself whether the CRD's schema lists them or not.
 func (w *cueWriter) object(b *strings.Builder, s *openAPISchema, root bool) {
@@ -226,7 +226,7 @@ func (w *cueWriter) object(b *strings.Builder, s *openAPISchema, root bool) {
 		b.WriteString(", ")
 	}
 	if root {
-		b.WriteString("dependsOn?: _, readyWhen?: _, ownership?: _, ")
+		b.WriteString("dependsOn?: _, readyWhen?: _, ownership?: _, cluster?: _, ")
 	}
 	if ap := s.AdditionalProperties; ap != nil && ap.Schema != nil {
 		b.WriteString("[string]: ")

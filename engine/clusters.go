@@ -1,0 +1,282 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	toolscache "k8s.io/client-go/tools/cache"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/cluster"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+
+	"github.com/cuengine/engine/clusters"
+	"github.com/cuengine/engine/contract"
+	"github.com/cuengine/engine/reconciler"
+)
+
+// remoteWatchTimeout bounds the wait for a workload cluster's cache to
+// hold a kind: a cluster that answers its probe but not the list is
+// reported unreachable rather than holding a worker.
+const remoteWatchTimeout = 30 * time.Second
+
+// workloadClusters runs the registry of workload clusters while a
+// template may put children in one (policy.clusters), and stops it when
+// none does: with it go every cache and watch in those clusters. Its lock
+// guards its fields only; the registry starts and stops outside it.
+type workloadClusters struct {
+	e    *Engine
+	src  clusters.Source
+	wake chan struct{}
+	// requeue wakes the one loop that requeues the parents after a
+	// cluster changed (requeueLoop): the registry never waits for it.
+	requeue chan struct{}
+
+	mu      sync.Mutex
+	reg     *clusters.Registry // nil while not running
+	watched map[remoteWatch]bool
+}
+
+// remoteWatch is one kind watched in one cluster (as started: a cluster
+// restarted with a new registration is a new one) for one parent kind.
+type remoteWatch struct {
+	cluster     cluster.Cluster
+	parent, gvk schema.GroupVersionKind
+}
+
+func newWorkloadClusters(e *Engine, src clusters.Source) *workloadClusters {
+	return &workloadClusters{e: e, src: src, wake: make(chan struct{}, 1), requeue: make(chan struct{}, 1), watched: map[remoteWatch]bool{}}
+}
+
+// changed wakes run to look again at whether the registry is needed.
+func (w *workloadClusters) changed() { kick(w.wake) }
+
+func kick(c chan struct{}) {
+	select {
+	case c <- struct{}{}:
+	default:
+	}
+}
+
+// requeueLoop requeues the parents that may have children in workload
+// clusters each time a cluster was added, removed, came up or went down,
+// one requeue at a time, until ctx ends.
+func (w *workloadClusters) requeueLoop(ctx context.Context) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-w.requeue:
+		}
+		w.e.requeueClusterParents(ctx)
+	}
+}
+
+// run starts and stops the registry as the templates need it, until ctx
+// ends; it returns once the registry it started has stopped.
+func (w *workloadClusters) run(ctx context.Context) {
+	var loops sync.WaitGroup
+	defer loops.Wait()
+	loops.Go(func() { w.requeueLoop(ctx) })
+	var stop context.CancelFunc
+	var done chan struct{}
+	halt := func() {
+		if stop == nil {
+			return
+		}
+		stop()
+		<-done
+		stop, done = nil, nil
+		w.mu.Lock()
+		w.reg, w.watched = nil, map[remoteWatch]bool{}
+		w.mu.Unlock()
+	}
+	defer halt()
+	for {
+		needed := w.e.needsClusters()
+		switch {
+		case needed && stop == nil:
+			reg := clusters.New(clusters.Options{
+				Cluster:    w.clusterOptions,
+				ProbeEvery: w.e.opts.ClusterProbeEvery,
+				OnChange:   func(string) { kick(w.requeue) },
+				Logger:     log.FromContext(ctx).WithName("clusters"),
+			})
+			rctx, cancel := context.WithCancel(ctx)
+			stop, done = cancel, make(chan struct{})
+			w.mu.Lock()
+			w.reg = reg
+			w.mu.Unlock()
+			go func() {
+				defer close(done)
+				if err := reg.Run(rctx, w.src); err != nil {
+					log.FromContext(ctx).Error(err, "the cluster registrations cannot be read; workload clusters are reported unknown")
+				}
+			}()
+			log.FromContext(ctx).Info("a template puts children in workload clusters: registering them")
+		case !needed && stop != nil:
+			halt()
+			log.FromContext(ctx).Info("no template puts children in workload clusters: their caches are stopped")
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-w.wake:
+		}
+	}
+}
+
+// clusterOptions: a workload cluster's cache holds only the engine's
+// children, without their managed fields, and unstructured reads come
+// from it.
+func (w *workloadClusters) clusterOptions(o *cluster.Options) {
+	o.Scheme = w.e.mgr.GetScheme()
+	o.Cache.DefaultLabelSelector = labels.SelectorFromSet(labels.Set{contract.LabelManagedBy: contract.ManagedByValue})
+	o.Cache.DefaultTransform = cache.TransformStripManagedFields()
+	o.Client.Cache = &client.CacheOptions{Unstructured: true}
+}
+
+// ClusterStatus lists the registered workload clusters, nil while no
+// template needs any (or the engine serves none).
+func (e *Engine) ClusterStatus() []clusters.Status {
+	if e.workload == nil {
+		return nil
+	}
+	w := e.workload
+	w.mu.Lock()
+	reg := w.reg
+	w.mu.Unlock()
+	if reg == nil {
+		return nil
+	}
+	return reg.Status()
+}
+
+// forKind is the reconciler.Clusters of one parent kind: events in the
+// workload clusters requeue its parents.
+func (w *workloadClusters) forKind(kc *kindController) reconciler.Clusters {
+	if w == nil {
+		return nil
+	}
+	return kindClusters{w: w, kc: kc}
+}
+
+type kindClusters struct {
+	w  *workloadClusters
+	kc *kindController
+}
+
+// Cluster implements reconciler.Clusters.
+func (k kindClusters) Cluster(_ context.Context, name string) (reconciler.RemoteCluster, error) {
+	k.w.mu.Lock()
+	reg := k.w.reg
+	k.w.mu.Unlock()
+	if reg == nil {
+		return nil, &reconciler.ClusterError{Cluster: name, Unknown: true, Err: fmt.Errorf("cluster %q is not registered: the engine registers workload clusters only while a template's policy.clusters allows one", name)}
+	}
+	cl, err := reg.Get(name)
+	var unknown *clusters.UnknownError
+	switch {
+	case errors.As(err, &unknown):
+		return nil, &reconciler.ClusterError{Cluster: name, Unknown: true, Err: err}
+	case err != nil:
+		return nil, &reconciler.ClusterError{Cluster: name, Err: err}
+	}
+	return remoteCluster{Client: cl.GetClient(), cl: cl, k: k}, nil
+}
+
+// remoteCluster implements reconciler.RemoteCluster on a registered
+// cluster.
+type remoteCluster struct {
+	client.Client
+	cl cluster.Cluster
+	k  kindClusters
+}
+
+func (r remoteCluster) Live() client.Reader { return r.cl.GetAPIReader() }
+
+// Watch adds, once per cluster, parent kind and child kind, a handler on
+// the cluster's informer that requeues the parent an event's child names
+// (its parent annotation, as for local children).
+func (r remoteCluster) Watch(ctx context.Context, gvk schema.GroupVersionKind) error {
+	key := remoteWatch{cluster: r.cl, parent: r.k.kc.gvk, gvk: gvk}
+	r.k.w.mu.Lock()
+	done := r.k.w.watched[key]
+	r.k.w.watched[key] = true // claimed: added below, outside the lock
+	r.k.w.mu.Unlock()
+	if done {
+		return nil
+	}
+	unclaim := func() {
+		r.k.w.mu.Lock()
+		delete(r.k.w.watched, key)
+		r.k.w.mu.Unlock()
+	}
+	obj := &unstructured.Unstructured{}
+	obj.SetGroupVersionKind(gvk)
+	wctx, cancel := context.WithTimeout(ctx, remoteWatchTimeout)
+	defer cancel()
+	inf, err := r.cl.GetCache().GetInformer(wctx, obj)
+	if err != nil {
+		unclaim()
+		return err
+	}
+	kc := r.k.kc
+	enqueue := func(o any) {
+		if t, ok := o.(toolscache.DeletedFinalStateUnknown); ok {
+			o = t.Obj
+		}
+		if child, ok := o.(client.Object); ok {
+			// The handler outlives this reconcile: no request context.
+			for _, req := range kc.parentOf(context.Background(), child) {
+				kc.enqueueRequest(req.NamespacedName)
+			}
+		}
+	}
+	if _, err := inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
+		AddFunc:    enqueue,
+		UpdateFunc: func(_, n any) { enqueue(n) },
+		DeleteFunc: enqueue,
+	}); err != nil {
+		unclaim()
+		return err
+	}
+	return nil
+}
+
+// needsClusters reports whether a template served (or retired, whose
+// parents' deletions are still finished) may put children in a workload
+// cluster.
+func (e *Engine) needsClusters() bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for _, kc := range e.kinds {
+		if kc.Template().Policy.Clusters.Any() {
+			return true
+		}
+	}
+	return false
+}
+
+// requeueClusterParents requeues the parents of every kind that may have
+// children in workload clusters, after a cluster was added, removed, came
+// up or went down: they converge within seconds of its return.
+func (e *Engine) requeueClusterParents(ctx context.Context) {
+	e.mu.Lock()
+	var kinds []*kindController
+	for _, kc := range e.kinds {
+		if kc.Template().Policy.Clusters.Any() {
+			kinds = append(kinds, kc)
+		}
+	}
+	e.mu.Unlock()
+	for _, kc := range kinds {
+		kc.RequeueAll(ctx)
+	}
+}

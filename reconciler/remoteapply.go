@@ -1,0 +1,129 @@
+package reconciler
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"slices"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/cuengine/engine/contract"
+	"github.com/cuengine/engine/render"
+)
+
+// applyRemote creates and updates the children in every cluster that
+// answers, Namespaces first, and returns the number of writes. A cluster
+// that fails a request is recorded as unreachable and left; the others
+// go on.
+func (r *Reconciler) applyRemote(ctx context.Context, parent *unstructured.Unstructured, rc *remoteChildren, st *status) int {
+	writes := 0
+	for _, name := range slices.Sorted(maps.Keys(rc.clusters)) {
+		cl := rc.clusters[name]
+		if cl.c == nil {
+			continue
+		}
+		n, err := r.applyIn(ctx, parent, cl, rc.inv, st)
+		writes += n
+		if err != nil {
+			cl.fail(err)
+		}
+	}
+	return writes
+}
+
+// applyIn applies the desired children of one cluster.
+func (r *Reconciler) applyIn(ctx context.Context, parent *unstructured.Unstructured, cl *remoteCluster, inv render.Inventory, st *status) (int, error) {
+	live := map[render.ChildKey]*unstructured.Unstructured{}
+	for _, c := range cl.live {
+		live[render.KeyOf(c)] = c
+	}
+	desired := slices.Clone(cl.desired)
+	slices.SortStableFunc(desired, func(a, b *unstructured.Unstructured) int { return namespaceFirst(a) - namespaceFirst(b) })
+	writes := 0
+	for _, d := range desired {
+		hash := render.AppliedHash(d)
+		cur := live[render.KeyOf(d)]
+		if cur == nil {
+			created, taken, err := createIn(ctx, cl.c, d, hash)
+			switch {
+			case err != nil && r.applyRefused(err, st):
+				continue
+			case err != nil:
+				return writes, err
+			case created != nil:
+				writes++
+				r.normal(parent, "Created", "Create", "Created %s %s in cluster %s", d.GetKind(), d.GetName(), cl.name)
+				continue
+			}
+			// The name is taken there: by this parent's child (the cache
+			// has not shown it yet), or by someone else's, never touched.
+			holder := &unstructured.Unstructured{}
+			holder.SetGroupVersionKind(d.GroupVersionKind())
+			if err := cl.c.Live().Get(ctx, client.ObjectKeyFromObject(d), holder); err != nil {
+				if apierrors.IsNotFound(err) {
+					return writes, fmt.Errorf("creating %s %s in cluster %s: %w (it was deleted since)", d.GetKind(), d.GetName(), cl.name, taken)
+				}
+				return writes, err
+			}
+			if !render.IsOursRemote(parent, cl.name, holder, inv) {
+				st.fail(contract.ReasonChildConflict, terminalError(contract.ReasonChildConflict,
+					fmt.Errorf("%s %s in cluster %s exists and is not this parent's: it is left untouched", d.GetKind(), describeKey(d), cl.name)))
+				continue
+			}
+			cur = holder
+		}
+		if cur.GetAnnotations()[contract.AnnotationAppliedHash] == hash && contains(cur.Object, d.Object) {
+			continue // as desired: no write
+		}
+		obj := render.WithAppliedHash(d, hash)
+		if err := cl.c.Apply(ctx, client.ApplyConfigurationFromUnstructured(obj), client.FieldOwner(contract.FieldManager), client.ForceOwnership); err != nil {
+			err = fmt.Errorf("applying %s %s in cluster %s: %w", d.GetKind(), d.GetName(), cl.name, err)
+			if r.applyRefused(err, st) {
+				continue
+			}
+			return writes, err
+		}
+		if obj.GetResourceVersion() != "" && obj.GetResourceVersion() == cur.GetResourceVersion() {
+			continue // the apiserver found nothing to change
+		}
+		writes++
+		r.normal(parent, "Updated", "Update", "Updated %s %s in cluster %s", d.GetKind(), d.GetName(), cl.name)
+	}
+	return writes, nil
+}
+
+// namespaceFirst orders a cluster's children so that its Namespaces are
+// created before what goes in them.
+func namespaceFirst(obj *unstructured.Unstructured) int {
+	if obj.GroupVersionKind().GroupKind() == (schema.GroupKind{Kind: "Namespace"}) {
+		return 0
+	}
+	return 1
+}
+
+func describeKey(obj *unstructured.Unstructured) string {
+	if obj.GetNamespace() == "" {
+		return obj.GetName()
+	}
+	return obj.GetNamespace() + "/" + obj.GetName()
+}
+
+// createIn creates a child in a workload cluster only if no object has
+// its name there (createOnlyVersion, as createChild).
+func createIn(ctx context.Context, c client.Client, obj *unstructured.Unstructured, hash string) (created *unstructured.Unstructured, taken, err error) {
+	create := render.WithAppliedHash(obj, hash)
+	create.SetResourceVersion(createOnlyVersion)
+	err = c.Apply(ctx, client.ApplyConfigurationFromUnstructured(create), client.FieldOwner(contract.FieldManager), client.ForceOwnership)
+	switch {
+	case err == nil:
+		return create, nil, nil
+	case apierrors.IsConflict(err):
+		return nil, err, nil
+	default:
+		return nil, nil, fmt.Errorf("applying %s %s: %w", obj.GetKind(), obj.GetName(), err)
+	}
+}

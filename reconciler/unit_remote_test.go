@@ -1,0 +1,74 @@
+package reconciler
+
+import (
+	"errors"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/cuengine/engine/contract"
+	"github.com/cuengine/engine/render"
+)
+
+func remoteObj(apiVersion, kind, ns, name, local string) *unstructured.Unstructured {
+	u := &unstructured.Unstructured{Object: map[string]any{"apiVersion": apiVersion, "kind": kind}}
+	u.SetNamespace(ns)
+	u.SetName(name)
+	u.SetLabels(map[string]string{contract.LabelChild: local})
+	return u
+}
+
+// TestRemoteInventory: the next inventory names every child the template
+// puts in a cluster and every one there not pruned yet; a cluster that
+// cannot be read keeps its entries as they are, so a cluster down or
+// removed never makes the engine forget what it put there.
+func TestRemoteInventory(t *testing.T) {
+	app := remoteObj("apps/v1", "Deployment", "acme", "app", "app")
+	old := remoteObj("v1", "ConfigMap", "acme", "old", "old")
+	ns := remoteObj("v1", "Namespace", "", "acme", "ns")
+	rc := &remoteChildren{
+		inv: render.Inventory{
+			"west:Deployment.apps/acme/app": true, "west:ConfigMap/acme/gone": true, "west:ConfigMap/acme/old": true,
+			"east:Namespace//acme": true, "east:Deployment.apps/acme/app": true,
+			"north:Namespace//x":      true,
+			"ConfigMap/default/local": true,
+		},
+		clusters: map[string]*remoteCluster{
+			"west":  {name: "west", live: []*unstructured.Unstructured{app, old}, desired: []*unstructured.Unstructured{app}},
+			"east":  {name: "east", err: &ClusterError{Cluster: "east", Err: errors.New("down")}},
+			"south": {name: "south", desired: []*unstructured.Unstructured{ns}},
+		},
+	}
+	assert.Equal(t, render.Inventory{
+		"west:Deployment.apps/acme/app": true, "west:ConfigMap/acme/old": true, // live, the second not pruned yet
+		"east:Namespace//acme": true, "east:Deployment.apps/acme/app": true, // down: kept as they are
+		"north:Namespace//x":    true, // not read at all: kept
+		"south:Namespace//acme": true, // recorded before it is created
+	}, rc.inventory())
+}
+
+// TestRemoteReport: a cluster that does not answer is a transient
+// ClusterUnreachable (backoff); one not registered waits for its
+// registration, ClusterUnknown; each says how many children it leaves.
+func TestRemoteReport(t *testing.T) {
+	rc := &remoteChildren{
+		inv: render.Inventory{"east:Namespace//acme": true, "east:Deployment.apps/acme/app": true, "gone:Namespace//x": true},
+		clusters: map[string]*remoteCluster{
+			"east": {name: "east", err: &ClusterError{Cluster: "east", Err: errors.New(`cluster "east" is unreachable: connection refused`)}},
+			"gone": {name: "gone", err: &ClusterError{Cluster: "gone", Unknown: true, Err: errors.New(`cluster "gone" was removed`)}},
+			"west": {name: "west"},
+		},
+	}
+	st := newStatus()
+	rc.report(st, "")
+	if assert.Len(t, st.problems, 2) {
+		assert.Equal(t, contract.ReasonClusterUnreachable, st.problems[0].reason)
+		assert.Equal(t, `cluster "east" is unreachable: connection refused; the parent's 2 children there are left as they are`, st.problems[0].message)
+		assert.Equal(t, transient, st.problems[0].class)
+		assert.Equal(t, contract.ReasonClusterUnknown, st.problems[1].reason)
+		assert.Equal(t, `cluster "gone" was removed; the parent's 1 child there is left as it is`, st.problems[1].message)
+		assert.Equal(t, waiting, st.problems[1].class)
+	}
+	assert.False(t, st.problems[0].stalls, "a cluster down is no reason to call a human")
+}
