@@ -292,18 +292,6 @@ func plural(n int, one, many string) string {
 	return many
 }
 
-// clustersOf lists, for the status, the workload clusters of the parent's
-// children by local name.
-func (rc *remoteChildren) clustersOf() map[string]string {
-	out := map[string]string{}
-	for name, cl := range rc.clusters {
-		for _, d := range append(slices.Clip(cl.desired), cl.held...) {
-			out[localName(d)] = name
-		}
-	}
-	return out
-}
-
 // usesClusters reports whether the parent may have children in workload
 // clusters: its template may put them there, or its inventory names some.
 func (r *Reconciler) usesClusters(t *templates.Template, parent *unstructured.Unstructured) bool {

@@ -44,7 +44,6 @@ type Version struct {
 type versionSet struct {
 	list   []Version // the hub first, then by Kubernetes version priority
 	others map[string]*otherVersion
-	hub    *otherVersion // the hub's spec schema and structural schema
 }
 
 // otherVersion is what converting to or from one version needs.
