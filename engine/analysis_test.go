@@ -18,7 +18,7 @@ import (
 	"github.com/cuengine/engine/internal/promserver"
 	"github.com/cuengine/engine/revisions"
 	"github.com/cuengine/engine/rollout/analysis"
-	"github.com/cuengine/engine/templates"
+	"github.com/cuengine/engine/templates/policy"
 )
 
 // metricsPage serves a Prometheus text page the test rewrites.
@@ -95,7 +95,7 @@ func TestAnalysisOnPrometheus(t *testing.T) {
 	// The error ratio crosses the threshold: revision 3 is rolled back.
 	page.set("app_error_ratio{kind=\"Probed.probed.cuengine.dev\"} 0.3\n")
 	eventually(t, "Prometheus has scraped the new ratio", func(ctx context.Context) (bool, error) {
-		check := templates.AnalysisCheck{Name: "errors", Query: `max(app_error_ratio{kind="{{kind}}"})`, Condition: templates.Condition{Op: "<", Bound: 0.05}}
+		check := policy.AnalysisCheck{Name: "errors", Query: `max(app_error_ratio{kind="{{kind}}"})`, Condition: policy.Condition{Op: "<", Bound: 0.05}}
 		res := server.Evaluate(ctx, check, analysis.Vars{Kind: "Probed.probed.cuengine.dev"})
 		return res.Verdict == analysis.Failed, nil
 	})

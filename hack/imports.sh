@@ -22,22 +22,26 @@
 # and read compiled templates. So nothing runs back up: openapi, graph,
 # reads and crdcompat never import templates (graph and reads nothing of
 # ours: they read syntax alone), and templates never imports watch or rbac.
+# policy (the policy and rollout blocks decoded, and the types the
+# reconciler, render, revisions and rollout read of them) sits below
+# templates too and imports only contract.
 # The reconciler and engine graph read a template's graph (templates/graph).
 RULES='
 contract            -
 templates/openapi   contract
+templates/policy    contract
 templates/graph     -
 templates/reads     -
 templates/crdcompat -
 templates/watch     templates
-templates/rbac      templates
-templates           templates/openapi templates/graph templates/reads contract
+templates/rbac      templates templates/policy
+templates           templates/openapi templates/graph templates/reads templates/policy contract
 providers/...       providers/...
-render              templates templates/openapi contract
-revisions       templates contract
-reconciler      render revisions providers templates templates/graph contract
-rollout         render revisions templates contract rollout/analysis
-rollout/analysis templates
+render              templates templates/openapi templates/policy contract
+revisions       templates templates/policy contract
+reconciler      render revisions providers templates templates/policy templates/graph contract
+rollout         render revisions templates templates/policy contract rollout/analysis
+rollout/analysis templates/policy
 diff            render revisions templates providers contract
 sharding        contract
 clusters        contract
@@ -45,7 +49,7 @@ migration       -
 webhooks        templates render contract
 engine          *
 internal/...    *
-cmd/engine      engine clusters contract templates templates/openapi templates/graph templates/rbac templates/watch render revisions reconciler rollout rollout/analysis diff sharding webhooks providers providers/plugin internal/localcluster internal/pgserver
+cmd/engine      engine clusters contract templates templates/openapi templates/policy templates/graph templates/rbac templates/watch render revisions reconciler rollout rollout/analysis diff sharding webhooks providers providers/plugin internal/localcluster internal/pgserver
 '
 # The engine binary runs its providers as plugins (engine-provider-<name>,
 # providers/plugin): it links no provider implementation, directly or not

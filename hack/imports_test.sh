@@ -12,8 +12,9 @@ failed=0
 # A tree that follows the rules, with packages that do not exist today:
 # pkg|imports|test imports.
 clean="$m/contract|fmt strings|testing
-$m/templates|$m/contract $m/templates/openapi $m/templates/graph $m/templates/reads cuelang.org/go/cue|$m/internal/localcluster testing
+$m/templates|$m/contract $m/templates/openapi $m/templates/graph $m/templates/reads $m/templates/policy cuelang.org/go/cue|$m/internal/localcluster testing
 $m/templates/openapi|$m/contract cuelang.org/go/cue|$m/templates testing
+$m/templates/policy|$m/contract cuelang.org/go/cue|$m/templates testing
 $m/templates/graph|cuelang.org/go/cue/ast|testing
 $m/templates/reads|cuelang.org/go/cue/ast|$m/templates testing
 $m/templates/crdcompat|fmt|$m/templates testing
@@ -54,7 +55,7 @@ check() {
   fi
 }
 
-check "a tree following the rules" 0 "$clean" "imports: 24 packages follow the rules"
+check "a tree following the rules" 0 "$clean" "imports: 25 packages follow the rules"
 check "no package of ours" 0 "fmt|os|"
 
 # Each broken rule, added to the clean tree: name;pkg|imports|test imports;expected output.
@@ -66,11 +67,13 @@ $line" "$expected"
 done <<EOF
 sharding imports engine (today's);$m/sharding|$m/contract $m/engine|;sharding imports engine ($m/engine): sharding may import only: contract
 contract imports one of ours;$m/contract|$m/templates|;contract imports templates ($m/templates): contract may import nothing of ours
-templates imports watch;$m/templates|$m/contract $m/templates/watch|;templates imports templates/watch ($m/templates/watch): templates may import only: templates/openapi templates/graph templates/reads contract
+templates imports watch;$m/templates|$m/contract $m/templates/watch|;templates imports templates/watch ($m/templates/watch): templates may import only: templates/openapi templates/graph templates/reads templates/policy contract
 templates imports rbac;$m/templates|$m/templates/rbac|;templates imports templates/rbac
 openapi imports templates;$m/templates/openapi|$m/contract $m/templates|;templates/openapi imports templates ($m/templates): templates/openapi may import only: contract (rule "templates/openapi")
 graph imports templates;$m/templates/graph|$m/templates|;templates/graph imports templates ($m/templates): templates/graph may import nothing of ours (rule "templates/graph")
 reads imports openapi;$m/templates/reads|$m/templates/openapi|;templates/reads imports templates/openapi ($m/templates/openapi): templates/reads may import nothing of ours
+policy imports templates;$m/templates/policy|$m/contract $m/templates|;templates/policy imports templates ($m/templates): templates/policy may import only: contract (rule "templates/policy")
+policy imports render;$m/templates/policy|$m/render|;templates/policy imports render ($m/render)
 openapi imports graph;$m/templates/openapi|$m/contract $m/templates/graph|;templates/openapi imports templates/graph ($m/templates/graph)
 render imports graph;$m/render|$m/templates $m/templates/graph|;render imports templates/graph ($m/templates/graph)
 crdcompat imports one of ours;$m/templates/crdcompat|$m/contract|;templates/crdcompat imports contract ($m/contract): templates/crdcompat may import nothing of ours
@@ -84,7 +87,7 @@ revisions imports render;$m/revisions|$m/render|;revisions imports render
 rollout imports reconciler;$m/rollout|$m/render $m/reconciler|;rollout imports reconciler ($m/reconciler)
 reconciler imports rollout;$m/reconciler|$m/render $m/rollout|;reconciler imports rollout ($m/rollout)
 the engine binary imports a provider;$m/cmd/engine|$m/engine $m/providers/gcs|;cmd/engine imports providers/gcs ($m/providers/gcs)
-reconciler imports a provider;$m/reconciler|$m/providers $m/providers/gcs|;reconciler imports providers/gcs ($m/providers/gcs): reconciler may import only: render revisions providers templates templates/graph contract
+reconciler imports a provider;$m/reconciler|$m/providers $m/providers/gcs|;reconciler imports providers/gcs ($m/providers/gcs): reconciler may import only: render revisions providers templates templates/policy templates/graph contract
 diff imports engine;$m/diff|$m/render $m/engine|;diff imports engine
 internal imports engine;$m/internal/gcsemulator|$m/providers/gcs $m/engine|;internal/gcsemulator imports engine ($m/engine): only engine cmd/... bench/... e2e/... may
 an unlisted package imports engine;$m/newpkg|$m/engine|;newpkg imports engine

@@ -5,6 +5,7 @@ import (
 
 	"github.com/cuengine/engine/contract"
 	"github.com/cuengine/engine/templates"
+	"github.com/cuengine/engine/templates/policy"
 )
 
 // bound is the policy that bounds the children of a parent reconciled with
@@ -15,7 +16,7 @@ import (
 // rollout put it on, and moves with the rollout, under the rollout's
 // holds and health gates; a pinned one is outside the rollout, so the
 // bound applies at once.
-func (r *Reconciler) bound(t *templates.Template, parent *unstructured.Unstructured) *templates.Policy {
+func (r *Reconciler) bound(t *templates.Template, parent *unstructured.Unstructured) *policy.Policy {
 	newest := r.kind.Template()
 	if newest == nil || newest.Hash == t.Hash {
 		return nil

@@ -12,6 +12,7 @@ import (
 	"github.com/cuengine/engine/contract"
 	"github.com/cuengine/engine/render"
 	"github.com/cuengine/engine/templates"
+	"github.com/cuengine/engine/templates/policy"
 )
 
 // connectionSecretLocal is the local name (contract.LabelChild) of a
@@ -97,7 +98,7 @@ func (r *Reconciler) planConnectionSecret(parent *unstructured.Unstructured, res
 	ann := obj.GetAnnotations()
 	ann[contract.AnnotationConnectionSecretSums] = sums.String()
 	obj.SetAnnotations(ann)
-	d, err := render.Desired(parent, templates.Policy{}, r.scoper, templates.Child{Name: connectionSecretLocal(res.Name), Object: obj})
+	d, err := render.Desired(parent, policy.Policy{}, r.scoper, templates.Child{Name: connectionSecretLocal(res.Name), Object: obj})
 	if err != nil {
 		st.fail(contract.ReasonChildRefused, terminalError(contract.ReasonChildRefused, fmt.Errorf("resource %s: connection Secret: %w", res.Name, err)))
 		return

@@ -10,6 +10,7 @@ import (
 
 	"github.com/cuengine/engine/contract"
 	"github.com/cuengine/engine/templates"
+	"github.com/cuengine/engine/templates/policy"
 )
 
 // ChildError is a child the template may not produce: in another namespace,
@@ -31,7 +32,7 @@ const NoNamespaceOfItsOwn = "a cluster-scoped parent has no namespace of its own
 // parent's namespace and the engine's cluster (a child put in a workload
 // cluster carries contract.AnnotationCluster instead). It enforces the
 // template's policy on where children go.
-func Desired(parent *unstructured.Unstructured, policy templates.Policy, scoper Scoper, c templates.Child) (*unstructured.Unstructured, error) {
+func Desired(parent *unstructured.Unstructured, pol policy.Policy, scoper Scoper, c templates.Child) (*unstructured.Unstructured, error) {
 	obj := c.Object.DeepCopy()
 	gvk := obj.GroupVersionKind()
 	namespaced, err := scoper.Namespaced(gvk)
@@ -47,27 +48,27 @@ func Desired(parent *unstructured.Unstructured, policy templates.Policy, scoper 
 	owned := clusterParent
 	switch {
 	case !namespaced:
-		if !policy.ClusterScoped {
+		if !pol.ClusterScoped {
 			return nil, &ChildError{Child: c.Name, Msg: fmt.Sprintf("%s %q is cluster-scoped; set policy: clusterScoped: true in the template to allow it", gvk.Kind, obj.GetName())}
 		}
 		obj.SetNamespace("")
 	case clusterParent && obj.GetNamespace() == "":
 		return nil, &ChildError{Child: c.Name, Msg: fmt.Sprintf("%s %q needs metadata.namespace: its parent is cluster-scoped", gvk.Kind, obj.GetName())}
-	case clusterParent && !policy.CrossNamespace.Any():
+	case clusterParent && !pol.CrossNamespace.Any():
 		return nil, &ChildError{Child: c.Name, Msg: fmt.Sprintf("%s %q is in namespace %q; %s", gvk.Kind, obj.GetName(), obj.GetNamespace(), NoNamespaceOfItsOwn)}
 	case obj.GetNamespace() == "" || obj.GetNamespace() == parent.GetNamespace():
 		obj.SetNamespace(parent.GetNamespace())
 		owned = true
-	case !policy.CrossNamespace.Any():
+	case !pol.CrossNamespace.Any():
 		return nil, &ChildError{Child: c.Name, Msg: fmt.Sprintf("%s %q is in namespace %q, not the parent's %q; set policy: crossNamespace: true in the template to allow it", gvk.Kind, obj.GetName(), obj.GetNamespace(), parent.GetNamespace())}
-	case !policy.CrossNamespace.Allows(obj.GetNamespace()):
-		return nil, &ChildError{Child: c.Name, Msg: fmt.Sprintf("%s %q is in namespace %q, which the template's policy.crossNamespace does not list (%s)", gvk.Kind, obj.GetName(), obj.GetNamespace(), strings.Join(policy.CrossNamespace.Names, ", "))}
+	case !pol.CrossNamespace.Allows(obj.GetNamespace()):
+		return nil, &ChildError{Child: c.Name, Msg: fmt.Sprintf("%s %q is in namespace %q, which the template's policy.crossNamespace does not list (%s)", gvk.Kind, obj.GetName(), obj.GetNamespace(), strings.Join(pol.CrossNamespace.Names, ", "))}
 	}
 	if c.Cluster != "" {
 		// In a workload cluster: the garbage collector there cannot see
 		// the parent, so no owner reference; the parent's inventory and
 		// the engine's finalizer own it.
-		if msg := policy.ClusterRefusal(gvk.Kind, obj.GetName(), c.Cluster); msg != "" {
+		if msg := pol.ClusterRefusal(gvk.Kind, obj.GetName(), c.Cluster); msg != "" {
 			return nil, &ChildError{Child: c.Name, Msg: msg}
 		}
 		owned = false

@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/cuengine/engine/templates"
+	"github.com/cuengine/engine/templates/policy"
 )
 
 const testNamespace = "ns"
@@ -38,18 +39,18 @@ func TestDesiredPolicy(t *testing.T) {
 		obj := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "v1", "kind": "ConfigMap", "metadata": map[string]any{"name": "c", "namespace": ns}}}
 		return templates.Child{Name: "c", Object: obj}
 	}
-	listed := templates.Policy{CrossNamespace: templates.Namespaces{Names: []string{"shared"}}}
-	all := templates.Policy{CrossNamespace: templates.Namespaces{All: true}}
+	listed := policy.Policy{CrossNamespace: policy.Namespaces{Names: []string{"shared"}}}
+	all := policy.Policy{CrossNamespace: policy.Namespaces{All: true}}
 	for _, tc := range []struct {
 		name   string
-		policy templates.Policy
+		policy policy.Policy
 		ns     string
 		err    string
 		owned  bool
 	}{
-		{"own namespace", templates.Policy{}, testNamespace, "", true},
-		{"defaulted to the parent's", templates.Policy{}, "", "", true},
-		{"elsewhere without a policy", templates.Policy{}, "shared", `child c: ConfigMap "c" is in namespace "shared", not the parent's "ns"; set policy: crossNamespace: true in the template to allow it`, false},
+		{"own namespace", policy.Policy{}, testNamespace, "", true},
+		{"defaulted to the parent's", policy.Policy{}, "", "", true},
+		{"elsewhere without a policy", policy.Policy{}, "shared", `child c: ConfigMap "c" is in namespace "shared", not the parent's "ns"; set policy: crossNamespace: true in the template to allow it`, false},
 		{"listed", listed, "shared", "", false},
 		{"not listed", listed, "kube-system", `child c: ConfigMap "c" is in namespace "kube-system", which the template's policy.crossNamespace does not list (shared)`, false},
 		{"all", all, "kube-system", "", false},
@@ -74,14 +75,14 @@ func TestRenderBound(t *testing.T) {
 	parent := testParent(tenantGVK, "acme", map[string]any{})
 	for _, tc := range []struct {
 		name     string
-		bound    *templates.Policy
+		bound    *policy.Policy
 		children []string
 		refused  []string
 	}{
 		{"unbounded", nil, []string{"Namespace/tenant-acme", "ConfigMap/tenant-acme/settings"}, nil},
-		{"bound as wide", &templates.Policy{CrossNamespace: templates.Namespaces{All: true}, ClusterScoped: true},
+		{"bound as wide", &policy.Policy{CrossNamespace: policy.Namespaces{All: true}, ClusterScoped: true},
 			[]string{"Namespace/tenant-acme", "ConfigMap/tenant-acme/settings"}, nil},
-		{"narrowed", &templates.Policy{CrossNamespace: templates.Namespaces{Names: []string{"shared"}}}, nil, []string{
+		{"narrowed", &policy.Policy{CrossNamespace: policy.Namespaces{Names: []string{"shared"}}}, nil, []string{
 			`child settings: ConfigMap "settings" is in namespace "tenant-acme", which the template's policy.crossNamespace does not list (shared); the revision this object runs allowed it, but no revision may go beyond the newest template's policy`,
 			`child tenant: Namespace "tenant-acme" is cluster-scoped; set policy: clusterScoped: true in the template to allow it; the revision this object runs allowed it, but no revision may go beyond the newest template's policy`,
 		}},

@@ -11,6 +11,7 @@ import (
 
 	"github.com/cuengine/engine/contract"
 	"github.com/cuengine/engine/templates"
+	"github.com/cuengine/engine/templates/policy"
 )
 
 // ResolveReferences evaluates the template's references for the parent,
@@ -45,7 +46,7 @@ func ResolveReferences(t *templates.Template, parent *unstructured.Unstructured,
 
 // place sets the reference's namespace and says why the policy refuses
 // it, or "".
-func place(ref *templates.Reference, parent *unstructured.Unstructured, policy templates.Policy, scoper Scoper) string {
+func place(ref *templates.Reference, parent *unstructured.Unstructured, pol policy.Policy, scoper Scoper) string {
 	namespaced, err := scoper.Namespaced(ref.GVK)
 	if err != nil {
 		return fmt.Sprintf("unknown kind %s: %v", ref.GVK.GroupKind(), err)
@@ -53,19 +54,19 @@ func place(ref *templates.Reference, parent *unstructured.Unstructured, policy t
 	switch {
 	case !namespaced:
 		ref.Namespace = ""
-		if !policy.ClusterScoped {
+		if !pol.ClusterScoped {
 			return fmt.Sprintf("%s is cluster-scoped; set policy: clusterScoped: true in the template to allow reading it", ref)
 		}
 	case ref.Namespace == "" && parent.GetNamespace() == "":
 		return fmt.Sprintf("%s needs metadata.namespace: its parent is cluster-scoped", ref)
-	case parent.GetNamespace() == "" && !policy.CrossNamespace.Any():
+	case parent.GetNamespace() == "" && !pol.CrossNamespace.Any():
 		return fmt.Sprintf("%s is in namespace %q; %s", ref, ref.Namespace, NoNamespaceOfItsOwn)
 	case ref.Namespace == "" || ref.Namespace == parent.GetNamespace():
 		ref.Namespace = parent.GetNamespace()
-	case !policy.CrossNamespace.Any():
+	case !pol.CrossNamespace.Any():
 		return fmt.Sprintf("%s is in namespace %q, not the parent's %q; set policy: crossNamespace in the template to allow it", ref, ref.Namespace, parent.GetNamespace())
-	case !policy.CrossNamespace.Allows(ref.Namespace):
-		return fmt.Sprintf("%s is in namespace %q, which the template's policy.crossNamespace does not list (%s)", ref, ref.Namespace, strings.Join(policy.CrossNamespace.Names, ", "))
+	case !pol.CrossNamespace.Allows(ref.Namespace):
+		return fmt.Sprintf("%s is in namespace %q, which the template's policy.crossNamespace does not list (%s)", ref, ref.Namespace, strings.Join(pol.CrossNamespace.Names, ", "))
 	}
 	return ""
 }

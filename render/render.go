@@ -8,6 +8,7 @@ import (
 
 	"github.com/cuengine/engine/contract"
 	"github.com/cuengine/engine/templates"
+	"github.com/cuengine/engine/templates/policy"
 )
 
 // Options are what a rendering is bound by and resolves scopes with.
@@ -19,8 +20,8 @@ type Options struct {
 	Scoper Scoper
 	// Bound, when set, is the newest template's policy: the children of
 	// an older revision a parent is pinned to go only where both policies
-	// allow (templates.Policy.Within).
-	Bound *templates.Policy
+	// allow (policy.Policy.Within).
+	Bound *policy.Policy
 	// Budget is the memory of the objects whose inputs went over a limit
 	// and the cap on what evaluations past the timeout hold, shared by
 	// every path that renders (budget.go); nil remembers nothing.
@@ -70,12 +71,12 @@ func Render(t *templates.Template, parent *unstructured.Unstructured, observed m
 		scoper = OfflineScoper{}
 	}
 	r := &Rendered{Result: out, Children: make([]*unstructured.Unstructured, 0, len(out.Children))}
-	policy := t.Policy
+	pol := t.Policy
 	if opts.Bound != nil {
-		policy = t.Policy.Within(*opts.Bound)
+		pol = t.Policy.Within(*opts.Bound)
 	}
 	for _, c := range out.Children {
-		obj, err := Desired(parent, policy, scoper, c)
+		obj, err := Desired(parent, pol, scoper, c)
 		if err != nil {
 			if opts.Bound != nil {
 				err = bounded(parent, t, scoper, c, err)

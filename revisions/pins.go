@@ -3,7 +3,7 @@ package revisions
 import (
 	"fmt"
 
-	"github.com/cuengine/engine/templates"
+	"github.com/cuengine/engine/templates/policy"
 )
 
 // PinError is a pin (contract.AnnotationTemplateRevision) the engine does
@@ -26,7 +26,7 @@ func (e *PinError) Unwrap() error { return e.Err }
 // why, or nil when the pin is followed. The reconcile refuses such a pin
 // (ReasonRevisionNotFound), the store's prune does not keep a revision
 // alive for it, and `engine rollout history` shows it.
-func PinRefused(pins templates.Pins, newest int64, rev Revision) error {
+func PinRefused(pins policy.Pins, newest int64, rev Revision) error {
 	switch {
 	case pins.Forbid:
 		return fmt.Errorf("the template's rollout policy forbids pins (rollout: %s)", pins)

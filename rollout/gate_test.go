@@ -19,6 +19,7 @@ import (
 	"github.com/cuengine/engine/contract"
 	"github.com/cuengine/engine/revisions"
 	"github.com/cuengine/engine/templates"
+	"github.com/cuengine/engine/templates/policy"
 )
 
 // TestFailingBefore: a parent not healthy on the revision it runs when
@@ -102,7 +103,7 @@ func TestCanaryByPolicy(t *testing.T) {
 	for _, name := range []string{"a", "b", "c", "d", "e", "f"} {
 		parents = append(parents, *rolloutParent(name, "h1", metav1.ConditionTrue, metav1.ConditionTrue))
 	}
-	plain := rolloutOrder(parents, templates.Canary{})
+	plain := rolloutOrder(parents, policy.Canary{})
 	// The one the UID order puts last labels itself a canary.
 	last := plain[len(plain)-1].GetName()
 	for i := range parents {
@@ -110,8 +111,8 @@ func TestCanaryByPolicy(t *testing.T) {
 			parents[i].SetLabels(map[string]string{contract.LabelCanary: "true"})
 		}
 	}
-	assert.Equal(t, last, rolloutOrder(parents, templates.Canary{})[len(parents)-1].GetName(), "the object's label does not count by default")
-	assert.Equal(t, last, rolloutOrder(parents, templates.Canary{ObjectLabel: true})[0].GetName(), "it counts where the policy allows it")
+	assert.Equal(t, last, rolloutOrder(parents, policy.Canary{})[len(parents)-1].GetName(), "the object's label does not count by default")
+	assert.Equal(t, last, rolloutOrder(parents, policy.Canary{ObjectLabel: true})[0].GetName(), "it counts where the policy allows it")
 
 	// The policy's canary namespace goes first, labelled or not.
 	second := plain[len(plain)-2].GetName()
@@ -120,7 +121,7 @@ func TestCanaryByPolicy(t *testing.T) {
 			parents[i].SetNamespace("canary")
 		}
 	}
-	order := rolloutOrder(parents, templates.Canary{Namespaces: []string{"canary"}})
+	order := rolloutOrder(parents, policy.Canary{Namespaces: []string{"canary"}})
 	assert.Equal(t, second, order[0].GetName())
 	assert.Equal(t, last, order[len(order)-1].GetName())
 }
@@ -143,7 +144,7 @@ func TestPruneKeepsFollowedPinsOnly(t *testing.T) {
 		hash := fmt.Sprintf("h%d", n)
 		rev := revisions.Revision{Name: revisions.RevisionName(gvk, hash), Number: n, Hash: hash, Phase: phase, HeldDeletes: -1}
 		require.NoError(t, c.Create(context.Background(), revisions.ObjectOf("default", gvk, rev, nil)))
-		lr := &loadedRevision{Revision: rev, tpl: &templates.Template{Path: hash, Rollout: templates.Rollout{Pins: templates.Pins{Newest: 4}}}}
+		lr := &loadedRevision{Revision: rev, tpl: &templates.Template{Path: hash, Rollout: policy.Rollout{Pins: policy.Pins{Newest: 4}}}}
 		ro.revs[hash] = lr
 		ro.target = lr
 	}

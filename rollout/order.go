@@ -10,15 +10,15 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/cuengine/engine/contract"
-	"github.com/cuengine/engine/templates"
+	"github.com/cuengine/engine/templates/policy"
 )
 
 // rolloutOrder is the order parents move in: the canaries of the rollout
-// policy first (templates.Canary: its namespaces, and a parent's own
+// policy first (policy.Canary: its namespaces, and a parent's own
 // canary label only where the policy lets it count), then by a hash of
 // their UID, so the same parents go first every time. Whoever writes a
 // parent cannot put it first unless the platform's template says so.
-func rolloutOrder(parents []unstructured.Unstructured, canary templates.Canary) []*unstructured.Unstructured {
+func rolloutOrder(parents []unstructured.Unstructured, canary policy.Canary) []*unstructured.Unstructured {
 	var out []*unstructured.Unstructured
 	for i := range parents {
 		p := &parents[i]

@@ -19,6 +19,7 @@ import (
 	"github.com/cuengine/engine/contract"
 	"github.com/cuengine/engine/revisions"
 	"github.com/cuengine/engine/templates"
+	"github.com/cuengine/engine/templates/policy"
 )
 
 // rolloutParent is a parent of generation 1 whose status says it runs
@@ -105,23 +106,23 @@ func TestTemplateFor(t *testing.T) {
 	t.Run("pins the policy does not follow", func(t *testing.T) {
 		for _, tc := range []struct {
 			name   string
-			pins   templates.Pins
+			pins   policy.Pins
 			phase  revisions.Phase // of revision 2, the target
 			pin    string
 			reason string
 		}{
-			{"forbidden", templates.Pins{Forbid: true}, revisions.PhaseComplete, "1",
+			{"forbidden", policy.Pins{Forbid: true}, revisions.PhaseComplete, "1",
 				`the object is pinned (engine.cuengine.dev/template-revision) to revision 1, which the engine does not run: the template's rollout policy forbids pins (rollout: pins: "Forbid")`},
-			{"older than the newest allowed", templates.Pins{Newest: 1}, revisions.PhaseComplete, "1",
+			{"older than the newest allowed", policy.Pins{Newest: 1}, revisions.PhaseComplete, "1",
 				`the object is pinned (engine.cuengine.dev/template-revision) to revision 1, which the engine does not run: the template's rollout policy allows pins only to revisions 2 to 2 (rollout: pins: newest: 1)`},
-			{"rolled back", templates.DefaultPins, revisions.PhaseRolledBack, "2",
+			{"rolled back", policy.DefaultPins, revisions.PhaseRolledBack, "2",
 				`the object is pinned (engine.cuengine.dev/template-revision) to revision 2, which the engine does not run: revision 2 was rolled back and is not run again (failed)`},
-			{"held", templates.DefaultPins, revisions.PhaseHeld, "2",
+			{"held", policy.DefaultPins, revisions.PhaseHeld, "2",
 				"the object is pinned (engine.cuengine.dev/template-revision) to revision 2, which the engine does not run: revision 2 is held, waiting for `engine rollout resume` to confirm it (failed)"},
 		} {
 			t.Run(tc.name, func(t *testing.T) {
 				ro := testRollout(tc.phase, 0)
-				ro.target.tpl = &templates.Template{Path: "v2", Rollout: templates.Rollout{Pins: tc.pins}}
+				ro.target.tpl = &templates.Template{Path: "v2", Rollout: policy.Rollout{Pins: tc.pins}}
 				ro.target.Message = "failed"
 				ro.publish()
 				p := on1.DeepCopy()
@@ -165,7 +166,7 @@ func TestRolloutOrder(t *testing.T) {
 		}
 		return out
 	}
-	first := names(rolloutOrder(parents, templates.Canary{ObjectLabel: true}))
+	first := names(rolloutOrder(parents, policy.Canary{ObjectLabel: true}))
 	require.Len(t, first, 3)
 	assert.Equal(t, "d", first[0], "the canary first")
 	assert.ElementsMatch(t, []string{"a", "c", "d"}, first)
@@ -174,7 +175,7 @@ func TestRolloutOrder(t *testing.T) {
 	for i := range parents {
 		reversed[len(parents)-1-i] = parents[i]
 	}
-	assert.Equal(t, first, names(rolloutOrder(reversed, templates.Canary{ObjectLabel: true})))
+	assert.Equal(t, first, names(rolloutOrder(reversed, policy.Canary{ObjectLabel: true})))
 }
 
 // TestHealthGates: a moved parent passes when it is healthy on the

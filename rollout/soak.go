@@ -16,7 +16,7 @@ import (
 	"github.com/cuengine/engine/contract"
 	"github.com/cuengine/engine/revisions"
 	"github.com/cuengine/engine/rollout/analysis"
-	"github.com/cuengine/engine/templates"
+	"github.com/cuengine/engine/templates/policy"
 )
 
 // The gates a wave passes after its parents are healthy on the target: a
@@ -28,7 +28,7 @@ import (
 // Analyzer runs a rollout's analysis checks (package analysis, against a
 // Prometheus server).
 type Analyzer interface {
-	Evaluate(ctx context.Context, check templates.AnalysisCheck, vars analysis.Vars) analysis.Result
+	Evaluate(ctx context.Context, check policy.AnalysisCheck, vars analysis.Vars) analysis.Result
 }
 
 // SetAnalyzer sets what runs the analysis checks; nil (the default) is no
@@ -136,7 +136,7 @@ func (ro *Rollout) soakGate(ctx context.Context, parents []unstructured.Unstruct
 }
 
 // analyze runs every check of the policy for the wave in progress.
-func (ro *Rollout) analyze(ctx context.Context, checks []templates.AnalysisCheck) []analysis.Result {
+func (ro *Rollout) analyze(ctx context.Context, checks []policy.AnalysisCheck) []analysis.Result {
 	vars := analysis.Vars{Kind: ro.gvk.GroupKind().String(), Revision: strconv.FormatInt(ro.target.Number, 10), Wave: ro.target.Wave + 1}
 	out := make([]analysis.Result, 0, len(checks))
 	for _, c := range checks {
@@ -205,7 +205,7 @@ func soakRegressions(moved []*unstructured.Unstructured, moves map[types.UID]mov
 
 // frozenNote says until when a wave waits for a freeze, or "" when none
 // holds it at now.
-func frozenNote(policy templates.Rollout, now time.Time) string {
+func frozenNote(policy policy.Rollout, now time.Time) string {
 	until, frozen := policy.FrozenUntil(now)
 	if !frozen {
 		return ""

@@ -20,6 +20,7 @@ import (
 	"github.com/cuengine/engine/revisions"
 	"github.com/cuengine/engine/rollout/analysis"
 	"github.com/cuengine/engine/templates"
+	"github.com/cuengine/engine/templates/policy"
 )
 
 // verdicts is an Analyzer whose every check returns the verdict set last.
@@ -35,7 +36,7 @@ func (v *verdicts) set(verdict analysis.Verdict) {
 	v.verdict = verdict
 }
 
-func (v *verdicts) Evaluate(_ context.Context, c templates.AnalysisCheck, vars analysis.Vars) analysis.Result {
+func (v *verdicts) Evaluate(_ context.Context, c policy.AnalysisCheck, vars analysis.Vars) analysis.Result {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	v.calls = append(v.calls, vars)
@@ -53,7 +54,7 @@ func (v *verdicts) Evaluate(_ context.Context, c templates.AnalysisCheck, vars a
 
 // soakRollout is a Rollout whose target, revision 2, is in its first wave
 // with policy, revision 1 complete; stored in a fake client.
-func soakRollout(t *testing.T, policy templates.Rollout) (*Rollout, *revisions.Store) {
+func soakRollout(t *testing.T, policy policy.Rollout) (*Rollout, *revisions.Store) {
 	t.Helper()
 	scheme := runtime.NewScheme()
 	require.NoError(t, appsv1.AddToScheme(scheme))
@@ -85,8 +86,8 @@ func stored(t *testing.T, store *revisions.Store) revisions.Revision {
 // naming it; no analyzer holds.
 func TestSoakGate(t *testing.T) {
 	ctx := context.Background()
-	errors := templates.AnalysisCheck{Name: "errors", Query: "q", Condition: templates.Condition{Op: "<", Bound: 0.05}}
-	policy := templates.Rollout{Strategy: templates.RolloutProgressive, Waves: []templates.Wave{{Count: 1}, {Percent: 100}}, Soak: 10 * time.Second, Analysis: []templates.AnalysisCheck{errors}}
+	errors := policy.AnalysisCheck{Name: "errors", Query: "q", Condition: policy.Condition{Op: "<", Bound: 0.05}}
+	policy := policy.Rollout{Strategy: policy.RolloutProgressive, Waves: []policy.Wave{{Count: 1}, {Percent: 100}}, Soak: 10 * time.Second, Analysis: []policy.AnalysisCheck{errors}}
 	t0 := time.Date(2026, 12, 2, 10, 0, 0, 0, time.UTC)
 
 	t.Run("no analyzer holds", func(t *testing.T) {

@@ -16,7 +16,7 @@ import (
 
 	"github.com/cuengine/engine/contract"
 	"github.com/cuengine/engine/revisions"
-	"github.com/cuengine/engine/templates"
+	"github.com/cuengine/engine/templates/policy"
 )
 
 // step looks at the kind once and returns when to look again.
@@ -110,7 +110,7 @@ func (ro *Rollout) start(ctx context.Context, parents []unstructured.Unstructure
 
 // begin starts moving parents: all at once (Immediate), or the first wave.
 func (ro *Rollout) begin(ctx context.Context, parents []unstructured.Unstructured, done ...string) error {
-	if ro.target.tpl.Rollout.Strategy == templates.RolloutImmediate {
+	if ro.target.tpl.Rollout.Strategy == policy.RolloutImmediate {
 		return ro.complete(ctx, "rolled out to every object at once (strategy Immediate)", done...)
 	}
 	ro.target.Phase, ro.target.Wave = revisions.PhaseProgressing, 0

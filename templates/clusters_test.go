@@ -9,6 +9,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/cuengine/engine/templates/policy"
 )
 
 // tenantTemplate puts a Namespace and a Deployment in the cluster the
@@ -87,12 +89,12 @@ func TestChildClusterBadValues(t *testing.T) {
 }
 
 func TestPolicyClustersWithin(t *testing.T) {
-	p := Policy{Clusters: Namespaces{All: true}}
-	bound := Policy{Clusters: Namespaces{Names: []string{"a"}}}
+	p := policy.Policy{Clusters: policy.Namespaces{All: true}}
+	bound := policy.Policy{Clusters: policy.Namespaces{Names: []string{"a"}}}
 	got := p.Within(bound)
 	assert.True(t, got.Clusters.Allows("a"))
 	assert.False(t, got.Clusters.Allows("b"))
-	assert.False(t, Policy{}.Within(p).Clusters.Any())
+	assert.False(t, policy.Policy{}.Within(p).Clusters.Any())
 }
 
 func TestChildClustersForTheGraph(t *testing.T) {

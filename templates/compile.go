@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
-	"slices"
 	"sort"
 	"strings"
 
@@ -21,6 +20,7 @@ import (
 	"github.com/cuengine/engine/contract"
 	"github.com/cuengine/engine/templates/graph"
 	"github.com/cuengine/engine/templates/openapi"
+	"github.com/cuengine/engine/templates/policy"
 	"github.com/cuengine/engine/templates/reads"
 )
 
@@ -36,6 +36,7 @@ var (
 	pathReady      = cue.ParsePath("ready")
 	pathCRD        = cue.ParsePath("crd")
 	pathPolicy     = cue.ParsePath("policy")
+	pathRollout    = cue.ParsePath("rollout")
 )
 
 // Template is one compiled template. It is immutable and safe for concurrent
@@ -50,9 +51,9 @@ type Template struct {
 	// Hash identifies the template's source content (its revision).
 	Hash string
 	// Policy says where the template's children may be written.
-	Policy Policy
+	Policy policy.Policy
 	// Rollout says how a new revision reaches the parents.
-	Rollout Rollout
+	Rollout policy.Rollout
 
 	root  string
 	files map[string]string // sources by relative path (Files)
@@ -88,100 +89,6 @@ type Template struct {
 	versions *versionSet
 	memo     memo // recent results; the only mutable part, internally locked
 }
-
-// Policy holds the template's explicit permissions, from its top-level
-// policy block. By default children live in the parent's namespace.
-type Policy struct {
-	// CrossNamespace allows children in namespaces other than the parent's.
-	CrossNamespace Namespaces
-	// ClusterScoped allows cluster-scoped children.
-	ClusterScoped bool
-	// Clusters are the registered workload clusters children may be put
-	// in (a child's cluster field, clusters.go); none by default.
-	Clusters Namespaces
-}
-
-// Namespaces is a set of namespaces: all of them (crossNamespace: true), or
-// the ones listed (crossNamespace: ["shared", "monitoring"]).
-type Namespaces struct {
-	All   bool
-	Names []string
-}
-
-// Allows reports whether ns is in the set.
-func (n Namespaces) Allows(ns string) bool { return n.All || slices.Contains(n.Names, ns) }
-
-// Any reports whether the set holds any namespace at all.
-func (n Namespaces) Any() bool { return n.All || len(n.Names) > 0 }
-
-// within is the namespaces in both n and bound.
-func (n Namespaces) within(bound Namespaces) Namespaces {
-	switch {
-	case bound.All:
-		return n
-	case n.All:
-		return Namespaces{Names: slices.Clone(bound.Names)}
-	}
-	out := Namespaces{}
-	for _, name := range n.Names {
-		if slices.Contains(bound.Names, name) {
-			out.Names = append(out.Names, name)
-		}
-	}
-	return out
-}
-
-// Within is what p allows that bound allows too: the rights of a revision
-// a parent runs (pinned, or not moved yet), bounded by the newest
-// template's policy, so that an older revision never writes where the
-// platform has since narrowed the template.
-func (p Policy) Within(bound Policy) Policy {
-	return Policy{CrossNamespace: p.CrossNamespace.within(bound.CrossNamespace), ClusterScoped: p.ClusterScoped && bound.ClusterScoped,
-		Clusters: p.Clusters.within(bound.Clusters)}
-}
-
-// decodePolicy reads the policy block: crossNamespace is a bool or a list
-// of namespace names.
-func decodePolicy(v cue.Value) (Policy, error) {
-	if err := knownFields("policy", v, []string{"crossNamespace", "clusterScoped", fieldClusters}); err != nil {
-		return Policy{}, err
-	}
-	var raw struct {
-		CrossNamespace any  `json:"crossNamespace"`
-		ClusterScoped  bool `json:"clusterScoped"`
-		Clusters       any  `json:"clusters"`
-	}
-	if err := v.Decode(&raw); err != nil {
-		return Policy{}, err
-	}
-	p := Policy{ClusterScoped: raw.ClusterScoped}
-	var err error
-	if p.Clusters, err = decodeClusters(raw.Clusters); err != nil { // clusters.go
-		return Policy{}, err
-	}
-	switch cn := raw.CrossNamespace.(type) {
-	case nil:
-	case bool:
-		p.CrossNamespace.All = cn
-	case []any:
-		for _, item := range cn {
-			name, ok := item.(string)
-			if !ok || name == "" {
-				return Policy{}, &fieldError{"policy", "crossNamespace", fmt.Sprintf("list items must be namespace names, not %q", fmt.Sprint(item))}
-			}
-			p.CrossNamespace.Names = append(p.CrossNamespace.Names, name)
-		}
-	default:
-		return Policy{}, &fieldError{"policy", "crossNamespace", fmt.Sprintf("must be true, false or a list of namespace names, not %q", fmt.Sprint(cn))}
-	}
-	return p, nil
-}
-
-// fieldError is a field of a top-level block (policy, rollout) with a
-// value of the wrong shape.
-type fieldError struct{ block, field, msg string }
-
-func (e *fieldError) Error() string { return e.block + "." + e.field + ": " + e.msg }
 
 // CRD returns a copy of the CustomResourceDefinition generated for the
 // template's parent kind.
@@ -340,13 +247,13 @@ func (c *compiler) compile(src source) (*Template, error) {
 		return nil, err
 	}
 	if pv := v.LookupPath(pathPolicy); pv.Exists() {
-		if t.Policy, err = decodePolicy(pv); err != nil {
+		if t.Policy, err = policy.DecodePolicy(pv); err != nil {
 			return nil, c.blockError(src.path, pv, err)
 		}
 	}
-	t.Rollout = DefaultRollout
+	t.Rollout = policy.DefaultRollout
 	if rv := v.LookupPath(pathRollout); rv.Exists() {
-		if t.Rollout, err = decodeRollout(rv); err != nil {
+		if t.Rollout, err = policy.DecodeRollout(rv); err != nil {
 			return nil, c.blockError(src.path, rv, err)
 		}
 	}
@@ -494,9 +401,9 @@ func clauseWord(cp *ast.Comprehension) string {
 // blockError positions an error decoding a top-level block (policy,
 // rollout) at the field it names.
 func (c *compiler) blockError(path string, block cue.Value, err error) error {
-	var fe *fieldError
+	var fe *policy.FieldError
 	if errors.As(err, &fe) {
-		return c.problemf(path, block.LookupPath(cue.ParsePath(fe.field)), fe.block+"."+fe.field, "%s", fe.msg)
+		return c.problemf(path, block.LookupPath(cue.ParsePath(fe.Field)), fe.Block+"."+fe.Field, "%s", fe.Msg)
 	}
 	return fromCUE(c.root, path, err)
 }

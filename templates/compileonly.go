@@ -11,7 +11,7 @@ import (
 )
 
 // compileOnly names the top-level blocks the engine reads once, when it
-// compiles a template (crd.go, compile.go, rollout.go), and never in an
+// compiles a template (crd.go, compile.go; templates/policy), and never in an
 // evaluation; and versions, read by conversions (versions.go, convert.go)
 // from the whole template.
 var compileOnly = []string{"crd", "policy", "rollout", "versions"}

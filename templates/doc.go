@@ -25,8 +25,9 @@
 //     warnings (unbounded growth, merging defaults). What a template reads
 //     of the parent and of observed state, to trim its inputs and memoize,
 //     comes from templates/reads.
-//   - policy.go, rollout.go, pins.go, canary.go: the policy and rollout
-//     blocks, and the check of a cluster-scoped parent's policy.
+//   - policy.go, clusters.go: the checks of a cluster-scoped parent's
+//     policy and of a child's cluster field; templates/policy decodes the
+//     policy and rollout blocks.
 //   - childschema.go, childschema_errors.go, leftfields.go: the child
 //     check: every child unified with its kind's schema (templates/openapi
 //     finds it), each conflict an error at the user's line; a child's
@@ -46,9 +47,9 @@
 //
 // Below it, importing nothing of it: templates/openapi (CUE<->OpenAPI, the
 // schemas of child kinds, what the CRD cannot carry), templates/graph (the
-// dependency graph from the syntax) and templates/reads (what a template
-// reads, from the syntax); it imports those and contract, nothing else of
-// this module. Above it: templates/watch (hot reload) and templates/rbac
+// dependency graph from the syntax), templates/reads (what a template
+// reads, from the syntax) and templates/policy (the policy and rollout
+// blocks); it imports those and contract, nothing else of this module. Above it: templates/watch (hot reload) and templates/rbac
 // (engine rbac), which it must not import; templates/crdcompat (breaking
 // CRD changes) needs nothing of it (hack/imports.sh).
 package templates

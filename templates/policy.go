@@ -1,18 +1,12 @@
 package templates
 
 import (
-	"fmt"
 	"sort"
-	"strings"
 
 	"cuelang.org/go/cue"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 )
-
-// clusterParentNoNamespace ends the refusal of a namespace a cluster-scoped
-// parent's policy does not allow at all.
-const clusterParentNoNamespace = "a cluster-scoped parent has no namespace of its own: list the namespace in policy: crossNamespace in the template to allow it"
 
 // checkClusterPolicy checks, for a cluster-scoped parent, the targets its
 // template states without a parent: a child or a reference in a literal
@@ -72,15 +66,11 @@ func (cs *childSchemas) checkTarget(t *Template, path string, child bool, v cue.
 	}
 	nsv := v.LookupPath(cue.ParsePath("metadata.namespace"))
 	ns, err := nsv.String()
-	switch {
-	case err != nil || ns == "":
+	if err != nil || ns == "" {
 		return nil // from the parent, or missing: checked per parent
-	case !t.Policy.CrossNamespace.Any():
-		return &Problem{Pos: userPos(t.root, nsv), Path: path + ".metadata.namespace",
-			Msg: fmt.Sprintf("%s in namespace %q: %s", kind, ns, clusterParentNoNamespace)}
-	case !t.Policy.CrossNamespace.Allows(ns):
-		return &Problem{Pos: userPos(t.root, nsv), Path: path + ".metadata.namespace",
-			Msg: fmt.Sprintf("%s in namespace %q, which the template's policy.crossNamespace does not list (%s)", kind, ns, strings.Join(t.Policy.CrossNamespace.Names, ", "))}
+	}
+	if msg := t.Policy.NamespaceRefusal(kind, ns); msg != "" {
+		return &Problem{Pos: userPos(t.root, nsv), Path: path + ".metadata.namespace", Msg: msg}
 	}
 	return nil
 }

@@ -13,6 +13,8 @@ import (
 	"github.com/stretchr/testify/require"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/yaml"
+
+	"github.com/cuengine/engine/templates/policy"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files under testdata/golden")
@@ -291,14 +293,14 @@ func TestPolicy(t *testing.T) {
 	const head = `parent: {apiVersion: "example.com/v1", kind: "P"}` + "\n"
 	for _, tt := range []struct {
 		name, policy string
-		want         Policy
+		want         policy.Policy
 		err          string
 	}{
-		{"none", ``, Policy{}, ""},
-		{"all", `policy: {crossNamespace: true, clusterScoped: true}`, Policy{CrossNamespace: Namespaces{All: true}, ClusterScoped: true}, ""},
-		{"listed", `policy: crossNamespace: ["shared", "monitoring"]`, Policy{CrossNamespace: Namespaces{Names: []string{"shared", "monitoring"}}}, ""},
-		{"bad", `policy: crossNamespace: "kube-system"`, Policy{}, `t.cue:2:9: policy.crossNamespace: must be true, false or a list of namespace names, not "kube-system"`},
-		{"misspelt", `policy: crossNamespaces: true`, Policy{}, `t.cue:2:9: policy.crossNamespaces: unknown field (the policy block has: crossNamespace, clusterScoped, clusters)`},
+		{"none", ``, policy.Policy{}, ""},
+		{"all", `policy: {crossNamespace: true, clusterScoped: true}`, policy.Policy{CrossNamespace: policy.Namespaces{All: true}, ClusterScoped: true}, ""},
+		{"listed", `policy: crossNamespace: ["shared", "monitoring"]`, policy.Policy{CrossNamespace: policy.Namespaces{Names: []string{"shared", "monitoring"}}}, ""},
+		{"bad", `policy: crossNamespace: "kube-system"`, policy.Policy{}, `t.cue:2:9: policy.crossNamespace: must be true, false or a list of namespace names, not "kube-system"`},
+		{"misspelt", `policy: crossNamespaces: true`, policy.Policy{}, `t.cue:2:9: policy.crossNamespaces: unknown field (the policy block has: crossNamespace, clusterScoped, clusters)`},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			dir := t.TempDir()
@@ -313,9 +315,9 @@ func TestPolicy(t *testing.T) {
 			assert.Equal(t, tt.want, set.Templates()[0].Policy)
 		})
 	}
-	listed := Namespaces{Names: []string{"shared"}}
+	listed := policy.Namespaces{Names: []string{"shared"}}
 	assert.True(t, listed.Allows("shared"))
 	assert.False(t, listed.Allows("kube-system"))
-	assert.True(t, Namespaces{All: true}.Allows("kube-system"))
-	assert.False(t, Namespaces{}.Any())
+	assert.True(t, policy.Namespaces{All: true}.Allows("kube-system"))
+	assert.False(t, policy.Namespaces{}.Any())
 }

@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/version"
 
 	"github.com/cuengine/engine/templates/openapi"
+	"github.com/cuengine/engine/templates/policy"
 )
 
 // Paths of the versions block, defined once.
@@ -110,7 +111,7 @@ func (c *compiler) decodeVersions(path string, t *Template) error {
 		if errs := validation.IsDNS1035Label(name); len(errs) > 0 {
 			return c.problemf(path, v, at, "%q is not a version name (a DNS label, as in v1 or v2beta1): %s", name, strings.Join(errs, "; "))
 		}
-		if err := knownFields(at, v, versionFields); err != nil {
+		if err := policy.KnownFields(at, v, versionFields); err != nil {
 			return c.blockError(path, v, err)
 		}
 		ver, err := c.versionFlags(path, v, at)

@@ -15,7 +15,7 @@ import (
 	"github.com/cuengine/engine/internal/localcluster"
 	"github.com/cuengine/engine/internal/promserver"
 	"github.com/cuengine/engine/rollout/analysis"
-	"github.com/cuengine/engine/templates"
+	"github.com/cuengine/engine/templates/policy"
 )
 
 // TestRolloutPrometheusFlags: --prometheus-url and --prometheus-secret
@@ -48,7 +48,7 @@ func TestRolloutPrometheusFlags(t *testing.T) {
 	o := prometheusOptions{url: prom.URL, secret: "monitoring/prom", timeout: 5 * time.Second}
 	a, err := o.analyzer(ctx, cluster.Config)
 	require.NoError(t, err)
-	one := templates.AnalysisCheck{Name: "one", Query: "vector(1)", Condition: templates.Condition{Op: "==", Bound: 1}}
+	one := policy.AnalysisCheck{Name: "one", Query: "vector(1)", Condition: policy.Condition{Op: "==", Bound: 1}}
 	res := a.Evaluate(ctx, one, analysis.Vars{})
 	assert.Equal(t, analysis.Passed, res.Verdict, res.Message)
 

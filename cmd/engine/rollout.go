@@ -16,7 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/cuengine/engine/revisions"
-	"github.com/cuengine/engine/templates"
+	"github.com/cuengine/engine/templates/policy"
 )
 
 // rolloutOptions are the flags of `engine rollout`.
@@ -112,7 +112,7 @@ type rolloutSession struct {
 	gvk  schema.GroupVersionKind
 	revs *revisions.Stored
 	// policies caches each revision's rollout policy, by name.
-	policies map[string]*templates.Rollout
+	policies map[string]*policy.Rollout
 }
 
 func (o *rolloutOptions) connect(ctx context.Context, arg string) (*rolloutSession, error) {
@@ -139,7 +139,7 @@ func (o *rolloutOptions) connect(ctx context.Context, arg string) (*rolloutSessi
 	if err != nil {
 		return nil, err
 	}
-	return &rolloutSession{c: c, arg: arg, gvk: gvk, revs: revs, policies: map[string]*templates.Rollout{}}, nil
+	return &rolloutSession{c: c, arg: arg, gvk: gvk, revs: revs, policies: map[string]*policy.Rollout{}}, nil
 }
 
 // parents lists the kind's objects in every namespace.
@@ -163,11 +163,11 @@ func (s *rolloutSession) wavesOf(rev revisions.Revision) int {
 
 // policyOf returns a revision's rollout policy, read from the template it
 // stores; nil when this engine cannot compile it.
-func (s *rolloutSession) policyOf(rev revisions.Revision) *templates.Rollout {
+func (s *rolloutSession) policyOf(rev revisions.Revision) *policy.Rollout {
 	if p, ok := s.policies[rev.Name]; ok {
 		return p
 	}
-	var p *templates.Rollout
+	var p *policy.Rollout
 	if cr := s.revs.Object(rev.Name); cr != nil {
 		if t, err := revisions.LoadRevision(cr, s.gvk); err == nil {
 			p = &t.Rollout

@@ -13,6 +13,7 @@ import (
 
 	"github.com/cuengine/engine/revisions"
 	"github.com/cuengine/engine/templates"
+	"github.com/cuengine/engine/templates/policy"
 )
 
 // TestRolloutStatusGates: status reads the target's soak and freeze from
@@ -35,7 +36,7 @@ rollout: {strategy: "Progressive", waves: [{share: 1, soak: "30s"}, "100%"], soa
 	}, tpl.Files())
 	kr, err := revisions.Select([]appsv1.ControllerRevision{*first, *second}, myKindGVK.GroupKind(), "")
 	require.NoError(t, err)
-	s := &rolloutSession{gvk: myKindGVK, revs: kr, policies: map[string]*templates.Rollout{}}
+	s := &rolloutSession{gvk: myKindGVK, revs: kr, policies: map[string]*policy.Rollout{}}
 
 	st := s.fleet(nil, t0.Add(12*time.Second))
 	require.NotNil(t, st.Target.NextWaveAt)

@@ -19,7 +19,7 @@ import (
 
 	"github.com/cuengine/engine/contract"
 	"github.com/cuengine/engine/revisions"
-	"github.com/cuengine/engine/templates"
+	"github.com/cuengine/engine/templates/policy"
 )
 
 var myKindGVK = schema.GroupVersionKind{Group: "webapp.my.domain", Version: "v1", Kind: "MyKind"}
@@ -286,7 +286,7 @@ func TestRolloutHistoryTable(t *testing.T) {
 	now := time.Date(2026, 1, 3, 2, 0, 0, 0, time.UTC)
 	var out bytes.Buffer
 	on := revisions.ObjectsOn(fleetParents())
-	pv := pinView{pinned: revisions.PinnedTo(fleetParents()), pins: &templates.DefaultPins, newest: 3}
+	pv := pinView{pinned: revisions.PinnedTo(fleetParents()), pins: &policy.DefaultPins, newest: 3}
 	printHistory(&out, kr, on, pv, now)
 	assert.Equal(t, `REVISION  HASH          PHASE     CREATED  OBJECTS  PINNED  MESSAGE
 1         aaaaaaaaaaaa  Complete  2d2h     1        1       the first revision of the kind
@@ -304,14 +304,14 @@ pins: followed to revisions 1 to 3 (rollout: pins: newest: 10), not to a RolledB
 	assert.Empty(t, h[0].PinRefused)
 
 	// Pins only to the newest two: the pin to revision 1 is refused.
-	pv.pins = &templates.Pins{Newest: 2}
+	pv.pins = &policy.Pins{Newest: 2}
 	out.Reset()
 	printHistory(&out, kr, on, pv, now)
 	assert.Contains(t, out.String(), "1         aaaaaaaaaaaa  Complete  2d2h     1        1 (refused)  the first revision of the kind\n")
 	assert.True(t, strings.HasSuffix(out.String(), "pins: followed to revisions 2 to 3 (rollout: pins: newest: 2), not to a RolledBack or Held one; a refused pin keeps no revision from pruning\n"), out.String())
 	assert.Equal(t, "the template's rollout policy allows pins only to revisions 2 to 3 (rollout: pins: newest: 2)", historyOf(kr, on, pv)[0].PinRefused)
 
-	pv.pins = &templates.Pins{Forbid: true}
+	pv.pins = &policy.Pins{Forbid: true}
 	out.Reset()
 	printHistory(&out, kr, on, pv, now)
 	assert.True(t, strings.HasSuffix(out.String(), "pins: none followed (rollout: pins: \"Forbid\")\n"), out.String())

@@ -19,7 +19,7 @@ import (
 
 	"github.com/cuengine/engine/contract"
 	"github.com/cuengine/engine/revisions"
-	"github.com/cuengine/engine/templates"
+	"github.com/cuengine/engine/templates/policy"
 )
 
 // printStatus writes the fleet view as a table, then what the target's
@@ -105,7 +105,7 @@ func printFailingBefore(w io.Writer, t revisions.FleetRevision) {
 // when this engine cannot read its template back).
 type pinView struct {
 	pinned map[int64]int
-	pins   *templates.Pins
+	pins   *policy.Pins
 	newest int64
 }
 

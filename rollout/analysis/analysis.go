@@ -15,7 +15,7 @@ import (
 	promv1 "github.com/prometheus/client_golang/api/prometheus/v1"
 	"github.com/prometheus/common/model"
 
-	"github.com/cuengine/engine/templates"
+	"github.com/cuengine/engine/templates/policy"
 )
 
 // Vars are the values a query may name: {{kind}}, {{revision}} and
@@ -108,7 +108,7 @@ func (a authenticated) RoundTrip(r *http.Request) (*http.Response, error) {
 }
 
 // Evaluate runs c for v now and judges its value.
-func (s *Server) Evaluate(ctx context.Context, c templates.AnalysisCheck, v Vars) Result {
+func (s *Server) Evaluate(ctx context.Context, c policy.AnalysisCheck, v Vars) Result {
 	now := time.Now()
 	res := Result{Check: c.Name, Value: math.NaN(), At: now}
 	cond := c.Condition
@@ -136,7 +136,7 @@ func queryError(err error) string {
 
 // judge applies cond to a query's value: a scalar, or every series of a
 // vector; no data is Held.
-func judge(res Result, name, query string, cond templates.Condition, value model.Value) Result {
+func judge(res Result, name, query string, cond policy.Condition, value model.Value) Result {
 	type sample struct {
 		labels string
 		v      float64

@@ -16,7 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/cuengine/engine/internal/promserver"
-	"github.com/cuengine/engine/templates"
+	"github.com/cuengine/engine/templates/policy"
 )
 
 func TestExpandEscapes(t *testing.T) {
@@ -68,9 +68,9 @@ func TestEvaluateAgainstPrometheus(t *testing.T) {
 	}()
 	server, err := NewServer(prom.URL, Credentials{Username: user, Password: password}, 5*time.Second)
 	require.NoError(t, err)
-	below := templates.Condition{Op: "<", Bound: 0.05}
-	check := templates.AnalysisCheck{Name: "errors", Query: `max(app_error_ratio{revision="{{revision}}"})`, Condition: below}
-	perPod := templates.AnalysisCheck{Name: "per-pod", Query: `app_error_ratio{revision="{{revision}}"}`, Condition: below}
+	below := policy.Condition{Op: "<", Bound: 0.05}
+	check := policy.AnalysisCheck{Name: "errors", Query: `max(app_error_ratio{revision="{{revision}}"})`, Condition: below}
+	perPod := policy.AnalysisCheck{Name: "per-pod", Query: `app_error_ratio{revision="{{revision}}"}`, Condition: below}
 	vars := Vars{Kind: "MyKind.webapp.my.domain", Revision: "3", Wave: 1}
 
 	var res Result

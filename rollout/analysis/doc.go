@@ -2,7 +2,7 @@
 // check, run against a Prometheus server, whose value must satisfy the
 // check's condition.
 //
-// A check is what a template declares (templates.AnalysisCheck: package
+// A check is what a template declares (policy.AnalysisCheck: package
 // templates parses and vets it, its condition included); a query may name
 // the rollout's kind, revision and wave as {{kind}}, {{revision}} and
 // {{wave}}, replaced by their values escaped for a PromQL string. Evaluate runs one check and returns a Result that is

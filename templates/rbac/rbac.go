@@ -18,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/cuengine/engine/templates"
+	"github.com/cuengine/engine/templates/policy"
 )
 
 // Options shape the generated roles.
@@ -481,7 +482,7 @@ func exprText(e ast.Expr) string {
 }
 
 // allowedText names what a policy allows besides the parent's namespace.
-func allowedText(n templates.Namespaces) string {
+func allowedText(n policy.Namespaces) string {
 	if len(n.Names) == 0 {
 		return ""
 	}

@@ -1,4 +1,4 @@
-package templates
+package policy
 
 import (
 	"cmp"
@@ -154,7 +154,7 @@ func decodeSoak(field string, x any) (time.Duration, error) {
 	s, ok := x.(string)
 	d, err := time.ParseDuration(s)
 	if !ok || err != nil || d < 0 {
-		return 0, &fieldError{"rollout", field, fmt.Sprintf("must be a duration such as \"30s\" or \"10m\", not %s", quoted(x))}
+		return 0, &FieldError{"rollout", field, fmt.Sprintf("must be a duration such as \"30s\" or \"10m\", not %s", quoted(x))}
 	}
 	return d, nil
 }
@@ -173,12 +173,12 @@ func decodeWaveStruct(i int, m map[string]any) (Wave, error) {
 	field := fmt.Sprintf("waves[%d]", i)
 	for _, k := range slices.Sorted(maps.Keys(m)) {
 		if k != "share" && k != "soak" {
-			return Wave{}, &fieldError{"rollout", field, fmt.Sprintf("unknown field %q (a wave has share and soak)", k)}
+			return Wave{}, &FieldError{"rollout", field, fmt.Sprintf("unknown field %q (a wave has share and soak)", k)}
 		}
 	}
 	share, ok := m["share"]
 	if !ok {
-		return Wave{}, &fieldError{"rollout", field, "a wave written as a struct needs its share: a count (1) or a share (\"10%\")"}
+		return Wave{}, &FieldError{"rollout", field, "a wave written as a struct needs its share: a count (1) or a share (\"10%\")"}
 	}
 	w, err := decodeWave(share)
 	if err != nil {
@@ -198,7 +198,7 @@ func decodeWaveStruct(i int, m map[string]any) (Wave, error) {
 func decodeAnalysis(x any) ([]AnalysisCheck, error) {
 	items, ok := x.([]any)
 	if !ok {
-		return nil, &fieldError{"rollout", "analysis", fmt.Sprintf("must be a list of {name, query, condition}, not %s", quoted(x))}
+		return nil, &FieldError{"rollout", "analysis", fmt.Sprintf("must be a list of {name, query, condition}, not %s", quoted(x))}
 	}
 	var out []AnalysisCheck
 	for i, item := range items {
@@ -208,7 +208,7 @@ func decodeAnalysis(x any) ([]AnalysisCheck, error) {
 			if sub != "" {
 				f += "." + sub
 			}
-			return &fieldError{"rollout", f, fmt.Sprintf(msg, args...)}
+			return &FieldError{"rollout", f, fmt.Sprintf(msg, args...)}
 		}
 		m, ok := item.(map[string]any)
 		if !ok {
@@ -261,7 +261,7 @@ func decodeAnalysis(x any) ([]AnalysisCheck, error) {
 func decodeFreeze(x any) ([]FreezeWindow, error) {
 	items, ok := x.([]any)
 	if !ok {
-		return nil, &fieldError{"rollout", "freeze", fmt.Sprintf("must be a list of windows ({schedule, duration, timeZone} or {start, end}), not %s", quoted(x))}
+		return nil, &FieldError{"rollout", "freeze", fmt.Sprintf("must be a list of windows ({schedule, duration, timeZone} or {start, end}), not %s", quoted(x))}
 	}
 	var out []FreezeWindow
 	for i, item := range items {
@@ -271,7 +271,7 @@ func decodeFreeze(x any) ([]FreezeWindow, error) {
 			if sub != "" {
 				f += "." + sub
 			}
-			return &fieldError{"rollout", f, fmt.Sprintf(msg, args...)}
+			return &FieldError{"rollout", f, fmt.Sprintf(msg, args...)}
 		}
 		m, ok := item.(map[string]any)
 		if !ok {
@@ -381,19 +381,19 @@ func decodeGates(r *Rollout, soak, analysis, freeze any) error {
 			set  bool
 		}{{"soak", soak != nil}, {"analysis", analysis != nil}, {"freeze", freeze != nil}} {
 			if f.set {
-				return &fieldError{"rollout", f.name, fmt.Sprintf("holds waves, and strategy %s has none: use strategy: %q", r.Strategy, RolloutProgressive)}
+				return &FieldError{"rollout", f.name, fmt.Sprintf("holds waves, and strategy %s has none: use strategy: %q", r.Strategy, RolloutProgressive)}
 			}
 		}
 		for i, w := range r.Waves {
 			if w.OwnSoak {
-				return &fieldError{"rollout", fmt.Sprintf("waves[%d].soak", i), fmt.Sprintf("holds waves, and strategy %s has none: use strategy: %q", r.Strategy, RolloutProgressive)}
+				return &FieldError{"rollout", fmt.Sprintf("waves[%d].soak", i), fmt.Sprintf("holds waves, and strategy %s has none: use strategy: %q", r.Strategy, RolloutProgressive)}
 			}
 		}
 	}
 	if len(r.Analysis) > 0 {
 		for i := range r.Waves {
 			if r.SoakOf(i) == 0 {
-				return &fieldError{"rollout", "analysis", fmt.Sprintf("runs during each wave's soak, and wave %d (%s) has none: declare rollout.soak, or a soak for that wave", i+1, r.Waves[i])}
+				return &FieldError{"rollout", "analysis", fmt.Sprintf("runs during each wave's soak, and wave %d (%s) has none: declare rollout.soak, or a soak for that wave", i+1, r.Waves[i])}
 			}
 		}
 	}

@@ -1,4 +1,4 @@
-package templates
+package policy
 
 import (
 	"fmt"
@@ -27,7 +27,7 @@ type Canary struct {
 // decodeCanary reads rollout.canary: {namespaces: [...], objectLabel: bool}.
 func decodeCanary(x any) (Canary, error) {
 	bad := func(msg string, args ...any) error {
-		return &fieldError{"rollout", "canary", fmt.Sprintf(msg, args...)}
+		return &FieldError{"rollout", "canary", fmt.Sprintf(msg, args...)}
 	}
 	if x == nil {
 		return Canary{}, nil

@@ -1,4 +1,4 @@
-package templates
+package policy
 
 import (
 	"fmt"
@@ -70,7 +70,7 @@ func (p Pins) String() string {
 
 // decodePins reads rollout.pins: "Allow", "Forbid", or {newest: K}.
 func decodePins(x any) (Pins, error) {
-	bad := func(msg string, args ...any) error { return &fieldError{"rollout", "pins", fmt.Sprintf(msg, args...)} }
+	bad := func(msg string, args ...any) error { return &FieldError{"rollout", "pins", fmt.Sprintf(msg, args...)} }
 	switch x := x.(type) {
 	case nil:
 		return DefaultPins, nil

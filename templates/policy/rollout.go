@@ -1,4 +1,4 @@
-package templates
+package policy
 
 import (
 	"fmt"
@@ -11,8 +11,6 @@ import (
 
 	"cuelang.org/go/cue"
 )
-
-var pathRollout = cue.ParsePath("rollout")
 
 // Rollout strategies.
 const (
@@ -102,16 +100,16 @@ func (r Rollout) MaxFailuresString() string {
 	return strconv.Itoa(r.MaxFailures)
 }
 
-// defaultWaves are a Progressive rollout's waves when it lists none.
-var defaultWaves = []Wave{{Count: 1}, {Percent: 10}, {Percent: 50}, {Percent: 100}}
+// DefaultWaves are a Progressive rollout's waves when it lists none.
+var DefaultWaves = []Wave{{Count: 1}, {Percent: 10}, {Percent: 50}, {Percent: 100}}
 
 // rolloutFields are the fields of the rollout block, as vet lists them.
 var rolloutFields = []string{"strategy", "waves", "progressDeadline", "maxFailures", "allowDeletions", "canary", "pins", "soak", "analysis", "freeze"}
 
-// knownFields refuses a field of a top-level block that the engine does
+// KnownFields refuses a field of a top-level block that the engine does
 // not read: a misspelt or unsupported field would otherwise be dropped
 // without a word (a "soak" the engine ignores promotes at once).
-func knownFields(block string, v cue.Value, known []string) error {
+func KnownFields(block string, v cue.Value, known []string) error {
 	it, err := v.Fields(cue.Optional(true))
 	if err != nil {
 		return nil // not a struct: the decoding says so
@@ -119,15 +117,15 @@ func knownFields(block string, v cue.Value, known []string) error {
 	for it.Next() {
 		name := it.Selector().Unquoted()
 		if !slices.Contains(known, name) {
-			return &fieldError{block, name, fmt.Sprintf("unknown field (the %s block has: %s)", block, strings.Join(known, ", "))}
+			return &FieldError{block, name, fmt.Sprintf("unknown field (the %s block has: %s)", block, strings.Join(known, ", "))}
 		}
 	}
 	return nil
 }
 
-// decodeRollout reads the rollout block. Errors name the field.
-func decodeRollout(v cue.Value) (Rollout, error) {
-	if err := knownFields("rollout", v, rolloutFields); err != nil {
+// DecodeRollout reads the rollout block. Errors name the field.
+func DecodeRollout(v cue.Value) (Rollout, error) {
+	if err := KnownFields("rollout", v, rolloutFields); err != nil {
 		return Rollout{}, err
 	}
 	var raw struct {
@@ -149,12 +147,12 @@ func decodeRollout(v cue.Value) (Rollout, error) {
 	r.AllowDeletions = raw.AllowDeletions
 	if raw.Strategy != nil {
 		if *raw.Strategy != RolloutImmediate && *raw.Strategy != RolloutProgressive {
-			return Rollout{}, &fieldError{"rollout", "strategy", fmt.Sprintf("must be %q or %q, not %q", RolloutImmediate, RolloutProgressive, *raw.Strategy)}
+			return Rollout{}, &FieldError{"rollout", "strategy", fmt.Sprintf("must be %q or %q, not %q", RolloutImmediate, RolloutProgressive, *raw.Strategy)}
 		}
 		r.Strategy = *raw.Strategy
 	}
 	if r.Strategy == RolloutProgressive {
-		r.Waves = defaultWaves
+		r.Waves = DefaultWaves
 	}
 	if raw.Waves != nil {
 		waves, err := decodeWaves(raw.Waves)
@@ -166,7 +164,7 @@ func decodeRollout(v cue.Value) (Rollout, error) {
 	if raw.ProgressDeadline != nil {
 		d, err := time.ParseDuration(*raw.ProgressDeadline)
 		if err != nil || d <= 0 {
-			return Rollout{}, &fieldError{"rollout", "progressDeadline", fmt.Sprintf("must be a positive duration such as \"2m\", not %q", *raw.ProgressDeadline)}
+			return Rollout{}, &FieldError{"rollout", "progressDeadline", fmt.Sprintf("must be a positive duration such as \"2m\", not %q", *raw.ProgressDeadline)}
 		}
 		r.ProgressDeadline = d
 	}
@@ -191,7 +189,7 @@ func decodeRollout(v cue.Value) (Rollout, error) {
 // decodeMaxFailures reads a count (0 or more) or a share ("10%").
 func decodeMaxFailures(x any, r *Rollout) error {
 	bad := func(msg string, args ...any) error {
-		return &fieldError{"rollout", "maxFailures", fmt.Sprintf(msg, args...)}
+		return &FieldError{"rollout", "maxFailures", fmt.Sprintf(msg, args...)}
 	}
 	if s, ok := x.(string); ok {
 		p, err := strconv.Atoi(strings.TrimSuffix(s, "%"))
@@ -212,7 +210,7 @@ func decodeMaxFailures(x any, r *Rollout) error {
 // decodeWaves reads counts and percentages; they must grow, and the last
 // must cover every parent ("100%").
 func decodeWaves(items []any) ([]Wave, error) {
-	bad := func(msg string, args ...any) error { return &fieldError{"rollout", "waves", fmt.Sprintf(msg, args...)} }
+	bad := func(msg string, args ...any) error { return &FieldError{"rollout", "waves", fmt.Sprintf(msg, args...)} }
 	if len(items) == 0 {
 		return nil, bad("must list at least one wave, ending with \"100%%\"")
 	}
@@ -241,7 +239,7 @@ func decodeWaves(items []any) ([]Wave, error) {
 
 // decodeWave reads a count (1) or a share ("10%") of parents.
 func decodeWave(item any) (Wave, error) {
-	bad := func(msg string, args ...any) error { return &fieldError{"rollout", "waves", fmt.Sprintf(msg, args...)} }
+	bad := func(msg string, args ...any) error { return &FieldError{"rollout", "waves", fmt.Sprintf(msg, args...)} }
 	var w Wave
 	switch x := item.(type) {
 	case int, int64, float64, *big.Int, *big.Float:
