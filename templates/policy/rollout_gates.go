@@ -193,6 +193,19 @@ func decodeWaveStruct(i int, m map[string]any) (Wave, error) {
 	return w, nil
 }
 
+// itemError returns how an item of the rollout block at field (an
+// element of a list, "analysis[0]") reports a problem: at field, or at
+// one of its fields (sub).
+func itemError(field string) func(sub, msg string, args ...any) error {
+	return func(sub, msg string, args ...any) error {
+		f := field
+		if sub != "" {
+			f += "." + sub
+		}
+		return &FieldError{"rollout", f, fmt.Sprintf(msg, args...)}
+	}
+}
+
 // decodeAnalysis reads rollout.analysis: a list of {name, query,
 // condition}, the names distinct.
 func decodeAnalysis(x any) ([]AnalysisCheck, error) {
@@ -202,14 +215,7 @@ func decodeAnalysis(x any) ([]AnalysisCheck, error) {
 	}
 	var out []AnalysisCheck
 	for i, item := range items {
-		field := fmt.Sprintf("analysis[%d]", i)
-		bad := func(sub, msg string, args ...any) error {
-			f := field
-			if sub != "" {
-				f += "." + sub
-			}
-			return &FieldError{"rollout", f, fmt.Sprintf(msg, args...)}
-		}
+		bad := itemError(fmt.Sprintf("analysis[%d]", i))
 		m, ok := item.(map[string]any)
 		if !ok {
 			return nil, bad("", "must be a struct {name, query, condition}, not %s", quoted(item))
@@ -265,14 +271,7 @@ func decodeFreeze(x any) ([]FreezeWindow, error) {
 	}
 	var out []FreezeWindow
 	for i, item := range items {
-		field := fmt.Sprintf("freeze[%d]", i)
-		bad := func(sub, msg string, args ...any) error {
-			f := field
-			if sub != "" {
-				f += "." + sub
-			}
-			return &FieldError{"rollout", f, fmt.Sprintf(msg, args...)}
-		}
+		bad := itemError(fmt.Sprintf("freeze[%d]", i))
 		m, ok := item.(map[string]any)
 		if !ok {
 			return nil, bad("", "must be a window {schedule, duration, timeZone} or {start, end}, not %s", quoted(item))
