@@ -125,6 +125,10 @@ func (t *Template) step(obj *unstructured.Unstructured, from, to string, block, 
 		return nil, &ConversionError{From: from, To: to, Problems: []Problem{{Msg: err.Error()}}}
 	}
 	v := block.FillPath(pathInSpec, inSchema).Unify(t.ctx.BuildExpr(expr))
+	// A check beside out (a hidden field) holds as much as out itself.
+	if err := v.Validate(cue.Hidden(true)); err != nil {
+		return nil, fail(err)
+	}
 	if err := v.LookupPath(pathInSpec).Validate(cue.Concrete(true), cue.Final()); err != nil {
 		return nil, fail(err)
 	}

@@ -281,3 +281,30 @@ func BenchmarkConvert(b *testing.B) {
 		}
 	}
 }
+
+// TestConvertHonoursChecksBesideOut: the Kubebuilder book's ConvertFrom
+// refuses a schedule that is not five fields; the corpus port says so with
+// a hidden field beside `out` (testdata/corpus/templates/cronjob.cue).
+// A check anywhere in the conversion block holds: a six-field schedule is
+// refused at the check's line, never converted with its sixth field
+// silently gone.
+func TestConvertHonoursChecksBesideOut(t *testing.T) {
+	tm := loadOne(t, "../testdata/corpus/templates", "cronjob")
+	cron := func(schedule string) *unstructured.Unstructured {
+		return &unstructured.Unstructured{Object: map[string]any{
+			"apiVersion": "batch.tutorial.kubebuilder.io/v1",
+			"kind":       "CronJob",
+			"metadata":   map[string]any{"name": "c", "namespace": "default"},
+			"spec":       map[string]any{"schedule": schedule, "jobTemplate": map[string]any{}},
+		}}
+	}
+	got, err := tm.Convert(cron("*/1 * * * 1-5"), "v2")
+	require.NoError(t, err)
+	assert.Equal(t, map[string]any{"minute": "*/1", "dayOfWeek": "1-5"}, got.Object["spec"].(map[string]any)["schedule"])
+
+	_, err = tm.Convert(cron("0 */1 * * * *"), "v2")
+	var ce *ConversionError
+	require.ErrorAs(t, err, &ce)
+	assert.ErrorContains(t, err, "converting v1 to v2: cronjob.cue:")
+	assert.ErrorContains(t, err, "conflicting values 6 and 5")
+}

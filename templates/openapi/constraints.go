@@ -214,7 +214,7 @@ func (w *constraintWalk) fields(v cue.Value, path string) {
 // part constrain does not turn into OpenAPI.
 func (w *constraintWalk) scalar(v cue.Value, path string) {
 	s := &scalarScan{}
-	s.scan(v.Syntax(cue.Raw()))
+	s.scan(scalarSyntax(v))
 	if len(s.patterns) > 1 {
 		// constrain keeps the last pattern: the others are dropped.
 		s.loose = append(s.loose, s.patterns[:len(s.patterns)-1]...)

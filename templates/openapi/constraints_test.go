@@ -98,3 +98,32 @@ func TestConstraintsBeyondTheCRD(t *testing.T) {
 		})
 	}
 }
+
+// TestDefinitionsReachTheCRD: a Kubebuilder type with an enum or bounds
+// becomes a CUE definition its fields name (the Kubebuilder book's
+// multi-version CronJob: `concurrencyPolicy?: #ConcurrencyPolicy`,
+// testdata/corpus/templates/cronjob.cue). The CRD gets its enum and bounds
+// as if they were written in the field, and nothing is left for the
+// admission webhook alone.
+func TestDefinitionsReachTheCRD(t *testing.T) {
+	spec, files, pos := compileSpec(t, "", `
+		#Policy: "Allow" | "Forbid" | "Replace"
+		#Port: int & >=1 & <=65535
+		#Alias: #Policy
+		policy?: #Policy
+		alias: #Alias
+		port: #Port`)
+	s := SchemaOf(spec)
+	for _, f := range []string{"policy", "alias"} {
+		var enum []string
+		for _, e := range s.Properties[f].Enum {
+			enum = append(enum, string(e.Raw))
+		}
+		assert.Equal(t, []string{`"Allow"`, `"Forbid"`, `"Replace"`}, enum, f)
+	}
+	port := s.Properties["port"]
+	require.NotNil(t, port.Minimum)
+	require.NotNil(t, port.Maximum)
+	assert.Equal(t, []float64{1, 65535}, []float64{*port.Minimum, *port.Maximum})
+	assert.Empty(t, Constraints(spec, files, pos), "everything is in the CRD")
+}

@@ -6,6 +6,7 @@ import (
 	"math"
 	"slices"
 	"strconv"
+	"strings"
 
 	"cuelang.org/go/cue"
 	"cuelang.org/go/cue/ast"
@@ -63,7 +64,7 @@ func SchemaOf(v cue.Value) apiextensionsv1.JSONSchemaProps {
 	}
 	s.Nullable = nullable
 	if kind&(cue.StringKind|cue.NumberKind) != 0 && kind&^(cue.StringKind|cue.NumberKind) == 0 {
-		constrain(&s, v.Syntax(cue.Raw()))
+		constrain(&s, scalarSyntax(v))
 		numberFormat(&s)
 	}
 	if hasDef && kind != cue.StructKind && kind != cue.ListKind {
@@ -248,6 +249,31 @@ func listSchema(v cue.Value) apiextensionsv1.JSONSchemaProps {
 		s.Items = &apiextensionsv1.JSONSchemaPropsOrArray{Schema: &apiextensionsv1.JSONSchemaProps{XPreserveUnknownFields: ptr(true)}}
 	}
 	return s
+}
+
+// scalarSyntax is the syntax of a scalar's value that constrain and the
+// constraint walk read. A field whose whole value is a definition, as a
+// Kubebuilder enum type becomes (`concurrencyPolicy?: #ConcurrencyPolicy`),
+// reads as the definition's value (a chain of them, up to a bound): its
+// enum or bounds go to the CRD like a literal's.
+func scalarSyntax(v cue.Value) ast.Node {
+	n := v.Syntax(cue.Raw())
+	for range 8 {
+		id, ok := n.(*ast.Ident)
+		if !ok || !strings.HasPrefix(id.Name, "#") {
+			return n
+		}
+		root, p := v.ReferencePath()
+		if len(p.Selectors()) == 0 {
+			return n
+		}
+		d := root.LookupPath(p)
+		if !d.Exists() {
+			return n
+		}
+		v, n = d, d.Syntax(cue.Raw())
+	}
+	return n
 }
 
 // constrain reads bounds, lengths, patterns and enums from a scalar's syntax.
