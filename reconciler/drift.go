@@ -41,14 +41,19 @@ import (
 // live child, the latest; a parent's entries for children it no longer has
 // go at its next apply pass (keep), and all of them when the parent is
 // gone (forget). Its lock is never held across a request.
+//
+// A parent's entries are a slice, not a map: a parent has a few children,
+// and a map of one entry costs about 450 bytes where the slice costs 48
+// (a heap profile of the bench, N=2000, showed 1.3 KiB per parent here).
 type appliedVersions struct {
 	mu       sync.Mutex
-	byParent map[types.NamespacedName]map[types.UID]appliedVersion
+	byParent map[types.NamespacedName][]appliedVersion
 }
 
 // appliedVersion is a child's resource version and the applied hash of the
 // desired object it is known to be as.
 type appliedVersion struct {
+	uid             types.UID
 	resourceVersion string
 	hash            string
 }
@@ -56,10 +61,15 @@ type appliedVersion struct {
 // holds reports whether live, at its resource version, is known to be what
 // applying the desired object of that hash makes it.
 func (a *appliedVersions) holds(parent types.NamespacedName, live *unstructured.Unstructured, hash string) bool {
+	uid, rv := live.GetUID(), live.GetResourceVersion()
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	v, ok := a.byParent[parent][live.GetUID()]
-	return ok && v.hash == hash && v.resourceVersion == live.GetResourceVersion()
+	for _, v := range a.byParent[parent] {
+		if v.uid == uid {
+			return v.hash == hash && v.resourceVersion == rv
+		}
+	}
+	return false
 }
 
 // remember records that the child obj, at its resource version, is what
@@ -73,14 +83,16 @@ func (a *appliedVersions) remember(parent types.NamespacedName, obj *unstructure
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if a.byParent == nil {
-		a.byParent = map[types.NamespacedName]map[types.UID]appliedVersion{}
+		a.byParent = map[types.NamespacedName][]appliedVersion{}
 	}
-	m := a.byParent[parent]
-	if m == nil {
-		m = map[types.UID]appliedVersion{}
-		a.byParent[parent] = m
+	vs := a.byParent[parent]
+	for i := range vs {
+		if vs[i].uid == uid {
+			vs[i].resourceVersion, vs[i].hash = rv, hash
+			return
+		}
 	}
-	m[uid] = appliedVersion{resourceVersion: rv, hash: hash}
+	a.byParent[parent] = append(vs, appliedVersion{uid: uid, resourceVersion: rv, hash: hash})
 }
 
 // keep drops the parent's entries for the children not in live, its
@@ -88,15 +100,12 @@ func (a *appliedVersions) remember(parent types.NamespacedName, obj *unstructure
 func (a *appliedVersions) keep(parent types.NamespacedName, live []types.UID) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	m := a.byParent[parent]
-	for uid := range m {
-		if !slices.Contains(live, uid) {
-			delete(m, uid)
-		}
-	}
-	if len(m) == 0 {
+	vs := slices.DeleteFunc(a.byParent[parent], func(v appliedVersion) bool { return !slices.Contains(live, v.uid) })
+	if len(vs) == 0 {
 		delete(a.byParent, parent)
+		return
 	}
+	a.byParent[parent] = vs
 }
 
 // forget drops every entry of a parent that is gone.
@@ -111,8 +120,8 @@ func (a *appliedVersions) len() int {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	n := 0
-	for _, m := range a.byParent {
-		n += len(m)
+	for _, vs := range a.byParent {
+		n += len(vs)
 	}
 	return n
 }
