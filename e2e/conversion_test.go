@@ -193,7 +193,10 @@ ports:
 	var out string
 	eventually(t, "the App created in v1", time.Minute, func(ctx context.Context) (bool, error) {
 		out, err = kubectlStdinErr(app, "-n", ns, "apply", "-f", "-")
-		return err == nil, nil
+		if err != nil {
+			return false, fmt.Errorf("%w: %s", err, out)
+		}
+		return true, nil
 	})
 	assert.Contains(t, out, "apps.example.com/v1 App is deprecated; use apps.example.com/v2", "the deprecation warning")
 	get := func(version string) map[string]any {
