@@ -34,8 +34,12 @@ func (e *CRDError) Error() string {
 // InstallCRDs server-side applies the CRD generated from every template and
 // waits until each is Established. A CRD whose change could break stored
 // objects (a removed field, a narrowed type) is refused with a *CRDError
-// unless force is set; the others are still applied.
-func InstallCRDs(ctx context.Context, c client.Client, set *templates.Set, force bool, conv ConversionWebhook) error {
+// unless force is set; the others are still applied. A CRD without a
+// version objects may still be stored in is refused even when forced,
+// naming how many objects of the kind there are (counted through r, an
+// uncached reader) and what the engine knows of their migration (notes,
+// which may be nil).
+func InstallCRDs(ctx context.Context, c client.Client, r client.Reader, set *templates.Set, force bool, conv ConversionWebhook, notes MigrationNotes) error {
 	var errs []error
 	for _, t := range set.Templates() {
 		crd := t.CRD()
@@ -43,22 +47,22 @@ func InstallCRDs(ctx context.Context, c client.Client, set *templates.Set, force
 			errs = append(errs, fmt.Errorf("template %s: %w", t.Path, err))
 			continue
 		}
-		if err := installCRD(ctx, c, crd, force); err != nil {
+		if err := installCRD(ctx, c, r, crd, force, notes); err != nil {
 			errs = append(errs, fmt.Errorf("template %s: %w", t.Path, err))
 		}
 	}
 	return errors.Join(errs...)
 }
 
-func installCRD(ctx context.Context, c client.Client, crd *apiextensionsv1.CustomResourceDefinition, force bool) error {
+func installCRD(ctx context.Context, c client.Client, r client.Reader, crd *apiextensionsv1.CustomResourceDefinition, force bool, notes MigrationNotes) error {
 	live := &apiextensionsv1.CustomResourceDefinition{}
 	err := c.Get(ctx, client.ObjectKey{Name: crd.Name}, live)
 	switch {
 	case apierrors.IsNotFound(err):
 	case err != nil:
 		return fmt.Errorf("reading CRD %s: %w", crd.Name, err)
-	case stillStored(live, crd) != nil: // conversion.go
-		return stillStored(live, crd)
+	case len(unstored(live, crd)) > 0: // conversion.go
+		return stillStored(ctx, r, live, crd, notes)
 	case !force:
 		if changes := crdcompat.BreakingChanges(live, crd); len(changes) > 0 {
 			return &CRDError{CRD: crd.Name, Changes: changes}

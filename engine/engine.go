@@ -121,6 +121,9 @@ type Engine struct {
 	heapExceeded atomic.Pointer[render.HeapExceeded]
 	// migrations wakes the storage migration loop (migrate.go); capacity 1.
 	migrations chan struct{}
+	// lastMigration maps a CRD's name to how the engine's last migration
+	// of its stored objects ended (migrate.go): a migrationRecord.
+	lastMigration sync.Map
 
 	mu        sync.Mutex
 	set       *templates.Set
@@ -309,7 +312,7 @@ func (e *Engine) Start(ctx context.Context) error {
 	e.mu.Unlock()
 	e.refs.start(ctx)
 	if set != nil && e.opts.InstallCRDs {
-		if err := InstallCRDs(ctx, e.writer, set, e.opts.ForceCRDChanges, e.opts.ConversionWebhook); err != nil {
+		if err := InstallCRDs(ctx, e.writer, e.apiReader, set, e.opts.ForceCRDChanges, e.opts.ConversionWebhook, e.migrationNote); err != nil {
 			// The kinds whose CRD is missing report it in Status and retry.
 			log.FromContext(ctx).Error(err, "installing CRDs")
 			e.setReloadErr(err)

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -26,6 +27,33 @@ const migrationRetry = 5 * time.Minute
 // migrationPage is how many objects are listed, rewritten and logged at a
 // time: progress every few seconds at the Migrator's 20 writes a second.
 const migrationPage = 100
+
+// migrationRecord is how the engine's last migration of a CRD ended.
+type migrationRecord struct {
+	at       time.Time
+	progress migration.Progress
+	err      error
+}
+
+// migrationNote says how the last migration of the CRD named crd ended,
+// for a refusal to drop a version still stored (conversion.go); "" when
+// none ran since the engine started.
+func (e *Engine) migrationNote(crd string) string {
+	v, ok := e.lastMigration.Load(crd)
+	if !ok {
+		return ""
+	}
+	r := v.(migrationRecord)
+	at := r.at.UTC().Format(time.RFC3339)
+	switch {
+	case r.err != nil:
+		return fmt.Sprintf("the engine's last migration of it, at %s, did not finish (%s): %v", at, r.progress, r.err)
+	case r.progress.Done:
+		return fmt.Sprintf("the engine's last migration of it, at %s, finished (%s), before the stored versions changed again", at, r.progress)
+	default:
+		return fmt.Sprintf("the engine's last migration of it, at %s, stopped at %s", at, r.progress)
+	}
+}
 
 // kickMigrations asks the migration loop to look again: the CRDs were
 // just installed.
@@ -88,6 +116,9 @@ func (e *Engine) migrateAll(ctx context.Context, m *migration.Migrator) {
 		}
 		name := t.CRD().Name
 		p, err := m.Migrate(ctx, name)
+		if ctx.Err() == nil {
+			e.lastMigration.Store(name, migrationRecord{at: time.Now(), progress: p, err: err})
+		}
 		crd := &apiextensionsv1.CustomResourceDefinition{}
 		if gerr := m.Client.Get(ctx, client.ObjectKey{Name: name}, crd); gerr != nil {
 			crd = nil

@@ -203,7 +203,7 @@ func (e *Engine) accept(ctx context.Context, set *templates.Set) error {
 		return err
 	}
 	if e.opts.InstallCRDs && e.isLeader() && e.coordinates() {
-		if err := InstallCRDs(ctx, e.writer, set, e.opts.ForceCRDChanges, e.opts.ConversionWebhook); err != nil {
+		if err := InstallCRDs(ctx, e.writer, e.apiReader, set, e.opts.ForceCRDChanges, e.opts.ConversionWebhook, e.migrationNote); err != nil {
 			return err
 		}
 	}

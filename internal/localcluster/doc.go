@@ -13,5 +13,9 @@
 // through controller-runtime's envtest: fast, and enough for tests that only
 // need the API. A full cluster also runs the controllers, the scheduler and a
 // kwok-simulated node, so Deployments get ReplicaSets and Ready pods and
-// owner-reference garbage collection works.
+// owner-reference garbage collection works. Its apiserver calls a webhook
+// given as a Service at one of the Service's endpoints
+// (--enable-aggregator-routing): there is no cluster DNS, and the pods on
+// the fake node serve nothing, so a test points an EndpointSlice of the
+// Service at a process on this machine.
 package localcluster

@@ -132,6 +132,13 @@ func (s *fullStart) startAPIServer(ctx context.Context) error {
 		// The endpoint reconcilers refuse a loopback address for the
 		// kubernetes Service; nothing in a local cluster needs its endpoints.
 		"--endpoint-reconciler-type=none",
+		// A webhook or conversion webhook given as a Service is called at
+		// one of the Service's endpoints (an address in its EndpointSlices),
+		// not at <service>.<namespace>.svc: there is no cluster DNS here.
+		// The endpoints of pods on the fake node are not reachable; a test
+		// stands an engine on this machine in for them with an EndpointSlice
+		// of its own (e2e TestDeployServesConversion).
+		"--enable-aggregator-routing=true",
 		"--secure-port="+strconv.Itoa(s.ports.apiserver),
 		"--tls-cert-file="+s.creds.certFile,
 		"--tls-private-key-file="+s.creds.keyFile,
