@@ -54,8 +54,8 @@ func TestHelmMatchesKustomize(t *testing.T) {
 		set        []string
 	}{
 		{"defaults", nil, nil},
-		{"every option", []string{"components/gcs-key", "components/monitoring", "components/sharding"},
-			[]string{"gcs.keySecret=engine-gcs-key", "dashboard.enabled=true", "prometheusRule.enabled=true", "sharding.enabled=true", "replicaCount=3"}},
+		{"every option", []string{"components/gcs-key", "components/monitoring", "components/sharding", "components/clusters"},
+			[]string{"gcs.keySecret=engine-gcs-key", "dashboard.enabled=true", "prometheusRule.enabled=true", "sharding.enabled=true", "replicaCount=3", "clusters.namespace=engine-system"}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			kustomized := renderConfig(t, overlay(t, c.components...))
