@@ -50,7 +50,8 @@ type Roles struct {
 	ClusterRoleBinding *rbacv1.ClusterRoleBinding
 	// Roles and RoleBindings, one each per namespace: Namespace first, then
 	// RevisionNamespace if it differs, then the namespaces of referenced
-	// Secrets and ConfigMaps granted there only, sorted.
+	// Secrets and ConfigMaps granted there only and ClustersNamespace,
+	// sorted.
 	Roles        []*rbacv1.Role
 	RoleBindings []*rbacv1.RoleBinding
 	// Notes say which referenced Secrets are granted cluster-wide, and
@@ -83,7 +84,9 @@ var (
 // TokenReviews and SubjectAccessReviews that guard the metrics endpoint,
 // and, with InstallCRDs, CustomResourceDefinitions: read, create, and
 // update only of the templates' own. The Roles hold the leases (in
-// Namespace) and the ControllerRevisions (in RevisionNamespace).
+// Namespace), the ControllerRevisions (in RevisionNamespace) and, when a
+// template's policy.clusters allows a workload cluster, read access to
+// the Secrets that register the clusters (in ClustersNamespace).
 func Generate(set *templates.Set, opts Options) *Roles {
 	parents := map[string][]string{}
 	children := map[string][]string{}
