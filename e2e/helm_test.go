@@ -91,6 +91,7 @@ func TestHelmRefusesBadValues(t *testing.T) {
 	}{
 		{"a misspelt value", []string{"--set", "replicas=3"}, "additional properties 'replicas' not allowed"},
 		{"an unknown log format", []string{"--set", "logFormat=text"}, "at '/logFormat': value must be one of 'json', 'console'"},
+		{"a clusters namespace that is no name", []string{"--set", "clusters.namespace=Engine_System"}, "at '/clusters/namespace': 'Engine_System' does not match pattern"},
 		{"two templates with one base name", []string{"--set-file", `templates.files.a/x\.cue=` + mykind, "--set-file", `templates.files.b/x\.cue=` + mykind},
 			"templates.files: two files are named x.cue; ConfigMap keys are base names, so they must differ"},
 		{"a role that is not engine rbac's", []string{"--set", "rbac.generated=kind: Role"},
