@@ -71,7 +71,7 @@ test-templates: build ## Run the test cases of the example templates and of the 
 # The chart's value sets that `make test-chart` lints and renders: the
 # defaults (as config/), and every option on.
 CHART        := charts/engine
-CHART_VALUES := --set gcs.keySecret=engine-gcs-key,prometheus.url=http://prometheus.monitoring:9090,prometheus.secret=engine-prometheus,dashboard.enabled=true,prometheusRule.enabled=true,sharding.enabled=true,replicaCount=3 --set 'serviceAccount.annotations.iam\.gke\.io/gcp-service-account=engine@p.iam.gserviceaccount.com'
+CHART_VALUES := --set gcs.keySecret=engine-gcs-key,prometheus.url=http://prometheus.monitoring:9090,prometheus.secret=engine-prometheus,dashboard.enabled=true,prometheusRule.enabled=true,sharding.enabled=true,replicaCount=3,clusters.namespace=engine-system --set 'serviceAccount.annotations.iam\.gke\.io/gcp-service-account=engine@p.iam.gserviceaccount.com'
 
 .PHONY: test-chart
 test-chart: assets ## Lint the Helm chart and render it, with its defaults and with every option on (helm lint --strict, helm template; seconds).

@@ -54,8 +54,8 @@ func TestHelmMatchesKustomize(t *testing.T) {
 		set        []string
 	}{
 		{"defaults", nil, nil},
-		{"every option", []string{"components/gcs-key", "components/monitoring", "components/sharding"},
-			[]string{"gcs.keySecret=engine-gcs-key", "dashboard.enabled=true", "prometheusRule.enabled=true", "sharding.enabled=true", "replicaCount=3"}},
+		{"every option", []string{"components/gcs-key", "components/monitoring", "components/sharding", "components/clusters"},
+			[]string{"gcs.keySecret=engine-gcs-key", "dashboard.enabled=true", "prometheusRule.enabled=true", "sharding.enabled=true", "replicaCount=3", "clusters.namespace=engine-system"}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			kustomized := renderConfig(t, overlay(t, c.components...))
@@ -91,6 +91,7 @@ func TestHelmRefusesBadValues(t *testing.T) {
 	}{
 		{"a misspelt value", []string{"--set", "replicas=3"}, "additional properties 'replicas' not allowed"},
 		{"an unknown log format", []string{"--set", "logFormat=text"}, "at '/logFormat': value must be one of 'json', 'console'"},
+		{"a clusters namespace that is no name", []string{"--set", "clusters.namespace=Engine_System"}, "at '/clusters/namespace': 'Engine_System' does not match pattern"},
 		{"two templates with one base name", []string{"--set-file", `templates.files.a/x\.cue=` + mykind, "--set-file", `templates.files.b/x\.cue=` + mykind},
 			"templates.files: two files are named x.cue; ConfigMap keys are base names, so they must differ"},
 		{"a role that is not engine rbac's", []string{"--set", "rbac.generated=kind: Role"},

@@ -61,7 +61,10 @@ func (s *status) setReady(eval *evaluation, live *render.LiveChildren) {
 		s.ready = condition{status: metav1.ConditionFalse, reason: contract.ReasonWaiting, message: SafeMessage(strings.Join(append(steps, s.kept...), "; "))}
 		return
 	}
-	s.ready = condition{status: metav1.ConditionTrue, reason: contract.ReasonReady, message: SafeMessage(strings.Join(append([]string{"all children are ready"}, s.kept...), "; "))}
+	// Where the children in workload clusters are, which the parent's
+	// status says nowhere else (remote.go).
+	msg := append([]string{"all children are ready"}, remotePlaces(eval.children)...)
+	s.ready = condition{status: metav1.ConditionTrue, reason: contract.ReasonReady, message: SafeMessage(strings.Join(append(msg, s.kept...), "; "))}
 }
 
 // templateReady is the Ready condition of a template's own ready, with

@@ -1,11 +1,13 @@
 package reconciler
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -305,4 +307,30 @@ func readyName(d *unstructured.Unstructured) string {
 		return fmt.Sprintf("%s %s in cluster %s", d.GetKind(), d.GetName(), cluster)
 	}
 	return fmt.Sprintf("%s %s", d.GetKind(), d.GetName())
+}
+
+// remotePlaces says, for the Ready message of a parent whose children are
+// all ready, which of them are in which workload cluster: "in cluster
+// west: Namespace acme, Deployment app", one item per cluster by name, its
+// children by kind and name; nothing when every child is local.
+func remotePlaces(children []*unstructured.Unstructured) []string {
+	byCluster := map[string][]*unstructured.Unstructured{}
+	for _, d := range children {
+		if cluster := render.ClusterOf(d); cluster != "" {
+			byCluster[cluster] = append(byCluster[cluster], d)
+		}
+	}
+	var out []string
+	for _, cluster := range slices.Sorted(maps.Keys(byCluster)) {
+		list := byCluster[cluster]
+		slices.SortFunc(list, func(a, b *unstructured.Unstructured) int {
+			return cmp.Or(cmp.Compare(namespaceFirst(a), namespaceFirst(b)), cmp.Compare(a.GetKind(), b.GetKind()), cmp.Compare(a.GetName(), b.GetName()))
+		})
+		names := make([]string, len(list))
+		for i, d := range list {
+			names[i] = d.GetKind() + " " + d.GetName()
+		}
+		out = append(out, fmt.Sprintf("in cluster %s: %s", cluster, strings.Join(names, ", ")))
+	}
+	return out
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/cuengine/engine/contract"
 	"github.com/cuengine/engine/render"
+	"github.com/cuengine/engine/templates"
 )
 
 func remoteObj(apiVersion, kind, ns, name, local string) *unstructured.Unstructured {
@@ -71,4 +72,36 @@ func TestRemoteReport(t *testing.T) {
 		assert.Equal(t, waiting, st.problems[1].class)
 	}
 	assert.False(t, st.problems[0].stalls, "a cluster down is no reason to call a human")
+}
+
+// TestReadyNamesClusters: a parent whose children are all ready says in
+// its Ready message which are in which workload cluster, Namespaces first,
+// one clause per cluster; one with local children only says what it said
+// before.
+func TestReadyNamesClusters(t *testing.T) {
+	inCluster := func(u *unstructured.Unstructured, cluster string) *unstructured.Unstructured {
+		u.SetAnnotations(map[string]string{contract.AnnotationCluster: cluster})
+		return u
+	}
+	local := remoteObj("v1", "ConfigMap", "default", "note", "note")
+	children := []*unstructured.Unstructured{
+		local,
+		inCluster(remoteObj("v1", "ConfigMap", "acme", "settings", "settings"), "west"),
+		inCluster(remoteObj("v1", "Namespace", "", "acme", "ns"), "west"),
+		inCluster(remoteObj("v1", "ConfigMap", "acme", "copy", "copy"), "east"),
+	}
+	ready := func(children []*unstructured.Unstructured) condition {
+		st := newStatus()
+		st.setReady(&evaluation{result: &templates.Result{}, children: children}, render.NewLiveChildren(children))
+		return st.ready
+	}
+	c := ready(children)
+	assert.Equal(t, contract.ReasonReady, c.reason)
+	assert.Equal(t, "all children are ready; in cluster east: ConfigMap copy; in cluster west: Namespace acme, ConfigMap settings", c.message)
+	assert.Equal(t, "all children are ready", ready([]*unstructured.Unstructured{local}).message, "local children only: as before")
+
+	// Not ready: the message names the one it waits for, and its cluster.
+	st := newStatus()
+	st.setReady(&evaluation{result: &templates.Result{}, children: children}, render.NewLiveChildren(children[:2]))
+	assert.Equal(t, "waiting for Namespace acme in cluster west, ConfigMap copy in cluster east", st.ready.message)
 }

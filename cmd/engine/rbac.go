@@ -9,6 +9,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/cuengine/engine/templates"
+	"github.com/cuengine/engine/templates/policy"
 	"github.com/cuengine/engine/templates/rbac"
 )
 
@@ -22,6 +23,9 @@ type rbacOptions struct {
 	webhook              bool
 	webhookConfiguration string
 	webhookSecret        string
+	clustersNamespace    string
+	cluster              string
+	user                 string
 }
 
 func newRBACCommand() *cobra.Command {
@@ -49,17 +53,36 @@ templates, bound to the engine's ServiceAccount:
 
 A child whose apiVersion or kind a template computes gets no rule, and one
 whose namespace it computes from the spec may be refused by the template's
-policy: both are warnings on standard error, with the child's file:line.`,
+policy: both are warnings on standard error, with the child's file:line.
+
+When a template's policy.clusters allows a workload cluster, the Role in
+--clusters-namespace (by default --namespace) also grants get, list and
+watch on the Secrets there that register the clusters.
+
+With --cluster NAME it prints instead what the engine needs in that
+workload cluster, to apply there: a ClusterRole with get, list, watch,
+create, patch and delete on the kinds of the children the templates may
+put in NAME (those whose cluster field names it, and those whose cluster
+field is computed when their policy.clusters allows NAME), bound to the
+identity of the kubeconfig its cluster Secret holds: --user, or the
+ServiceAccount --service-account in --namespace of that cluster.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := o.checkFlags(cmd); err != nil {
+				return err
+			}
 			set, err := templates.Load(o.templates)
 			if err != nil {
 				return &exitError{code: 1, msg: err.Error()}
 			}
 			printRBACWarnings(cmd.ErrOrStderr(), set)
+			if o.cluster != "" {
+				return o.printCluster(cmd.OutOrStdout(), set)
+			}
 			roles := rbac.Generate(set, rbac.Options{
 				Name: o.name, ServiceAccount: o.serviceAccount, Namespace: o.namespace,
 				RevisionNamespace: o.revisionNamespace, InstallCRDs: o.installCRDs,
+				ClustersNamespace: o.clustersNamespace,
 			})
 			if o.webhook {
 				addWebhookRBAC(roles, o.webhookConfiguration, o.webhookSecret)
@@ -67,17 +90,7 @@ policy: both are warnings on standard error, with the child's file:line.`,
 			for _, note := range roles.Notes {
 				fmt.Fprintf(cmd.ErrOrStderr(), "note: %s\n", note)
 			}
-			for i, obj := range roles.Objects() {
-				b, err := yaml.Marshal(obj)
-				if err != nil {
-					return err
-				}
-				if i > 0 {
-					fmt.Fprintln(cmd.OutOrStdout(), "---")
-				}
-				fmt.Fprint(cmd.OutOrStdout(), dropCreationTimestamp(string(b)))
-			}
-			return nil
+			return printObjects(cmd.OutOrStdout(), roles.Objects())
 		},
 	}
 	cmd.Flags().StringVar(&o.templates, "templates", "templates", "templates directory")
@@ -89,7 +102,61 @@ policy: both are warnings on standard error, with the child's file:line.`,
 	cmd.Flags().BoolVar(&o.webhook, "webhook", true, "also allow the webhook server: its ValidatingWebhookConfiguration, and its certificate Secret in --namespace (engine run --webhook-port; false with --webhook-port=0)")
 	cmd.Flags().StringVar(&o.webhookConfiguration, "webhook-configuration", "engine.cuengine.dev", "engine run --webhook-configuration")
 	cmd.Flags().StringVar(&o.webhookSecret, "webhook-secret", "engine-webhook-certs", "engine run --webhook-secret")
+	cmd.Flags().StringVar(&o.clustersNamespace, "clusters-namespace", "", `namespace of the Secrets that register the workload clusters (engine run --clusters-namespace; default: --namespace; "-": none), granted when a template's policy.clusters allows a cluster`)
+	cmd.Flags().StringVar(&o.cluster, "cluster", "", "print instead the ClusterRole and binding the engine needs in this registered workload cluster")
+	cmd.Flags().StringVar(&o.user, "user", "", "with --cluster: bind the role to this user of the workload cluster instead of --service-account")
 	return cmd
+}
+
+// clusterOnlyFlags are the flags of the engine's own roles, which mean
+// nothing for a workload cluster's.
+var clusterOnlyFlags = []string{"revision-namespace", "install-crds", "webhook", "webhook-configuration", "webhook-secret", "clusters-namespace"}
+
+// checkFlags refuses flags that --cluster would ignore, and --user
+// without it.
+func (o *rbacOptions) checkFlags(cmd *cobra.Command) error {
+	if o.cluster == "" {
+		if o.user != "" {
+			return &exitError{code: 2, msg: "--user binds a workload cluster's role: give --cluster NAME"}
+		}
+		return nil
+	}
+	if msg := policy.ClusterNameProblem(o.cluster); msg != "" {
+		return &exitError{code: 2, msg: "--cluster: " + msg}
+	}
+	for _, name := range clusterOnlyFlags {
+		if cmd.Flags().Changed(name) {
+			return &exitError{code: 2, msg: fmt.Sprintf("--%s shapes the engine's roles in its own cluster, not in workload cluster %s: drop it, or --cluster", name, o.cluster)}
+		}
+	}
+	return nil
+}
+
+// printCluster prints the role of workload cluster o.cluster, or fails
+// when no template may put children there.
+func (o *rbacOptions) printCluster(w io.Writer, set *templates.Set) error {
+	roles := rbac.GenerateCluster(set, o.cluster, rbac.ClusterOptions{
+		Name: o.name, ServiceAccount: o.serviceAccount, Namespace: o.namespace, User: o.user,
+	})
+	if len(roles.Templates) == 0 {
+		return &exitError{code: 1, msg: fmt.Sprintf("no template's policy.clusters allows cluster %q: the engine puts nothing there", o.cluster)}
+	}
+	return printObjects(w, roles.Objects())
+}
+
+// printObjects prints objects as YAML documents.
+func printObjects(w io.Writer, objs []any) error {
+	for i, obj := range objs {
+		b, err := yaml.Marshal(obj)
+		if err != nil {
+			return err
+		}
+		if i > 0 {
+			fmt.Fprintln(w, "---")
+		}
+		fmt.Fprint(w, dropCreationTimestamp(string(b)))
+	}
+	return nil
 }
 
 // printRBACWarnings prints the children whose kind or namespace the

@@ -4,10 +4,12 @@
 // Role per namespace of the engine's own objects, and their bindings. It
 // also warns about the children the roles cannot grant, or the policy may
 // refuse: those whose kind or namespace the source computes (engine vet,
-// engine rbac).
+// engine rbac). For a workload cluster (engine rbac --cluster) it
+// generates the ClusterRole of the kinds the templates may put there.
 //
 // It reads compiled templates through their exported methods (ChildKinds,
-// ChildKind, ReferenceKinds, DeclaredReferences, CRD, Policy, Files): it
+// ChildKind, ChildClusters, ReferenceKinds, DeclaredReferences, CRD,
+// Policy, Files): it
 // imports templates and nothing else of this module, and templates never
 // imports it (hack/imports.sh).
 package rbac

@@ -35,6 +35,10 @@ type Options struct {
 	RevisionNamespace string
 	// InstallCRDs adds what `engine run --install-crds` needs.
 	InstallCRDs bool
+	// ClustersNamespace holds the Secrets that register the workload
+	// clusters (engine run --clusters-namespace), read while a template's
+	// policy.clusters allows one; empty: Namespace, "-": none.
+	ClustersNamespace string
 }
 
 // Roles are the engine's rights: a ClusterRole for what is cluster-wide by
@@ -46,7 +50,8 @@ type Roles struct {
 	ClusterRoleBinding *rbacv1.ClusterRoleBinding
 	// Roles and RoleBindings, one each per namespace: Namespace first, then
 	// RevisionNamespace if it differs, then the namespaces of referenced
-	// Secrets and ConfigMaps granted there only, sorted.
+	// Secrets and ConfigMaps granted there only and ClustersNamespace,
+	// sorted.
 	Roles        []*rbacv1.Role
 	RoleBindings []*rbacv1.RoleBinding
 	// Notes say which referenced Secrets are granted cluster-wide, and
@@ -79,7 +84,9 @@ var (
 // TokenReviews and SubjectAccessReviews that guard the metrics endpoint,
 // and, with InstallCRDs, CustomResourceDefinitions: read, create, and
 // update only of the templates' own. The Roles hold the leases (in
-// Namespace) and the ControllerRevisions (in RevisionNamespace).
+// Namespace), the ControllerRevisions (in RevisionNamespace) and, when a
+// template's policy.clusters allows a workload cluster, read access to
+// the Secrets that register the clusters (in ClustersNamespace).
 func Generate(set *templates.Set, opts Options) *Roles {
 	parents := map[string][]string{}
 	children := map[string][]string{}
@@ -119,6 +126,12 @@ func Generate(set *templates.Set, opts Options) *Roles {
 		for _, ns := range namespaces {
 			inNamespaces[ns] = append(inNamespaces[ns], rbacv1.PolicyRule{APIGroups: []string{gvk.Group}, Resources: []string{res}, Verbs: []string{"get", "list", "watch"}})
 		}
+	}
+	// The Secrets that register the workload clusters, in their namespace
+	// only, when a template may put children in one.
+	if cns := cmp.Or(opts.ClustersNamespace, opts.Namespace); cns != "-" && allowsClusters(set) &&
+		!slices.ContainsFunc(inNamespaces[cns], func(r rbacv1.PolicyRule) bool { return sameRule(r, clusterSecrets) }) {
+		inNamespaces[cns] = append(inNamespaces[cns], clusterSecrets)
 	}
 	var rules []rbacv1.PolicyRule
 	for _, group := range slices.Sorted(maps.Keys(parents)) {
@@ -239,6 +252,22 @@ func Generate(set *templates.Set, opts Options) *Roles {
 		})
 	}
 	return out
+}
+
+// clusterSecrets reads the cluster Secrets (package clusters): an
+// informer lists and watches them by label, which RBAC cannot name.
+var clusterSecrets = rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"secrets"}, Verbs: []string{"get", "list", "watch"}}
+
+// allowsClusters reports whether a template of the set may put children
+// in a workload cluster.
+func allowsClusters(set *templates.Set) bool {
+	return slices.ContainsFunc(set.Templates(), func(t *templates.Template) bool { return t.Policy.Clusters.Any() })
+}
+
+// sameRule reports whether two rules grant alike, field by field.
+func sameRule(a, b rbacv1.PolicyRule) bool {
+	return slices.Equal(a.APIGroups, b.APIGroups) && slices.Equal(a.Resources, b.Resources) && slices.Equal(a.Verbs, b.Verbs) &&
+		slices.Equal(a.ResourceNames, b.ResourceNames) && slices.Equal(a.NonResourceURLs, b.NonResourceURLs)
 }
 
 // namespaceRules are the rules of one namespace's Role.
