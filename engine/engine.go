@@ -366,9 +366,6 @@ func (e *Engine) SetTemplates(set *templates.Set) {
 	var changed []change
 	var retired, stopped []*kindController
 	defer func() {
-		if e.workload != nil {
-			e.workload.changed() // whether a template still needs a workload cluster
-		}
 		for _, c := range changed {
 			c.kc.update(c.t)
 		}
@@ -377,6 +374,12 @@ func (e *Engine) SetTemplates(set *templates.Set) {
 		}
 		for _, kc := range stopped {
 			kc.stop()
+		}
+		if e.workload != nil {
+			// Whether a template still needs a workload cluster, once
+			// every kind holds its new template: told before, the registry
+			// could read the old one and not look again.
+			e.workload.changed()
 		}
 	}()
 	e.mu.Lock()

@@ -196,10 +196,18 @@ func TestWorkloadClusterChildren(t *testing.T) {
 	// the parent.
 	proxy.stop()
 	require.NoError(t, k8s.Delete(ctx, p.DeepCopy()))
-	waitReason(t, p, contract.ReasonClusterUnreachable)
-	c, err = condition(ctx, p, contract.ConditionSynced)
-	require.NoError(t, err)
-	assert.Contains(t, c.Message, "the finalizer is kept until the cluster answers")
+	// A reconcile of before the delete may say ClusterUnreachable first:
+	// the deletion's own says why the finalizer stays.
+	eventuallyWithin(t, "Synced ClusterUnreachable for the deletion", time.Minute, func(ctx context.Context) (bool, error) {
+		c, err := condition(ctx, p, contract.ConditionSynced)
+		if err != nil || c == nil {
+			return false, err
+		}
+		if c.Reason != contract.ReasonClusterUnreachable || !strings.Contains(c.Message, "the finalizer is kept until the cluster answers") {
+			return false, errors.New(c.Reason + ": " + c.Message)
+		}
+		return true, nil
+	})
 	require.NoError(t, k8s.Get(ctx, client.ObjectKeyFromObject(live), live))
 	assert.Contains(t, live.GetFinalizers(), contract.Finalizer)
 	require.NoError(t, wk.Get(ctx, client.ObjectKeyFromObject(dep), dep))
