@@ -203,7 +203,7 @@ func (r *Registry) update(ctx context.Context, wg *sync.WaitGroup, ts []Target) 
 // (5 requests a second, bursts of 10) when cfg sets none, as the engine
 // does for its own cluster: the workload cluster's priority and fairness
 // limits govern. With the default, 500 parents each with one child in a
-// workload cluster took 100 s to create their children.
+// workload cluster took 1m38s to create their children.
 func unthrottled(cfg *rest.Config) *rest.Config {
 	if cfg.QPS != 0 || cfg.RateLimiter != nil {
 		return cfg

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -69,6 +70,10 @@ type ClustersResult struct {
 	RSSBefore, AnonBefore, HWMAfter, RSSAfter, AnonAfter int64
 	CPU                                                  time.Duration
 	Load                                                 string
+	// ChildRequests are the requests on ConfigMaps, watches left out, in
+	// the clusters the children went to, from the first create until the
+	// run settled: the engine's (the harness only watches them).
+	ChildRequests counts
 }
 
 // ClustersReport is the benchmark's result.
@@ -246,7 +251,7 @@ func runClusters(ctx context.Context, cfg ClustersConfig, k int, log *logger) (r
 	// One parent per cluster first: each cluster's cache starts, and the
 	// engine's memory is read once that has settled.
 	warm := make([]string, max(k, 1))
-	for i := range k {
+	for i := range warm {
 		warm[i] = fmt.Sprintf("warm-%d", i)
 	}
 	if err := r.create(ctx, warm, 1); err != nil {
@@ -269,6 +274,10 @@ func runClusters(ctx context.Context, cfg ClustersConfig, k int, log *logger) (r
 	names := make([]string, cfg.N)
 	for j := range names {
 		names[j] = fmt.Sprintf("r-%05d", j)
+	}
+	before, err := r.childRequests(ctx)
+	if err != nil {
+		return nil, err
 	}
 	log.printf("  creating %d parents, %d at a time", cfg.N, cfg.Clients)
 	first := time.Now()
@@ -293,6 +302,11 @@ func runClusters(ctx context.Context, cfg ClustersConfig, k int, log *logger) (r
 	if err := r.verify(names, k); err != nil {
 		return nil, err
 	}
+	after, err := r.childRequests(ctx)
+	if err != nil {
+		return nil, err
+	}
+	res.ChildRequests = after.minus(before)
 	r.mu.Lock()
 	var lastChild, lastReady time.Time
 	for _, n := range names {
@@ -315,6 +329,35 @@ func later(a, b time.Time) time.Time {
 		return b
 	}
 	return a
+}
+
+// childRequests sums the apiservers' requests on ConfigMaps, watches left
+// out, in the clusters the children go to.
+func (r *clustersRun) childRequests(ctx context.Context) (counts, error) {
+	cfgs := []*rest.Config{r.mgmt.Config}
+	if len(r.workload) > 0 {
+		cfgs = nil
+		for _, c := range r.workload {
+			cfgs = append(cfgs, c.Config)
+		}
+	}
+	sum := counts{}
+	for _, cfg := range cfgs {
+		kube, err := kubernetes.NewForConfig(cfg)
+		if err != nil {
+			return nil, err
+		}
+		c, err := scrapeAPIServer(ctx, kube.CoreV1().RESTClient())
+		if err != nil {
+			return nil, err
+		}
+		for key, v := range c {
+			if verb, res := splitKey(key); res == "configmaps" && verb != "WATCH" {
+				sum[key] += v
+			}
+		}
+	}
+	return sum, nil
 }
 
 // pause waits d, or less if ctx ends.
@@ -586,20 +629,24 @@ func mibOf(b int64) string { return fmt.Sprintf("%.1f MiB", float64(b)/mib) }
 func (rep *ClustersReport) Write(w io.Writer) {
 	fmt.Fprintf(w, "## Children in other clusters\n\n%s, N=%d parents per run (one ConfigMap each in the workload cluster it names, round-robin), %d workers, %d concurrent creates; %d cores.\n\n",
 		rep.Started.UTC().Format("2006-01-02 15:04 UTC"), rep.Config.N, rep.Config.Workers, rep.Config.Clients, runtime.NumCPU())
-	fmt.Fprintln(w, "| workload clusters | create to remote child: median / p95 / max | create to parent Ready: median / p95 | first create to last child / last Ready | engine RSS before | peak RSS after (VmHWM) | RSS after | growth per remote child (VmHWM - RSS before) / N | anon growth per child | engine CPU | load (1/5/15 min) at end |")
-	fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|---|---|---|")
+	fmt.Fprintln(w, "| workload clusters | create to remote child: median / p95 / max | create to parent Ready: median / p95 | first create to last child / last Ready | engine RSS before | peak RSS after (VmHWM) | RSS after | growth per remote child (VmHWM - RSS before) / N | anon growth per child | engine CPU | requests on ConfigMaps per child | load (1/5/15 min) at end |")
+	fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|---|---|---|---|")
 	for _, r := range rep.Runs {
 		clusters := fmt.Sprint(r.Clusters)
 		if r.Clusters == 0 {
 			clusters = "none: the child local (baseline)"
 		}
-		fmt.Fprintf(w, "| %s | %s / %s / %s | %s / %s | %s / %s | %s | %s | %s | %s | %s | %s | %s |\n",
+		var reqs []string
+		for _, key := range slices.Sorted(maps.Keys(r.ChildRequests)) {
+			reqs = append(reqs, fmt.Sprintf("%s %.2f", strings.ToLower(strings.Fields(key)[0]), r.ChildRequests[key]/float64(r.N)))
+		}
+		fmt.Fprintf(w, "| %s | %s / %s / %s | %s / %s | %s / %s | %s | %s | %s | %s | %s | %s | %s | %s |\n",
 			clusters,
 			round(quantile(r.ToChild, 0.5)), round(quantile(r.ToChild, 0.95)), round(quantile(r.ToChild, 1)),
 			round(quantile(r.ToReady, 0.5)), round(quantile(r.ToReady, 0.95)),
 			round(r.AllChildren), round(r.AllReady),
 			mibOf(r.RSSBefore), mibOf(r.HWMAfter), mibOf(r.RSSAfter),
 			kib(float64(r.HWMAfter-r.RSSBefore)/float64(r.N)), kib(float64(r.AnonAfter-r.AnonBefore)/float64(r.N)),
-			round(r.CPU), r.Load)
+			round(r.CPU), strings.Join(reqs, ", "), r.Load)
 	}
 }
