@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -70,6 +71,9 @@ type ClustersResult struct {
 	RSSBefore, AnonBefore, HWMAfter, RSSAfter, AnonAfter int64
 	CPU                                                  time.Duration
 	Load                                                 string
+	// AtRest are, for parents created one at a time once the run
+	// settled, the time from the create request to the child, sorted.
+	AtRest []time.Duration
 	// ChildRequests are the requests on ConfigMaps, watches left out, in
 	// the clusters the children went to, from the first create until the
 	// run settled: the engine's (the harness only watches them).
@@ -85,6 +89,11 @@ type ClustersReport struct {
 
 // clustersNamespace holds the cluster Secrets in the management cluster.
 const clustersNamespace = "bench-clusters"
+
+// clustersAtRest is how many parents are created one at a time at the
+// end of a run, each once the previous one's child is there and it is
+// Ready.
+const clustersAtRest = 10
 
 // clustersSettle is how long the engine is left alone before its memory
 // is read: its queues drain and the runtime returns what it freed.
@@ -318,6 +327,24 @@ func runClusters(ctx context.Context, cfg ClustersConfig, k int, log *logger) (r
 	slices.Sort(res.ToChild)
 	slices.Sort(res.ToReady)
 	res.AllChildren, res.AllReady = lastChild.Sub(first), lastReady.Sub(first)
+	// One parent at a time, the engine otherwise idle: the latency of
+	// one create rather than of a burst.
+	for i := range clustersAtRest {
+		name := fmt.Sprintf("one-%d", i)
+		if err := r.create(ctx, []string{name}, 1); err != nil {
+			return nil, err
+		}
+		if err := r.await(ctx, []string{name}, cfg.Timeout, p.alive); err != nil {
+			return nil, err
+		}
+		if err := r.verify([]string{name}, k); err != nil {
+			return nil, err
+		}
+		r.mu.Lock()
+		res.AtRest = append(res.AtRest, r.child[name].Sub(r.sent[name]))
+		r.mu.Unlock()
+	}
+	slices.Sort(res.AtRest)
 	res.Load = loadAverage()
 	log.printf("  create to remote child: median %s, p95 %s; RSS growth per remote child %s",
 		round(quantile(res.ToChild, 0.5)), round(quantile(res.ToChild, 0.95)), kib(float64(res.HWMAfter-res.RSSBefore)/float64(cfg.N)))
@@ -496,16 +523,13 @@ func (r *clustersRun) sawReady(name string) {
 }
 
 // clusterOf is the workload cluster the benchmark's parent name goes to:
-// warm-I to cluster I, r-J round-robin; -1 (local) when there is none.
+// the number after its last '-' round-robin (warm-I to cluster I); -1
+// (local) when there is none.
 func clusterOf(name string, k int) int {
 	if k == 0 {
 		return -1
 	}
-	var n int
-	if _, err := fmt.Sscanf(name, "warm-%d", &n); err == nil {
-		return n
-	}
-	fmt.Sscanf(name, "r-%d", &n)
+	n, _ := strconv.Atoi(name[strings.LastIndexByte(name, '-')+1:])
 	return n % k
 }
 
@@ -627,10 +651,10 @@ func mibOf(b int64) string { return fmt.Sprintf("%.1f MiB", float64(b)/mib) }
 
 // Write prints the report as Markdown.
 func (rep *ClustersReport) Write(w io.Writer) {
-	fmt.Fprintf(w, "## Children in other clusters\n\n%s, N=%d parents per run (one ConfigMap each in the workload cluster it names, round-robin), %d workers, %d concurrent creates; %d cores.\n\n",
-		rep.Started.UTC().Format("2006-01-02 15:04 UTC"), rep.Config.N, rep.Config.Workers, rep.Config.Clients, runtime.NumCPU())
-	fmt.Fprintln(w, "| workload clusters | create to remote child: median / p95 / max | create to parent Ready: median / p95 | first create to last child / last Ready | engine RSS before | peak RSS after (VmHWM) | RSS after | growth per remote child (VmHWM - RSS before) / N | anon growth per child | engine CPU | requests on ConfigMaps per child | load (1/5/15 min) at end |")
-	fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|---|---|---|---|")
+	fmt.Fprintf(w, "## Children in other clusters\n\n%s, N=%d parents per run (one ConfigMap each in the workload cluster it names, round-robin), %d workers, %d concurrent creates, then %d parents one at a time; %d cores.\n\n",
+		rep.Started.UTC().Format("2006-01-02 15:04 UTC"), rep.Config.N, rep.Config.Workers, rep.Config.Clients, clustersAtRest, runtime.NumCPU())
+	fmt.Fprintln(w, "| workload clusters | one parent at a time, create to remote child: median / max | create to remote child: median / p95 / max | create to parent Ready: median / p95 | first create to last child / last Ready | engine RSS before | peak RSS after (VmHWM) | RSS after | growth per remote child (VmHWM - RSS before) / N | anon growth per child | engine CPU | requests on ConfigMaps per child | load (1/5/15 min) at end |")
+	fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|---|---|---|---|---|")
 	for _, r := range rep.Runs {
 		clusters := fmt.Sprint(r.Clusters)
 		if r.Clusters == 0 {
@@ -640,8 +664,8 @@ func (rep *ClustersReport) Write(w io.Writer) {
 		for _, key := range slices.Sorted(maps.Keys(r.ChildRequests)) {
 			reqs = append(reqs, fmt.Sprintf("%s %.2f", strings.ToLower(strings.Fields(key)[0]), r.ChildRequests[key]/float64(r.N)))
 		}
-		fmt.Fprintf(w, "| %s | %s / %s / %s | %s / %s | %s / %s | %s | %s | %s | %s | %s | %s | %s | %s |\n",
-			clusters,
+		fmt.Fprintf(w, "| %s | %s / %s | %s / %s / %s | %s / %s | %s / %s | %s | %s | %s | %s | %s | %s | %s | %s |\n",
+			clusters, round(quantile(r.AtRest, 0.5)), round(quantile(r.AtRest, 1)),
 			round(quantile(r.ToChild, 0.5)), round(quantile(r.ToChild, 0.95)), round(quantile(r.ToChild, 1)),
 			round(quantile(r.ToReady, 0.5)), round(quantile(r.ToReady, 0.95)),
 			round(r.AllChildren), round(r.AllReady),
