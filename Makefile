@@ -124,6 +124,11 @@ fuzz: ## Fuzz template evaluation for a minute (FUZZTIME=10m for longer).
 dev: assets build ## Start a local cluster with the example templates and the engine (Ctrl-C stops it).
 	$(BIN)/engine dev --templates examples/templates
 
+.PHONY: dev-multicluster
+dev-multicluster: WORKLOAD ?= west
+dev-multicluster: assets build ## The same with examples/multicluster and a workload cluster per name in WORKLOAD (default west; west,east for two).
+	$(BIN)/engine dev --templates examples/multicluster/templates --workload-cluster $(WORKLOAD)
+
 comma := ,
 
 .PHONY: bench

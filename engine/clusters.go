@@ -41,6 +41,21 @@ type workloadClusters struct {
 	mu      sync.Mutex
 	reg     *clusters.Registry // nil while not running
 	watched map[remoteWatch]bool
+	indexes map[remoteIndex]*indexing
+}
+
+// remoteIndex is the parent-uid index of one kind in one cluster's cache
+// (as started), shared by every parent kind that puts children there.
+type remoteIndex struct {
+	cluster cluster.Cluster
+	gvk     schema.GroupVersionKind
+}
+
+// indexing is the registration of one remoteIndex: done is closed once it
+// is over, err set before.
+type indexing struct {
+	done chan struct{}
+	err  error
 }
 
 // remoteWatch is one kind watched in one cluster (as started: a cluster
@@ -51,7 +66,7 @@ type remoteWatch struct {
 }
 
 func newWorkloadClusters(e *Engine, src clusters.Source) *workloadClusters {
-	return &workloadClusters{e: e, src: src, wake: make(chan struct{}, 1), requeue: make(chan struct{}, 1), watched: map[remoteWatch]bool{}}
+	return &workloadClusters{e: e, src: src, wake: make(chan struct{}, 1), requeue: make(chan struct{}, 1), watched: map[remoteWatch]bool{}, indexes: map[remoteIndex]*indexing{}}
 }
 
 // changed wakes run to look again at whether the registry is needed.
@@ -94,7 +109,7 @@ func (w *workloadClusters) run(ctx context.Context) {
 		<-done
 		stop, done = nil, nil
 		w.mu.Lock()
-		w.reg, w.watched = nil, map[remoteWatch]bool{}
+		w.reg, w.watched, w.indexes = nil, map[remoteWatch]bool{}, map[remoteIndex]*indexing{}
 		w.mu.Unlock()
 	}
 	defer halt()
@@ -201,10 +216,63 @@ type remoteCluster struct {
 
 func (r remoteCluster) Live() client.Reader { return r.cl.GetAPIReader() }
 
+// ListChildren implements reconciler.RemoteCluster by the cache's
+// parent-uid index, as for local children: without it, a List by label
+// reads every child of the kind in the cluster.
+func (r remoteCluster) ListChildren(ctx context.Context, list *unstructured.UnstructuredList, parentUID string) error {
+	return r.List(ctx, list, client.MatchingFields{indexParentUID: parentUID})
+}
+
+// index registers, once per cluster and kind, the parent-uid index of the
+// cluster's cache; a caller that finds it under way waits for it, so that
+// no List asks for an index not there yet. Registering it starts the
+// kind's informer and waits until it has synced.
+func (r remoteCluster) index(ctx context.Context, obj *unstructured.Unstructured) error {
+	key := remoteIndex{cluster: r.cl, gvk: obj.GroupVersionKind()}
+	w := r.k.w
+	w.mu.Lock()
+	ix, found := w.indexes[key]
+	if !found {
+		ix = &indexing{done: make(chan struct{})}
+		w.indexes[key] = ix
+	}
+	w.mu.Unlock()
+	if found {
+		select {
+		case <-ix.done:
+			return ix.err
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	ix.err = r.cl.GetCache().IndexField(ctx, obj, indexParentUID, func(o client.Object) []string {
+		if uid := o.GetLabels()[contract.LabelParentUID]; uid != "" {
+			return []string{uid}
+		}
+		return nil
+	})
+	if ix.err != nil {
+		w.mu.Lock()
+		delete(w.indexes, key) // the next reconcile tries again
+		w.mu.Unlock()
+	}
+	close(ix.done)
+	return ix.err
+}
+
 // Watch adds, once per cluster, parent kind and child kind, a handler on
 // the cluster's informer that requeues the parent an event's child names
 // (its parent annotation, as for local children).
 func (r remoteCluster) Watch(ctx context.Context, gvk schema.GroupVersionKind) error {
+	obj := &unstructured.Unstructured{}
+	obj.SetGroupVersionKind(gvk)
+	wctx, cancel := context.WithTimeout(ctx, remoteWatchTimeout)
+	defer cancel()
+	// First the index, which every caller waits for: ListChildren
+	// follows.
+	if err := r.index(wctx, obj); err != nil {
+		return err
+	}
 	key := remoteWatch{cluster: r.cl, parent: r.k.kc.gvk, gvk: gvk}
 	r.k.w.mu.Lock()
 	done := r.k.w.watched[key]
@@ -218,10 +286,6 @@ func (r remoteCluster) Watch(ctx context.Context, gvk schema.GroupVersionKind) e
 		delete(r.k.w.watched, key)
 		r.k.w.mu.Unlock()
 	}
-	obj := &unstructured.Unstructured{}
-	obj.SetGroupVersionKind(gvk)
-	wctx, cancel := context.WithTimeout(ctx, remoteWatchTimeout)
-	defer cancel()
 	inf, err := r.cl.GetCache().GetInformer(wctx, obj)
 	if err != nil {
 		unclaim()

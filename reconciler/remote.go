@@ -38,6 +38,11 @@ type RemoteCluster interface {
 	// Watch makes events on the engine's children of one kind there
 	// requeue their parents, and returns once the cache holds that kind.
 	Watch(ctx context.Context, gvk schema.GroupVersionKind) error
+	// ListChildren lists, from the cache, the objects of the list's kind
+	// labelled with the parent's UID (contract.LabelParentUID), by an
+	// index: a reconcile reads its own children, not every child of the
+	// kind there. The kind must have been watched.
+	ListChildren(ctx context.Context, list *unstructured.UnstructuredList, parentUID string) error
 }
 
 // ClusterError says why a workload cluster cannot be used now. Nothing
@@ -132,7 +137,7 @@ func (r *Reconciler) readCluster(ctx context.Context, parent *unstructured.Unstr
 		}
 		list := &unstructured.UnstructuredList{}
 		list.SetGroupVersionKind(gvk.GroupVersion().WithKind(gvk.Kind + "List"))
-		if err := cl.c.List(ctx, list, client.MatchingLabels{contract.LabelParentUID: string(parent.GetUID())}); err != nil {
+		if err := cl.c.ListChildren(ctx, list, string(parent.GetUID())); err != nil {
 			cl.fail(fmt.Errorf("listing %s children: %w", gvk.Kind, err))
 			return cl
 		}

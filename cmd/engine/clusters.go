@@ -16,7 +16,7 @@ import (
 // registrations: the cluster Secrets of --clusters-namespace; nil when
 // turned off ("-").
 func (o *runOptions) clusterSource(cfg *rest.Config) (clusters.Source, error) {
-	ns := cmp.Or(o.clustersNamespace, o.leaderElectionNamespace, podNamespace(), "default")
+	ns := o.clustersNamespaceName()
 	if ns == "-" {
 		return nil, nil
 	}
@@ -25,6 +25,12 @@ func (o *runOptions) clusterSource(cfg *rest.Config) (clusters.Source, error) {
 		return nil, fmt.Errorf("creating the client of the cluster Secrets: %w", err)
 	}
 	return clusters.Secrets{Client: cs, Namespace: ns}, nil
+}
+
+// clustersNamespaceName is the namespace of the cluster Secrets, "-"
+// when workload clusters are off.
+func (o *runOptions) clustersNamespaceName() string {
+	return cmp.Or(o.clustersNamespace, o.leaderElectionNamespace, podNamespace(), "default")
 }
 
 // clusterStatuses is what /readyz reads of the engine's workload clusters.

@@ -17,6 +17,9 @@ type devOptions struct {
 	dir         string
 	gcsEmulator bool
 	postgres    bool
+	// workloadClusters are the names of the workload clusters to start
+	// and register (--workload-cluster).
+	workloadClusters []string
 }
 
 func newDevCommand() *cobra.Command {
@@ -29,7 +32,12 @@ Kubernetes control plane from the binaries in bin/ (make assets builds them):
 etcd, kube-apiserver, kube-controller-manager, kube-scheduler and kwok with one
 fake node, so pods become Ready. It installs the CRDs generated from the
 templates, writes a kubeconfig, and runs the engine with hot reload. Use
-kubectl from another shell with the printed export line. Ctrl-C stops it all.`,
+kubectl from another shell with the printed export line. Ctrl-C stops it all.
+
+--workload-cluster NAME starts another full local control plane as the
+workload cluster NAME and registers it by a cluster Secret in
+--clusters-namespace, for templates that put children in other clusters
+(examples/multicluster/templates names west and east).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := o.setLogger(cmd, true); err != nil {
@@ -41,6 +49,7 @@ kubectl from another shell with the printed export line. Ctrl-C stops it all.`,
 	o.addFlags(cmd)
 	cmd.Flags().StringVar(&o.dir, "dir", ".engine-dev", "working directory of the local cluster (data, logs, kubeconfig)")
 	cmd.Flags().BoolVar(&o.gcsEmulator, "gcs-emulator", true, "serve the gcs provider from a local Cloud Storage emulator, engine-gcs-emulator beside the engine (ignored when STORAGE_EMULATOR_HOST is set)")
+	cmd.Flags().StringSliceVar(&o.workloadClusters, "workload-cluster", nil, "start a local control plane as the workload cluster NAME (in DIR/clusters/NAME) and register it by a cluster Secret in --clusters-namespace (repeatable, or comma-separated)")
 	cmd.Flags().BoolVar(&o.postgres, "postgres", true, "serve the postgresql provider from a throwaway PostgreSQL server when its binaries are installed (ignored when PGHOST is set)")
 	_ = cmd.Flags().Set("metrics-bind-address", "0")
 	// Plain HTTP on loopback when given an address: a local cluster's
@@ -66,6 +75,9 @@ func (o *devOptions) runDev(cmd *cobra.Command) error {
 		}
 		crds = append(crds, t.CRD())
 	}
+	if err := o.checkWorkloadClusters(set, stderr); err != nil {
+		return err
+	}
 	dir, err := filepath.Abs(o.dir)
 	if err != nil {
 		return err
@@ -84,6 +96,11 @@ func (o *devOptions) runDev(cmd *cobra.Command) error {
 			fmt.Fprintln(stderr, "dev:", err)
 		}
 	}()
+	workloads, stopWorkloads, err := o.startWorkloadClusters(ctx, dir, cluster, stderr)
+	defer stopWorkloads()
+	if err != nil {
+		return err
+	}
 	gcsNote := "Buckets go to the project of your Application Default Credentials."
 	if host := os.Getenv("STORAGE_EMULATOR_HOST"); host != "" {
 		gcsNote = "Buckets go to the Cloud Storage emulator at " + host + "."
@@ -105,18 +122,27 @@ The cluster is ready. In another shell:
 
     export KUBECONFIG=%s
     export PATH=%s:$PATH    # kubectl v1.37, matching the cluster
-    kubectl apply -f examples/crs/
-    kubectl get mykinds,gcs,storefronts,webapps,teamapps,deployments
+    %s
 
-Templates in %s are watched: edit them and the cluster follows.
+%sTemplates in %s are watched: edit them and the cluster follows.
 %s
 %s
-Ctrl-C stops the engine and the cluster.
+Ctrl-C stops the engine and the clusters.
 
-`, cluster.Kubeconfig, binDir(), set.Root, gcsNote, pgNote)
+`, cluster.Kubeconfig, binDir(), o.tryLines(), workloadBanner(workloads), set.Root, gcsNote, pgNote)
 	o.installCRDs = true
 	o.webhook.dev(dir)
 	return o.run(cmd, cluster.Config)
+}
+
+// tryLines are the banner's commands to try in the main cluster.
+func (o *devOptions) tryLines() string {
+	if len(o.workloadClusters) > 0 {
+		return `kubectl apply -f examples/multicluster/tenant.yaml    # a Tenant in the workload cluster west
+    kubectl get tenants,configmaps -A`
+	}
+	return `kubectl apply -f examples/crs/
+    kubectl get mykinds,gcs,storefronts,webapps,teamapps,deployments`
 }
 
 // binDir is where kubectl was built (bin/ of the repository).

@@ -18,6 +18,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -36,7 +37,7 @@ func main() {
 // the partial one of a failed run.
 func run() int {
 	cfg := harness.Config{}
-	var controllers, peers, shards, logDir string
+	var controllers, peers, shards, clusters, logDir string
 	flag.IntVar(&cfg.N, "n", 1000, "number of MyKind parents")
 	flag.IntVar(&cfg.Rounds, "rounds", 3, "rounds; each runs every controller once, alternating which goes first")
 	flag.IntVar(&cfg.Workers, "workers", 4, "reconcile workers of each controller (--max-concurrent-reconciles)")
@@ -44,6 +45,7 @@ func run() int {
 	flag.StringVar(&controllers, "controllers", "engine,reference", "controllers to run, comma-separated (engine, reference, kro, kro-defaults)")
 	flag.StringVar(&shards, "shards", "", "replica counts, comma-separated (e.g. 1,3): run the sharding benchmark instead of the controllers: the engine without sharding, then with --sharding over each count, phases (a)-(d)")
 	flag.StringVar(&peers, "peers", "", "peers to add to the controllers, comma-separated: kro adds kro (with -workers) and kro-defaults (its defaults); needs `hack/build-assets.sh kro`")
+	flag.StringVar(&clusters, "clusters", "", "counts of workload clusters, comma-separated (e.g. 0,1,5): run the benchmark of children in other clusters instead: N parents, each with one ConfigMap in a workload cluster, spread over them (0: the ConfigMap beside its parent, the baseline)")
 	flag.BoolVar(&cfg.Scale, "scale", false, "run the scale benchmark instead: N MyKinds with replicas 0, engine and reference with their default flags, time until all Ready, memory, CPU and a restart (make bench-scale)")
 	flag.BoolVar(&cfg.Raw, "raw", true, "also time the harness creating the Deployments itself, per round")
 	flag.DurationVar(&cfg.PhaseTimeout, "phase-timeout", 10*time.Minute, "bound on each phase")
@@ -91,7 +93,36 @@ func run() int {
 		fmt.Fprintln(os.Stderr, "bench:", err)
 		return 1
 	}
+	if clusters != "" {
+		return runClusters(ctx, cfg, clusters)
+	}
 	rep, err := harness.Run(ctx, cfg)
+	if rep != nil {
+		rep.Write(os.Stdout)
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		return 1
+	}
+	return 0
+}
+
+// runClusters runs the benchmark of children in other clusters.
+func runClusters(ctx context.Context, cfg harness.Config, counts string) int {
+	var ks []int
+	for _, f := range strings.Split(counts, ",") {
+		k, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || k < 0 {
+			fmt.Fprintf(os.Stderr, "bench: -clusters %q: %q is not a count of clusters\n", counts, f)
+			return 2
+		}
+		ks = append(ks, k)
+	}
+	fmt.Fprintln(os.Stderr, "bench: logs and templates in", cfg.LogDir)
+	rep, err := harness.RunClusters(ctx, harness.ClustersConfig{
+		Root: cfg.Root, EngineBin: cfg.EngineBin, LogDir: cfg.LogDir, N: cfg.N, Clusters: ks,
+		Workers: cfg.Workers, Clients: cfg.Clients, Timeout: cfg.PhaseTimeout, EngineArgs: cfg.EngineArgs,
+	}, os.Stderr)
 	if rep != nil {
 		rep.Write(os.Stdout)
 	}
