@@ -323,19 +323,25 @@ func (w *statusWriter) write(ctx context.Context, j *statusWrite) (*unstructured
 // that resource version (take), so the patch's nulls remove exactly the
 // fields next no longer has.
 func statusPatch(resourceVersion string, stored, next map[string]any) ([]byte, error) {
-	from, err := json.Marshal(stored)
-	if err != nil {
-		return nil, err
-	}
-	to, err := json.Marshal(next)
-	if err != nil {
-		return nil, err
-	}
-	var status json.RawMessage
-	if stored == nil {
-		status = to
-	} else if status, err = jsonpatch.CreateMergePatch(from, to); err != nil {
-		return nil, err
+	var status any = next
+	switch {
+	case stored == nil:
+	case jsonValue(stored) && jsonValue(next):
+		status = mergeDiff(stored, next) // mergepatch.go
+	default: // a value of another type: through its JSON
+		from, err := json.Marshal(stored)
+		if err != nil {
+			return nil, err
+		}
+		to, err := json.Marshal(next)
+		if err != nil {
+			return nil, err
+		}
+		diff, err := jsonpatch.CreateMergePatch(from, to)
+		if err != nil {
+			return nil, err
+		}
+		status = json.RawMessage(diff)
 	}
 	return json.Marshal(map[string]any{
 		"metadata": map[string]any{"resourceVersion": resourceVersion},

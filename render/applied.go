@@ -3,11 +3,11 @@ package render
 import (
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/cuengine/engine/contract"
+	"github.com/cuengine/engine/internal/jsonhash"
 )
 
 // AppliedHash identifies a desired object, so an unchanged one is not
@@ -15,8 +15,12 @@ import (
 // values of its CreateOnly paths are left out (leftfields.go): a change of
 // them is no reason to apply.
 func AppliedHash(obj *unstructured.Unstructured) string {
-	b, _ := json.Marshal(withoutCreateOnly(obj).Object) // map keys are sorted: stable
-	sum := sha256.Sum256(b)
+	// The hash of its JSON (map keys sorted: stable), streamed; the bytes
+	// are json.Marshal's, so hashes already on objects still match.
+	sum, err := jsonhash.Sum(withoutCreateOnly(obj).Object)
+	if err != nil {
+		sum = sha256.Sum256(nil) // as the hash of the JSON that failed
+	}
 	return hex.EncodeToString(sum[:8])
 }
 
