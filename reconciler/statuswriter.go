@@ -297,8 +297,7 @@ func (w *statusWriter) write(ctx context.Context, j *statusWrite) (*unstructured
 	err = w.writer.Status().Patch(wctx, reply, client.RawPatch(types.MergePatchType, patch))
 	switch {
 	case err == nil:
-		updated := j.base.DeepCopy()
-		updated.Object["status"] = runtime.DeepCopyJSON(j.next)
+		updated := withStatus(j.base, j.next)
 		updated.SetResourceVersion(reply.GetResourceVersion())
 		if dropped := warned.droppedStatusFields(); w.learnDropped(j, dropped) {
 			updated.Object["status"] = withoutPaths(j.next, dropped) // as the apiserver stored it
@@ -470,6 +469,19 @@ func (j *statusWrite) over() *unstructured.Unstructured {
 		return j.base
 	}
 	return j.prev.over()
+}
+
+// withStatus returns a copy of parent with status as its status, without
+// copying the status it replaces.
+func withStatus(parent *unstructured.Unstructured, status map[string]any) *unstructured.Unstructured {
+	obj := make(map[string]any, len(parent.Object)+1)
+	for k, v := range parent.Object {
+		if k != "status" {
+			obj[k] = runtime.DeepCopyJSONValue(v)
+		}
+	}
+	obj["status"] = runtime.DeepCopyJSON(status)
+	return &unstructured.Unstructured{Object: obj}
 }
 
 // statusOf returns the parent's status, not copied.
