@@ -26,8 +26,8 @@ func AppliedHash(obj *unstructured.Unstructured) string {
 
 // WithAppliedHash returns a copy of the desired child to send, annotated
 // with its applied hash: what the engine applies, and what engine diff
-// dry-runs. Only a write pays for the copy (the apply's reply is decoded
-// into it); a child already as desired costs none.
+// dry-runs. Only a write pays for the copy (the apply sets what it
+// replies on it); a child already as desired costs none.
 func WithAppliedHash(desired *unstructured.Unstructured, hash string) *unstructured.Unstructured {
 	obj := desired.DeepCopy()
 	a := obj.GetAnnotations()
