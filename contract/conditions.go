@@ -1,6 +1,8 @@
 package contract
 
 import (
+	"time"
+
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -120,12 +122,78 @@ func ConditionsOf(status map[string]any) []metav1.Condition {
 		if !ok {
 			continue
 		}
+		if c, ok := conditionFrom(m); ok {
+			out = append(out, c)
+			continue
+		}
 		var c metav1.Condition
 		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(m, &c); err == nil {
 			out = append(out, c)
 		}
 	}
 	return out
+}
+
+// conditionFrom reads a condition as the engine and the apiserver store
+// it (strings, an int64 observedGeneration, an RFC 3339 time) without the
+// converter's reflection, which encodes the time to JSON to decode it
+// again; ok is false for anything else, which the converter reads. The
+// result is the converter's: a time is parsed as metav1.Time decodes it.
+func conditionFrom(m map[string]any) (c metav1.Condition, ok bool) {
+	for k, v := range m {
+		switch k {
+		case "type", "status", "reason", "message":
+			s, isString := v.(string)
+			if !isString {
+				return c, false
+			}
+			switch k {
+			case "type":
+				c.Type = s
+			case "status":
+				c.Status = metav1.ConditionStatus(s)
+			case "reason":
+				c.Reason = s
+			default:
+				c.Message = s
+			}
+		case "observedGeneration":
+			g, isInt := v.(int64)
+			if !isInt {
+				return c, false
+			}
+			c.ObservedGeneration = g
+		case "lastTransitionTime":
+			s, isString := v.(string)
+			if !isString {
+				return c, false
+			}
+			t, err := time.Parse(time.RFC3339, s)
+			if err != nil {
+				return c, false
+			}
+			c.LastTransitionTime = metav1.NewTime(t.Local())
+		default:
+			return c, false
+		}
+	}
+	return c, true
+}
+
+// ConditionValue is a condition as a JSON value, as the converter makes
+// it (runtime.DefaultUnstructuredConverter.ToUnstructured), without its
+// reflection.
+func ConditionValue(c metav1.Condition) map[string]any {
+	m := make(map[string]any, 6)
+	m["type"] = c.Type
+	m["status"] = string(c.Status)
+	if c.ObservedGeneration != 0 {
+		m["observedGeneration"] = c.ObservedGeneration
+	}
+	m["lastTransitionTime"] = c.LastTransitionTime.ToUnstructured()
+	m["reason"] = c.Reason
+	m["message"] = c.Message
+	return m
 }
 
 // FindCondition returns the object's stored condition of a type, or nil.

@@ -28,6 +28,7 @@
 # The reconciler and engine graph read a template's graph (templates/graph).
 RULES='
 contract            -
+internal/jsonhash   -
 templates/openapi   contract
 templates/policy    contract
 templates/graph     -
@@ -35,11 +36,11 @@ templates/reads     -
 templates/crdcompat -
 templates/watch     templates
 templates/rbac      templates templates/policy
-templates           templates/openapi templates/graph templates/reads templates/policy contract
+templates           templates/openapi templates/graph templates/reads templates/policy contract internal/jsonhash
 providers/...       providers/...
-render              templates templates/openapi templates/policy contract
+render              templates templates/openapi templates/policy contract internal/jsonhash
 revisions       templates templates/policy contract
-reconciler      render revisions providers templates templates/policy templates/graph contract
+reconciler      render revisions providers templates templates/policy templates/graph contract internal/jsonhash
 rollout         render revisions templates templates/policy contract rollout/analysis
 rollout/analysis templates/policy
 diff            render revisions templates providers contract

@@ -9,7 +9,6 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime"
 	ctrl "sigs.k8s.io/controller-runtime"
 
 	"github.com/cuengine/engine/contract"
@@ -71,8 +70,7 @@ func conditionValues(conds []metav1.Condition) []any {
 	slices.SortStableFunc(conds, func(a, b metav1.Condition) int { return strings.Compare(a.Type, b.Type) })
 	out := make([]any, 0, len(conds))
 	for _, c := range conds {
-		m, _ := runtime.DefaultUnstructuredConverter.ToUnstructured(&c)
-		out = append(out, m)
+		out = append(out, contract.ConditionValue(c))
 	}
 	return out
 }

@@ -29,12 +29,11 @@ import (
 // of being overwritten. When it writes, the reconcile ends: the parent
 // changed under it, and the watch event of this write starts the next one.
 func (r *Reconciler) record(ctx context.Context, parent *unstructured.Unstructured, plan *resourcePlan, inv render.Inventory, st *status) (bool, error) {
-	updated := parent.DeepCopy()
 	// A parent with the finalizer always carries an inventory, so that
 	// ownership of its children is never decided by labels (render.IsOurs).
 	finalizer := plan.finalizer || len(inv) > 0 || controllerutil.ContainsFinalizer(parent, contract.Finalizer)
-	changed := finalizer && controllerutil.AddFinalizer(updated, contract.Finalizer)
-	annotations := maps.Clone(updated.GetAnnotations())
+	addFinalizer := finalizer && !controllerutil.ContainsFinalizer(parent, contract.Finalizer)
+	annotations := maps.Clone(parent.GetAnnotations())
 	if annotations == nil {
 		annotations = map[string]string{}
 	}
@@ -48,12 +47,16 @@ func (r *Reconciler) record(ctx context.Context, parent *unstructured.Unstructur
 	if finalizer {
 		annotations[contract.AnnotationInventory] = inv.Encode()
 	}
-	if !maps.Equal(annotations, parent.GetAnnotations()) {
-		changed = true
-		updated.SetAnnotations(annotations)
+	setAnnotations := !maps.Equal(annotations, parent.GetAnnotations())
+	if !addFinalizer && !setAnnotations {
+		return false, nil // most reconciles: nothing to record, nothing copied
 	}
-	if !changed {
-		return false, nil
+	updated := parent.DeepCopy()
+	if addFinalizer {
+		controllerutil.AddFinalizer(updated, contract.Finalizer)
+	}
+	if setAnnotations {
+		updated.SetAnnotations(annotations)
 	}
 	st.skip = true
 	patch := client.MergeFromWithOptions(parent, client.MergeFromWithOptimisticLock{})

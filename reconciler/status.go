@@ -3,7 +3,6 @@ package reconciler
 import (
 	"context"
 	"crypto/sha256"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
@@ -20,6 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/cuengine/engine/contract"
+	"github.com/cuengine/engine/internal/jsonhash"
 	"github.com/cuengine/engine/render"
 	"github.com/cuengine/engine/revisions"
 	"github.com/cuengine/engine/templates"
@@ -227,8 +227,11 @@ func warnProblems(recorder events.EventRecorder, parent *unstructured.Unstructur
 }
 
 func statusSum(status map[string]any) [32]byte {
-	b, _ := json.Marshal(status) // map keys are sorted: stable
-	return sha256.Sum256(b)
+	sum, err := jsonhash.Sum(status) // the hash of its JSON, map keys sorted: stable
+	if err != nil {
+		return sha256.Sum256(nil) // as the hash of the JSON that failed
+	}
+	return sum
 }
 
 // statusBase returns the status write the reconcile's status is built on:

@@ -297,8 +297,7 @@ func (w *statusWriter) write(ctx context.Context, j *statusWrite) (*unstructured
 	err = w.writer.Status().Patch(wctx, reply, client.RawPatch(types.MergePatchType, patch))
 	switch {
 	case err == nil:
-		updated := j.base.DeepCopy()
-		updated.Object["status"] = runtime.DeepCopyJSON(j.next)
+		updated := withStatus(j.base, j.next)
 		updated.SetResourceVersion(reply.GetResourceVersion())
 		if dropped := warned.droppedStatusFields(); w.learnDropped(j, dropped) {
 			updated.Object["status"] = withoutPaths(j.next, dropped) // as the apiserver stored it
@@ -323,19 +322,25 @@ func (w *statusWriter) write(ctx context.Context, j *statusWrite) (*unstructured
 // that resource version (take), so the patch's nulls remove exactly the
 // fields next no longer has.
 func statusPatch(resourceVersion string, stored, next map[string]any) ([]byte, error) {
-	from, err := json.Marshal(stored)
-	if err != nil {
-		return nil, err
-	}
-	to, err := json.Marshal(next)
-	if err != nil {
-		return nil, err
-	}
-	var status json.RawMessage
-	if stored == nil {
-		status = to
-	} else if status, err = jsonpatch.CreateMergePatch(from, to); err != nil {
-		return nil, err
+	var status any = next
+	switch {
+	case stored == nil:
+	case jsonValue(stored) && jsonValue(next):
+		status = mergeDiff(stored, next) // mergepatch.go
+	default: // a value of another type: through its JSON
+		from, err := json.Marshal(stored)
+		if err != nil {
+			return nil, err
+		}
+		to, err := json.Marshal(next)
+		if err != nil {
+			return nil, err
+		}
+		diff, err := jsonpatch.CreateMergePatch(from, to)
+		if err != nil {
+			return nil, err
+		}
+		status = json.RawMessage(diff)
 	}
 	return json.Marshal(map[string]any{
 		"metadata": map[string]any{"resourceVersion": resourceVersion},
@@ -464,6 +469,19 @@ func (j *statusWrite) over() *unstructured.Unstructured {
 		return j.base
 	}
 	return j.prev.over()
+}
+
+// withStatus returns a copy of parent with status as its status, without
+// copying the status it replaces.
+func withStatus(parent *unstructured.Unstructured, status map[string]any) *unstructured.Unstructured {
+	obj := make(map[string]any, len(parent.Object)+1)
+	for k, v := range parent.Object {
+		if k != "status" {
+			obj[k] = runtime.DeepCopyJSONValue(v)
+		}
+	}
+	obj["status"] = runtime.DeepCopyJSON(status)
+	return &unstructured.Unstructured{Object: obj}
 }
 
 // statusOf returns the parent's status, not copied.

@@ -133,6 +133,31 @@ func newUnitEnv(t *testing.T, gvk schema.GroupVersionKind, objs ...client.Object
 			return e.write("update", obj, func() error { return c.Update(ctx, obj, opts...) })
 		},
 		Patch: func(ctx context.Context, c client.WithWatch, obj client.Object, patch client.Patch, opts ...client.PatchOption) error {
+			if patch.Type() == types.ApplyPatchType { // the reconciler's applies (apply.go)
+				b, err := patch.Data(obj)
+				require.NoError(t, err)
+				u := &unstructured.Unstructured{}
+				require.NoError(t, u.UnmarshalJSON(b))
+				po := &client.PatchOptions{}
+				po.ApplyOptions(opts)
+				require.Equal(t, contract.FieldManager, po.FieldManager)
+				require.True(t, po.Force != nil && *po.Force, "applies take ownership")
+				// The fake client applies an apply configuration as the
+				// apiserver does (a create ignores the resource version
+				// precondition) where its apply patch does not; the reply
+				// is the metadata, as the metadata client's.
+				return e.write("apply", u, func() error {
+					cfg := client.ApplyConfigurationFromUnstructured(u)
+					if err := c.Apply(ctx, cfg, client.FieldOwner(po.FieldManager), client.ForceOwnership); err != nil {
+						return err
+					}
+					stored := e.get(u.GroupVersionKind(), u.GetNamespace(), u.GetName())
+					require.NotNil(t, stored)
+					obj.SetUID(stored.GetUID())
+					obj.SetResourceVersion(stored.GetResourceVersion())
+					return nil
+				})
+			}
 			return e.write("patch", obj, func() error { return c.Patch(ctx, obj, patch, opts...) })
 		},
 		Delete: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.DeleteOption) error {

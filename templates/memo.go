@@ -2,8 +2,9 @@ package templates
 
 import (
 	"crypto/sha256"
-	"encoding/json"
 	"sync"
+
+	"github.com/cuengine/engine/internal/jsonhash"
 )
 
 // memoBudget bounds what a template remembers, in bytes of rendered JSON
@@ -35,11 +36,9 @@ type memo struct {
 // from it, which its Result reports; ok is false when they cannot be
 // encoded (then nothing is remembered).
 func memoKey(parent, observed map[string]any, pruned []string) (k [sha256.Size]byte, ok bool) {
-	b, err := json.Marshal([3]any{parent, observed, pruned}) // map keys are sorted: stable
-	if err != nil {
-		return k, false
-	}
-	return sha256.Sum256(b), true
+	// The hash of their JSON (map keys sorted: stable), streamed.
+	k, err := jsonhash.Sum([]any{parent, observed, prunedValue(pruned)})
+	return k, err == nil
 }
 
 func (m *memo) get(k [sha256.Size]byte) *rendered {
@@ -70,4 +69,17 @@ func (m *memo) put(k [sha256.Size]byte, r *rendered) {
 	m.m[k] = r
 	m.order = append(m.order, k)
 	m.bytes += cost
+}
+
+// prunedValue is the list of pruned paths as JSON decodes it, which
+// jsonhash writes without reflection: the same JSON as the []string.
+func prunedValue(pruned []string) any {
+	if pruned == nil {
+		return nil
+	}
+	out := make([]any, len(pruned))
+	for i, p := range pruned {
+		out[i] = p
+	}
+	return out
 }
