@@ -21,6 +21,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/utils/ptr"
@@ -34,6 +35,13 @@ import (
 )
 
 var placementGVK = schema.GroupVersionKind{Group: "multi.cuengine.dev", Version: "v1", Kind: "Placement"}
+
+var localGVK = schema.GroupVersionKind{Group: "multi.cuengine.dev", Version: "v1", Kind: "Local"}
+
+// localTemplate keeps its one child in the engine's cluster.
+const localTemplate = `parent: {apiVersion: "multi.cuengine.dev/v1", kind: "Local", spec: note: string}
+children: note: {apiVersion: "v1", kind: "ConfigMap", metadata: name: parent.metadata.name + "-note", data: note: parent.spec.note}
+`
 
 // placementTemplate puts a Namespace and a Deployment in the workload
 // cluster the spec names, and a ConfigMap beside the parent.
@@ -61,7 +69,8 @@ status: cluster: parent.spec.cluster
 // through the parent's inventory, no owner reference) and its ConfigMap
 // locally; a hand edit of the remote Deployment is reverted by its watch
 // event (the resync is 10 minutes); with west cut off the parent is
-// ClusterUnreachable and nothing is deleted, and it converges once west
+// ClusterUnreachable and nothing is deleted for a minute, while a parent
+// of another kind is created and becomes Ready, and it converges once west
 // answers again; with its Secret removed the parent is ClusterUnknown and
 // nothing is deleted; a parent deleted while west is cut off keeps its
 // finalizer and its children there until west is back, then they go.
@@ -83,6 +92,7 @@ func TestWorkloadClusterChildren(t *testing.T) {
 
 	dir := t.TempDir()
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "placement.cue"), []byte(placementTemplate), 0o644))
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "local.cue"), []byte(localTemplate), 0o644))
 	set, err := templates.Load(dir)
 	require.NoError(t, err)
 	cs, err := kubernetes.NewForConfig(cfg)
@@ -169,6 +179,34 @@ func TestWorkloadClusterChildren(t *testing.T) {
 	assert.Nil(t, dep.DeletionTimestamp)
 	require.NoError(t, k8s.Get(ctx, client.ObjectKeyFromObject(live), live))
 	assert.Contains(t, live.GetAnnotations()[contract.AnnotationInventory], `"west:Deployment.apps/acme/app"`, "the inventory keeps what is in west")
+
+	// Other parents go on while west is away: a new one of a kind that
+	// stays local becomes Ready with its child.
+	bystander := parent(localGVK, ns, "other", map[string]any{"note": "made during the cut"})
+	eventually(t, "the Local CRD served", func(ctx context.Context) (bool, error) {
+		err := k8s.Create(ctx, bystander.DeepCopy())
+		return err == nil, err
+	})
+	t.Cleanup(func() { _ = k8s.Delete(context.Background(), bystander.DeepCopy()) })
+	eventually(t, "the other parent Ready with its ConfigMap, west still cut off", func(ctx context.Context) (bool, error) {
+		c, err := condition(ctx, bystander, contract.ConditionReady)
+		if err != nil || c == nil || c.Status != metav1.ConditionTrue {
+			return false, err
+		}
+		return true, k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: "other-note"}, &corev1.ConfigMap{})
+	})
+
+	// A minute without west: still said, still nothing deleted.
+	require.NoError(t, wait.PollUntilContextTimeout(ctx, time.Second, 70*time.Second, true, func(context.Context) (bool, error) {
+		return time.Since(cut) >= time.Minute, nil
+	}))
+	c, err = condition(ctx, p, contract.ConditionSynced)
+	require.NoError(t, err)
+	assert.Equal(t, contract.ReasonClusterUnreachable, c.Reason, "a minute after the cut")
+	require.NoError(t, k8s.Get(ctx, client.ObjectKeyFromObject(live), live))
+	assert.Nil(t, live.GetDeletionTimestamp())
+	assert.Contains(t, live.GetAnnotations()[contract.AnnotationInventory], `"west:Deployment.apps/acme/app"`, "the inventory keeps what is in west after a minute")
+	require.NoError(t, k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: "note"}, &corev1.ConfigMap{}), "the local child is kept")
 
 	proxy.start()
 	back := time.Now()
