@@ -2,13 +2,11 @@ package rbac
 
 import (
 	"maps"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
 
 	"cuelang.org/go/cue/ast"
-	"cuelang.org/go/cue/parser"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -123,31 +121,21 @@ func ClusterChildKinds(t *templates.Template, cluster string) []schema.GroupVers
 		}
 		return c
 	}
-	files := t.Files()
-	for _, name := range slices.Sorted(maps.Keys(files)) {
-		if name != t.Path && filepath.Dir(name) != t.Path {
-			continue // a package it imports
-		}
-		f, err := parser.ParseFile(name, files[name])
-		if err != nil {
-			continue // compile reported it
-		}
-		for _, d := range childDecls(f.Decls) {
-			c := get(d.name)
-			apiVersion, kind := "", ""
-			for _, fd := range d.fields {
-				switch label, _, _ := ast.LabelName(fd.Label); label {
-				case "apiVersion":
-					apiVersion = stringLit(fd.Value)
-				case "kind":
-					kind = stringLit(fd.Value)
-				case "cluster":
-					c.written = append(c.written, stringLit(fd.Value))
-				}
+	for _, d := range ownChildDecls(t) {
+		c := get(d.name)
+		apiVersion, kind := "", ""
+		for _, fd := range d.fields {
+			switch label, _, _ := ast.LabelName(fd.Label); label {
+			case "apiVersion":
+				apiVersion = stringLit(fd.Value)
+			case "kind":
+				kind = stringLit(fd.Value)
+			case "cluster":
+				c.written = append(c.written, stringLit(fd.Value))
 			}
-			if gv, err := schema.ParseGroupVersion(apiVersion); err == nil && apiVersion != "" && kind != "" {
-				c.kinds = append(c.kinds, gv.WithKind(kind))
-			}
+		}
+		if gv, err := schema.ParseGroupVersion(apiVersion); err == nil && apiVersion != "" && kind != "" {
+			c.kinds = append(c.kinds, gv.WithKind(kind))
 		}
 	}
 	evaluated := t.ChildClusters()

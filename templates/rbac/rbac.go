@@ -339,20 +339,28 @@ func (w Warning) String() string { return w.Pos + ": children." + w.Child + ": "
 // does not allow every namespace.
 func Warnings(t *templates.Template) []Warning {
 	var out []Warning
+	for _, c := range ownChildDecls(t) {
+		out = append(out, warnings(t, c)...)
+	}
+	return out
+}
+
+// ownChildDecls are the children the template's own files declare (not
+// the packages it imports), file by file in name order. A file is parsed
+// under its name relative to the templates directory, as positions are
+// written; one that does not parse is skipped: compile reported it.
+func ownChildDecls(t *templates.Template) []childDecl {
+	var out []childDecl
 	files := t.Files()
 	for _, name := range slices.Sorted(maps.Keys(files)) {
 		if name != t.Path && filepath.Dir(name) != t.Path {
 			continue // a package it imports
 		}
-		// Under its name relative to the templates directory: positions
-		// are written so.
 		f, err := parser.ParseFile(name, files[name])
 		if err != nil {
-			continue // compile reported it
+			continue
 		}
-		for _, c := range childDecls(f.Decls) {
-			out = append(out, warnings(t, c)...)
-		}
+		out = append(out, childDecls(f.Decls)...)
 	}
 	return out
 }
