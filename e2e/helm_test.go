@@ -96,6 +96,10 @@ func TestHelmRefusesBadValues(t *testing.T) {
 			"templates.files: two files are named x.cue; ConfigMap keys are base names, so they must differ"},
 		{"a role that is not engine rbac's", []string{"--set", "rbac.generated=kind: Role"},
 			"rbac.generated holds no ClusterRole and Role with rules: give it the output of `engine rbac --templates DIR --install-crds`"},
+		{"a webhook configuration the role does not grant", []string{"--set", "webhook.configurationName=team-b.cuengine.dev"},
+			"rbac.generated does not grant the ValidatingWebhookConfiguration team-b.cuengine.dev (webhook.configurationName): generate it with `engine rbac --webhook-configuration team-b.cuengine.dev --webhook-secret engine-webhook-certs`"},
+		{"a webhook Secret the role does not grant", []string{"--set", "webhook.secretName=team-b-webhook-certs"},
+			"rbac.generated does not grant the Secret team-b-webhook-certs (webhook.secretName)"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			args := append([]string{"template", helmRelease, filepath.Join(repo, "charts/engine")}, c.args...)
@@ -104,6 +108,52 @@ func TestHelmRefusesBadValues(t *testing.T) {
 			assert.Contains(t, string(out), c.want)
 		})
 	}
+}
+
+// TestHelmSecondRelease: a second release of the chart (another team's
+// templates, in its own namespace) names its own ValidatingWebhookConfiguration
+// and certificates Secret, which are cluster-wide and namespaced by name
+// respectively; the engine is told them and the role engine rbac
+// generates for them grants exactly them. Two releases with the default
+// would both manage engine.cuengine.dev.
+func TestHelmSecondRelease(t *testing.T) {
+	roleFile := filepath.Join(t.TempDir(), "rbac.yaml")
+	role, err := exec.Command(filepath.Join(bin, "engine"), "rbac", "--templates", filepath.Join(repo, "examples/templates"), "--install-crds",
+		"--namespace", "team-b", "--webhook-configuration", "team-b.cuengine.dev", "--webhook-secret", "team-b-webhook-certs").Output()
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(roleFile, role, 0o644))
+	out, err := exec.Command(filepath.Join(bin, "helm"), "template", "team-b", filepath.Join(repo, "charts/engine"), "--namespace", "team-b",
+		"--set", "webhook.configurationName=team-b.cuengine.dev,webhook.secretName=team-b-webhook-certs", "--set-file", "rbac.generated="+roleFile).CombinedOutput()
+	require.NoError(t, err, "%s", out)
+	m := parseManifests(t, out)
+	var args []string
+	var vwcNames, secretNames []string
+	for _, o := range m.objs {
+		switch o.GetKind() {
+		case "Deployment":
+			d := &appsv1.Deployment{}
+			require.NoError(t, runtime.DefaultUnstructuredConverter.FromUnstructured(o.Object, d))
+			args = d.Spec.Template.Spec.Containers[0].Args
+		case "ClusterRole", "Role":
+			rules, _, _ := unstructured.NestedSlice(o.Object, "rules")
+			for _, r := range rules {
+				r := r.(map[string]any)
+				names, _, _ := unstructured.NestedStringSlice(r, "resourceNames")
+				resources, _, _ := unstructured.NestedStringSlice(r, "resources")
+				switch {
+				case slices.Contains(resources, "validatingwebhookconfigurations"):
+					vwcNames = append(vwcNames, names...)
+				case slices.Contains(resources, "secrets"):
+					secretNames = append(secretNames, names...)
+				}
+			}
+		}
+	}
+	assert.Contains(t, args, "--webhook-configuration=team-b.cuengine.dev")
+	assert.Contains(t, args, "--webhook-secret=team-b-webhook-certs")
+	assert.Equal(t, []string{"team-b.cuengine.dev"}, vwcNames, "the role names the release's configuration only")
+	assert.Contains(t, secretNames, "team-b-webhook-certs")
+	assert.NotContains(t, secretNames, "engine-webhook-certs")
 }
 
 // TestHelmInstall installs the chart into the full cluster, runs the
