@@ -40,6 +40,9 @@ type Registry struct {
 	mu       sync.Mutex
 	clusters map[string]*member
 	removed  map[string]removal
+	// unreadable says why the registrations cannot be read, "" once
+	// they are.
+	unreadable string
 }
 
 // member is one registered cluster.
@@ -82,12 +85,18 @@ type UnknownError struct {
 	Removed bool
 	Origin  string
 	At      time.Time
+	// Unreadable says why the engine cannot read the registrations:
+	// the cluster may well be registered.
+	Unreadable string
 }
 
 func (e *UnknownError) Error() string {
 	if e.Removed {
 		return fmt.Sprintf("cluster %q was removed (%s deleted at %s): nothing is put there or deleted there until it is registered again",
 			e.Name, e.Origin, e.At.UTC().Format(time.RFC3339))
+	}
+	if e.Unreadable != "" {
+		return fmt.Sprintf("cluster %q is not known: the engine cannot read the cluster registrations: %s", e.Name, e.Unreadable)
 	}
 	return fmt.Sprintf("cluster %q is not registered (a Secret labelled engine.cuengine.dev/cluster=%s in the engine's namespace registers it)", e.Name, e.Name)
 }
@@ -123,7 +132,12 @@ func New(opts Options) *Registry {
 // stopped, with src's error if src stopped first.
 func (r *Registry) Run(ctx context.Context, src Source) error {
 	var wg sync.WaitGroup
-	err := src.Run(ctx, func(ts []Target) { r.update(ctx, &wg, ts) })
+	err := src.Run(ctx, func(ts []Target) {
+		r.mu.Lock()
+		r.unreadable = ""
+		r.mu.Unlock()
+		r.update(ctx, &wg, ts)
+	}, r.problem)
 	r.mu.Lock()
 	all := r.clusters
 	r.clusters = map[string]*member{}
@@ -322,7 +336,7 @@ func (r *Registry) Get(name string) (cluster.Cluster, error) {
 	m, ok := r.clusters[name]
 	if !ok {
 		rm, was := r.removed[name]
-		return nil, &UnknownError{Name: name, Removed: was, Origin: rm.origin, At: rm.at}
+		return nil, &UnknownError{Name: name, Removed: was, Origin: rm.origin, At: rm.at, Unreadable: r.unreadable}
 	}
 	switch {
 	case m.target.Err != nil:
@@ -333,6 +347,28 @@ func (r *Registry) Get(name string) (cluster.Cluster, error) {
 		return nil, &UnreachableError{Name: name, Err: errors.New("not reached yet")}
 	}
 	return m.cl, nil
+}
+
+// problem records why the registrations cannot be read: every cluster
+// not known yet is reported with it, and the first time it changes it is
+// logged as an error.
+func (r *Registry) problem(err error) {
+	msg := err.Error()
+	r.mu.Lock()
+	changed := r.unreadable != msg
+	r.unreadable = msg
+	r.mu.Unlock()
+	if changed {
+		r.opts.Logger.Error(err, "the cluster registrations cannot be read; the clusters they register are reported unknown")
+		r.opts.OnChange("")
+	}
+}
+
+// Unreadable says why the registrations cannot be read, "" when they can.
+func (r *Registry) Unreadable() string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.unreadable
 }
 
 // Status lists every registered and removed cluster, by name.

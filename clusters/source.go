@@ -35,10 +35,12 @@ type Target struct {
 // Source says which clusters are registered.
 type Source interface {
 	// Run calls update with every registered cluster each time the set
-	// changes (and once at the start), until ctx ends. It returns why it
-	// cannot go on, or nil once ctx ends. update is called from one
+	// changes (and once at the start), until ctx ends, and problem with
+	// why the registrations cannot be read while they cannot (a refused
+	// list: the engine's role lacks the right). It returns why it cannot
+	// go on, or nil once ctx ends. update and problem are called from one
 	// goroutine at a time.
-	Run(ctx context.Context, update func([]Target)) error
+	Run(ctx context.Context, update func([]Target), problem func(error)) error
 }
 
 // Secrets registers the clusters of the Secrets labelled
@@ -49,8 +51,8 @@ type Secrets struct {
 }
 
 // Run watches the cluster Secrets and calls update with all of them on
-// every change.
-func (s Secrets) Run(ctx context.Context, update func([]Target)) error {
+// every change; a list or watch of them that fails is a problem.
+func (s Secrets) Run(ctx context.Context, update func([]Target), problem func(error)) error {
 	factory := informers.NewSharedInformerFactoryWithOptions(s.Client, 10*time.Minute,
 		informers.WithNamespace(s.Namespace),
 		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = contract.LabelCluster }))
@@ -66,6 +68,11 @@ func (s Secrets) Run(ctx context.Context, update func([]Target)) error {
 		AddFunc:    func(any) { kick() },
 		UpdateFunc: func(any, any) { kick() },
 		DeleteFunc: func(any) { kick() },
+	}); err != nil {
+		return err
+	}
+	if err := informer.SetWatchErrorHandler(func(_ *cache.Reflector, err error) {
+		problem(fmt.Errorf("reading the cluster Secrets in namespace %s: %w", s.Namespace, err))
 	}); err != nil {
 		return err
 	}
