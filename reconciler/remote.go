@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"maps"
 	"slices"
 	"strings"
@@ -52,9 +53,10 @@ type ClusterError struct {
 	Cluster string
 	// Unknown: no cluster of that name is registered (or its
 	// registration was removed); otherwise it is registered and does not
-	// answer.
-	Unknown bool
-	Err     error
+	// answer, or (Answered) it answered a request with an error.
+	Unknown  bool
+	Answered bool
+	Err      error
 }
 
 func (e *ClusterError) Error() string { return e.Err.Error() }
@@ -155,7 +157,14 @@ func (r *Reconciler) readCluster(ctx context.Context, parent *unstructured.Unstr
 // fail records why the cluster cannot be used in this reconcile.
 func (cl *remoteCluster) fail(err error) {
 	var ce *ClusterError
-	if !errors.As(err, &ce) {
+	var answer apierrors.APIStatus
+	switch {
+	case errors.As(err, &ce):
+	case errors.As(err, &answer):
+		// The cluster answered (a Namespace not there yet, a conflict):
+		// not unreachable, and said as the apiserver said it.
+		ce = &ClusterError{Cluster: cl.name, Answered: true, Err: fmt.Errorf("in cluster %q: %w", cl.name, err)}
+	default:
 		ce = &ClusterError{Cluster: cl.name, Err: fmt.Errorf("cluster %q is unreachable: %w", cl.name, err)}
 	}
 	cl.err, cl.c = ce, nil
@@ -286,6 +295,12 @@ func (rc *remoteChildren) report(st *status, then string) {
 		what := fmt.Errorf("%w; the parent's %d %s there %s%s", cl.err.Err, n, plural(n, "child", "children"), plural(n, "is left as it is", "are left as they are"), then)
 		if cl.err.Unknown {
 			st.fail(contract.ReasonClusterUnknown, waitingError(contract.ReasonClusterUnknown, deletionRecheck, what))
+			continue
+		}
+		if cl.err.Answered {
+			// As a local child's error would be classed.
+			class, reason, after := classify(cl.err.Err, 0)
+			st.fail(reason, &stepError{class: class, reason: reason, after: after, err: what})
 			continue
 		}
 		st.fail(contract.ReasonClusterUnreachable, &stepError{class: transient, reason: contract.ReasonClusterUnreachable, err: what})

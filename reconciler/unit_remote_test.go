@@ -2,10 +2,15 @@ package reconciler
 
 import (
 	"errors"
+	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/cuengine/engine/contract"
 	"github.com/cuengine/engine/render"
@@ -104,4 +109,41 @@ func TestReadyNamesClusters(t *testing.T) {
 	st := newStatus()
 	st.setReady(&evaluation{result: &templates.Result{}, children: children}, render.NewLiveChildren(children[:2]))
 	assert.Equal(t, "waiting for Namespace acme in cluster west, ConfigMap copy in cluster east", st.ready.message)
+}
+
+// TestRemoteAnswerIsNotUnreachable: a workload cluster that answers a
+// request with an error (the Namespace a Deployment goes in was refused,
+// so it is not found; the engine's role there lacks a right) is said as
+// it answered, classed as a local child's error would be, not as a
+// cluster that does not answer; one that does not answer still is.
+func TestRemoteAnswerIsNotUnreachable(t *testing.T) {
+	notFound := &remoteCluster{name: "west"}
+	notFound.fail(fmt.Errorf("applying Deployment app in cluster west: %w", apierrors.NewNotFound(schema.GroupResource{Resource: "namespaces"}, "acme")))
+	forbidden := &remoteCluster{name: "east"}
+	forbidden.fail(fmt.Errorf("listing Deployment children: %w", apierrors.NewForbidden(schema.GroupResource{Group: "apps", Resource: "deployments"}, "", errors.New("no rule"))))
+	down := &remoteCluster{name: "north"}
+	down.fail(errors.New("dial tcp 127.0.0.1:1: connect: connection refused"))
+	rc := &remoteChildren{
+		inv:      render.Inventory{"west:Deployment.apps/acme/app": true},
+		clusters: map[string]*remoteCluster{"west": notFound, "east": forbidden, "north": down},
+	}
+	st := newStatus()
+	rc.report(st, "")
+	require.Len(t, st.problems, 3)
+	byCluster := map[string]problem{}
+	for _, p := range st.problems {
+		for _, name := range []string{"west", "east", "north"} {
+			if strings.Contains(p.message, `"`+name+`"`) {
+				byCluster[name] = p
+			}
+		}
+	}
+	assert.Equal(t, contract.ReasonNotSynced, byCluster["west"].reason)
+	assert.Equal(t, transient, byCluster["west"].class)
+	assert.Equal(t, `in cluster "west": applying Deployment app in cluster west: namespaces "acme" not found; the parent's 1 child there is left as it is`, byCluster["west"].message)
+	assert.Equal(t, contract.ReasonApplyFailed, byCluster["east"].reason)
+	assert.Equal(t, terminal, byCluster["east"].class)
+	assert.Contains(t, byCluster["east"].message, `in cluster "east": listing Deployment children: deployments.apps is forbidden`)
+	assert.Equal(t, contract.ReasonClusterUnreachable, byCluster["north"].reason)
+	assert.Contains(t, byCluster["north"].message, `cluster "north" is unreachable: dial tcp`)
 }
