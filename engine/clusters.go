@@ -157,6 +157,22 @@ func (w *workloadClusters) clusterOptions(o *cluster.Options) {
 	o.Client.Cache = &client.CacheOptions{Unstructured: true}
 }
 
+// ClusterRegistrationsUnreadable says why the cluster registrations
+// cannot be read, "" when they can (or no template needs them).
+func (e *Engine) ClusterRegistrationsUnreadable() string {
+	if e.workload == nil {
+		return ""
+	}
+	w := e.workload
+	w.mu.Lock()
+	reg := w.reg
+	w.mu.Unlock()
+	if reg == nil {
+		return ""
+	}
+	return reg.Unreadable()
+}
+
 // ClusterStatus lists the registered workload clusters, nil while no
 // template needs any (or the engine serves none).
 func (e *Engine) ClusterStatus() []clusters.Status {

@@ -34,7 +34,10 @@ func (o *runOptions) clustersNamespaceName() string {
 }
 
 // clusterStatuses is what /readyz reads of the engine's workload clusters.
-type clusterStatuses interface{ ClusterStatus() []clusters.Status }
+type clusterStatuses interface {
+	ClusterStatus() []clusters.Status
+	ClusterRegistrationsUnreadable() string
+}
 
 var _ clusterStatuses = (*engine.Engine)(nil)
 
@@ -43,6 +46,9 @@ var _ clusterStatuses = (*engine.Engine)(nil)
 func clusterLines(eng clusterStatuses) func() []string {
 	return func() []string {
 		var lines []string
+		if why := eng.ClusterRegistrationsUnreadable(); why != "" {
+			lines = append(lines, "cluster registrations: unreadable (the clusters they register are unknown): "+why)
+		}
 		for _, st := range eng.ClusterStatus() {
 			line := "cluster " + st.Name + " (" + st.Origin + "): "
 			switch {

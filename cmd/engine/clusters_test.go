@@ -61,7 +61,13 @@ func TestRenderAndGraphShowTheCluster(t *testing.T) {
 
 type fakeClusters []clusters.Status
 
-func (f fakeClusters) ClusterStatus() []clusters.Status { return f }
+func (f fakeClusters) ClusterStatus() []clusters.Status       { return f }
+func (f fakeClusters) ClusterRegistrationsUnreadable() string { return "" }
+
+type unreadableClusters string
+
+func (unreadableClusters) ClusterStatus() []clusters.Status         { return nil }
+func (u unreadableClusters) ClusterRegistrationsUnreadable() string { return string(u) }
 
 // TestReadyzNamesTheClusters: /readyz?verbose says how each workload
 // cluster is, a line each; none of them makes the engine unready.
@@ -78,4 +84,6 @@ func TestReadyzNamesTheClusters(t *testing.T) {
 		"cluster west (Secret engine-system/west): up, last seen 2026-12-02T10:00:00Z",
 	}, lines)
 	assert.Empty(t, clusterLines(fakeClusters(nil))())
+	assert.Equal(t, []string{`cluster registrations: unreadable (the clusters they register are unknown): reading the cluster Secrets in namespace engine-system: secrets is forbidden`},
+		clusterLines(unreadableClusters("reading the cluster Secrets in namespace engine-system: secrets is forbidden"))(), "a role without the Secrets is said")
 }
