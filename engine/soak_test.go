@@ -2,6 +2,7 @@ package engine_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
@@ -153,7 +154,19 @@ func TestSoakPromotesOnlyAfterIt(t *testing.T) {
 	ok, err := readyOn(ctx, gvk, ns, 2, "s-0")
 	require.NoError(t, err)
 	assert.True(t, ok, "the soak starts once the wave is Ready")
-	assert.Contains(t, rev.Message, "wave 1 of 2: soaking 30s since "+rev.SoakSince.UTC().Format(time.RFC3339))
+	// The soak's start is recorded before the message that shows its
+	// clock: the next step of the rollout writes that.
+	clock := "wave 1 of 2: soaking 30s since " + rev.SoakSince.UTC().Format(time.RFC3339)
+	eventually(t, "the revision's message shows the soak clock", func(ctx context.Context) (bool, error) {
+		r, err := revision(ctx, ns, gvk, 2)
+		if err != nil {
+			return false, err
+		}
+		if !strings.Contains(r.Message, clock) {
+			return false, errors.New(r.Message)
+		}
+		return true, nil
+	})
 
 	// Until the soak ends the wave holds; then it promotes.
 	holdsUntil(t, ns, gvk, 2, rev.SoakSince.Add(30*time.Second).Add(-500*time.Millisecond))
