@@ -8,7 +8,6 @@ import (
 
 	"cuelang.org/go/cue/ast"
 	rbacv1 "k8s.io/api/rbac/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/cuengine/engine/templates"
@@ -75,19 +74,11 @@ func GenerateCluster(set *templates.Set, cluster string, opts ClusterOptions) *C
 		subject = rbacv1.Subject{Kind: "User", APIGroup: "rbac.authorization.k8s.io", Name: opts.User}
 	}
 	slices.Sort(paths)
+	role, binding := clusterRoleAndBinding(opts.Name, labels, rules, subject)
 	return &ClusterRoles{
-		ClusterRole: &rbacv1.ClusterRole{
-			TypeMeta:   metav1.TypeMeta{APIVersion: "rbac.authorization.k8s.io/v1", Kind: "ClusterRole"},
-			ObjectMeta: metav1.ObjectMeta{Name: opts.Name, Labels: labels},
-			Rules:      rules,
-		},
-		ClusterRoleBinding: &rbacv1.ClusterRoleBinding{
-			TypeMeta:   metav1.TypeMeta{APIVersion: "rbac.authorization.k8s.io/v1", Kind: "ClusterRoleBinding"},
-			ObjectMeta: metav1.ObjectMeta{Name: opts.Name, Labels: labels},
-			RoleRef:    rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: opts.Name},
-			Subjects:   []rbacv1.Subject{subject},
-		},
-		Templates: paths,
+		ClusterRole:        role,
+		ClusterRoleBinding: binding,
+		Templates:          paths,
 	}
 }
 

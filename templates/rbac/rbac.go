@@ -208,18 +208,10 @@ func Generate(set *templates.Set, opts Options) *Roles {
 
 	labels := map[string]string{"app.kubernetes.io/name": "engine", "app.kubernetes.io/managed-by": "engine"}
 	subjects := []rbacv1.Subject{{Kind: "ServiceAccount", Name: opts.ServiceAccount, Namespace: opts.Namespace}}
+	role, binding := clusterRoleAndBinding(opts.Name, labels, rules, subjects[0])
 	out := &Roles{
-		ClusterRole: &rbacv1.ClusterRole{
-			TypeMeta:   metav1.TypeMeta{APIVersion: "rbac.authorization.k8s.io/v1", Kind: "ClusterRole"},
-			ObjectMeta: metav1.ObjectMeta{Name: opts.Name, Labels: labels},
-			Rules:      rules,
-		},
-		ClusterRoleBinding: &rbacv1.ClusterRoleBinding{
-			TypeMeta:   metav1.TypeMeta{APIVersion: "rbac.authorization.k8s.io/v1", Kind: "ClusterRoleBinding"},
-			ObjectMeta: metav1.ObjectMeta{Name: opts.Name, Labels: labels},
-			RoleRef:    rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: opts.Name},
-			Subjects:   subjects,
-		},
+		ClusterRole:        role,
+		ClusterRoleBinding: binding,
 	}
 	// The leader election Lease and the shards' Leases.
 	leases := rbacv1.PolicyRule{APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"}, Verbs: readWrite}
@@ -524,4 +516,19 @@ func allowedText(n policy.Namespaces) string {
 		return ""
 	}
 	return " or in " + strings.Join(n.Names, ", ")
+}
+
+// clusterRoleAndBinding are a ClusterRole of rules and its binding to
+// subject, both named name.
+func clusterRoleAndBinding(name string, labels map[string]string, rules []rbacv1.PolicyRule, subject rbacv1.Subject) (*rbacv1.ClusterRole, *rbacv1.ClusterRoleBinding) {
+	return &rbacv1.ClusterRole{
+			TypeMeta:   metav1.TypeMeta{APIVersion: "rbac.authorization.k8s.io/v1", Kind: "ClusterRole"},
+			ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels},
+			Rules:      rules,
+		}, &rbacv1.ClusterRoleBinding{
+			TypeMeta:   metav1.TypeMeta{APIVersion: "rbac.authorization.k8s.io/v1", Kind: "ClusterRoleBinding"},
+			ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels},
+			RoleRef:    rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: name},
+			Subjects:   []rbacv1.Subject{subject},
+		}
 }
