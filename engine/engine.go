@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
+	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/events"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -103,7 +104,7 @@ type Engine struct {
 	opts     Options
 	children cache.Cache  // children only: label-selected by managed-by=engine (and the shard)
 	objects  childObjects // how children are held in it: typed or unstructured, set by Start
-	parents  cache.Cache  // the manager's cache; under sharding, one selecting the shard's parents
+	parents  cache.Cache  // the parents, packed and read whole (parentcache.go); under sharding the shard's
 	writer   client.Client
 	// statusWriter writes the parents' statuses, and hands the warnings
 	// of each write to the reconciler (reconciler.NewStatusClient).
@@ -197,18 +198,22 @@ func New(mgr manager.Manager, opts Options) (*Engine, error) {
 	if err != nil {
 		return nil, err
 	}
-	parentCache := mgr.GetCache()
+	parentsCache, err := newParentCache(mgr, opts.Namespace, opts.Shard)
+	if err != nil {
+		return nil, err
+	}
 	if opts.Shard == "" {
-		// Started with the leader's runnables.
+		// Started with the leader's runnables; the parents on every
+		// replica, as the manager's cache that held them before.
 		if err := mgr.Add(childCache); err != nil {
 			return nil, err
 		}
-	} else {
-		if parentCache, err = newParentCache(mgr, opts.Namespace, opts.Shard); err != nil {
+		if err := mgr.Add(everyReplicaCache{parentsCache}); err != nil {
 			return nil, err
 		}
+	} else {
 		// Every replica reconciles: its caches start with the manager's.
-		for _, c := range []cache.Cache{childCache, parentCache} {
+		for _, c := range []cache.Cache{childCache, parentsCache} {
 			if err := mgr.Add(everyReplicaCache{c}); err != nil {
 				return nil, err
 			}
@@ -230,7 +235,7 @@ func New(mgr manager.Manager, opts Options) (*Engine, error) {
 		statusWriter: statusWriter,
 		opts:         opts,
 		children:     childCache,
-		parents:      parentCache,
+		parents:      parentCache{parentsCache},
 		writer:       mgr.GetClient(),
 		apiReader:    mgr.GetAPIReader(),
 		scoper:       render.MapperScoper{Mapper: mgr.GetRESTMapper()},
@@ -268,22 +273,37 @@ func newChildCache(mgr manager.Manager, namespace, shard string) (cache.Cache, e
 	if shard != "" {
 		set[contract.LabelShard] = shard
 	}
-	return newSelectedCache(mgr, namespace, labels.SelectorFromSet(set))
+	return newSelectedCache(mgr, namespace, labels.SelectorFromSet(set), nil)
 }
 
-// newParentCache returns the cache of a shard's parents: those labelled
-// with its shard, whatever their kind.
+// newParentCache returns the cache of the parents, whatever their kind,
+// under sharding only those labelled with the shard: it holds them packed
+// (parentcache.go), to be read through parentCache.
 func newParentCache(mgr manager.Manager, namespace, shard string) (cache.Cache, error) {
-	return newSelectedCache(mgr, namespace, labels.SelectorFromSet(labels.Set{contract.LabelShard: shard}))
+	selector := labels.Everything()
+	if shard != "" {
+		selector = labels.SelectorFromSet(labels.Set{contract.LabelShard: shard})
+	}
+	strip := cache.TransformStripManagedFields()
+	return newSelectedCache(mgr, namespace, selector, func(obj any) (any, error) {
+		obj, err := strip(obj)
+		if err != nil {
+			return nil, err
+		}
+		return packParent(obj)
+	})
 }
 
-func newSelectedCache(mgr manager.Manager, namespace string, selector labels.Selector) (cache.Cache, error) {
+func newSelectedCache(mgr manager.Manager, namespace string, selector labels.Selector, transform toolscache.TransformFunc) (cache.Cache, error) {
+	if transform == nil {
+		transform = cache.TransformStripManagedFields()
+	}
 	opts := cache.Options{
 		HTTPClient:           mgr.GetHTTPClient(),
 		Scheme:               mgr.GetScheme(),
 		Mapper:               mgr.GetRESTMapper(),
 		DefaultLabelSelector: selector,
-		DefaultTransform:     cache.TransformStripManagedFields(),
+		DefaultTransform:     transform,
 	}
 	if namespace != "" {
 		opts.DefaultNamespaces = map[string]cache.Config{namespace: {}}

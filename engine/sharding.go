@@ -177,10 +177,11 @@ func (e *Engine) countShardParents(ctx context.Context) {
 			}
 			list := &unstructured.UnstructuredList{}
 			list.SetGroupVersionKind(gvk.GroupVersion().WithKind(gvk.Kind + "List"))
-			if err := e.parents.List(ctx, list, client.UnsafeDisableDeepCopy); err != nil {
+			n, err := countParents(ctx, e.parents, list)
+			if err != nil {
 				continue
 			}
-			metricShardParents.WithLabelValues(e.opts.Shard, contract.KindString(gvk)).Set(float64(len(list.Items)))
+			metricShardParents.WithLabelValues(e.opts.Shard, contract.KindString(gvk)).Set(float64(n))
 		}
 		select {
 		case <-ctx.Done():

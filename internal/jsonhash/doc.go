@@ -6,4 +6,8 @@
 // for the values those are made of (maps, lists, strings, numbers,
 // booleans) this writes the JSON without encoding/json's reflection, and
 // hands anything else to encoding/json, so the bytes are the same.
+//
+// Append writes the same JSON, but so that it decodes back to the very Go
+// values it was written from: the engine keeps its cached parents' spec
+// and status as such bytes (engine/parentcache.go).
 package jsonhash

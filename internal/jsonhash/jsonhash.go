@@ -27,9 +27,10 @@ func Sum(v any) (sum [sha256.Size]byte, err error) {
 const flushAt = 1024
 
 type encoder struct {
-	h    hash.Hash
-	buf  []byte
-	keys []string // scratch for sorting, reused by nested maps in turn
+	h     hash.Hash // nil for Append: the bytes are kept, not hashed
+	buf   []byte
+	keys  []string // scratch for sorting, reused by nested maps in turn
+	exact bool     // Append's: values decode back to what they were (append.go)
 }
 
 var pool = sync.Pool{New: func() any {
@@ -51,7 +52,7 @@ func (e *encoder) flush() {
 }
 
 func (e *encoder) value(v any) error {
-	if len(e.buf) >= flushAt {
+	if e.h != nil && len(e.buf) >= flushAt {
 		e.flush()
 	}
 	switch vt := v.(type) {
@@ -64,10 +65,19 @@ func (e *encoder) value(v any) error {
 	case int64:
 		e.buf = strconv.AppendInt(e.buf, vt, 10)
 	case int:
+		if e.exact {
+			return e.exactValue(v)
+		}
 		e.buf = strconv.AppendInt(e.buf, int64(vt), 10)
 	case int32:
+		if e.exact {
+			return e.exactValue(v)
+		}
 		e.buf = strconv.AppendInt(e.buf, int64(vt), 10)
 	case map[string]any:
+		if vt == nil && e.exact {
+			return e.exactValue(v)
+		}
 		if vt == nil {
 			e.buf = append(e.buf, "null"...)
 			return nil
@@ -95,6 +105,9 @@ func (e *encoder) value(v any) error {
 		clear(e.keys[start:])
 		e.keys = e.keys[:start]
 	case []any:
+		if vt == nil && e.exact {
+			return e.exactValue(v)
+		}
 		if vt == nil {
 			e.buf = append(e.buf, "null"...)
 			return nil
@@ -110,6 +123,9 @@ func (e *encoder) value(v any) error {
 		}
 		e.buf = append(e.buf, ']')
 	default: // floats, typed values: as encoding/json writes them
+		if e.exact {
+			return e.exactValue(v)
+		}
 		b, err := json.Marshal(v)
 		if err != nil {
 			return err
@@ -123,6 +139,11 @@ func (e *encoder) value(v any) error {
 // ASCII without the characters it escapes is written as it is, any other
 // through encoding/json.
 func (e *encoder) string(s string) error {
+	if e.exact {
+		if err := exactString(s); err != nil {
+			return err
+		}
+	}
 	for i := 0; i < len(s); i++ {
 		if c := s[i]; c < 0x20 || c >= 0x7f || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
 			b, err := json.Marshal(s)
