@@ -51,6 +51,9 @@ type Config struct {
 	Workers int
 	// EngineArgs are extra flags for the engine, e.g. --requeue-qps 500.
 	EngineArgs []string
+	// EngineEnv is added to the engine's environment, e.g.
+	// GOMEMLIMIT=921MiB (what the chart sets under a 1Gi limit).
+	EngineEnv []string
 	// EngineBin is the engine binary; empty means bin/engine under Root.
 	// Another build (such as main's) gives the before of a change.
 	EngineBin string
@@ -109,6 +112,8 @@ type controllerSpec struct {
 	// templates: the controller watches a copy of the templates directory.
 	templates bool
 	args      func(kubeconfig, templates string) []string
+	// env is added to the controller's environment.
+	env []string
 	// replicas > 0 starts that many processes, replicaArgs(i) added to
 	// the args of replica i; 0 starts one with args alone.
 	replicas    int
@@ -358,7 +363,7 @@ func (h *Harness) pprofAddress(name string) string {
 // none) over plain HTTP, a loopback address the harness scrapes without a
 // token, and its profiler on pprofAddr ("" for none).
 func (h *Harness) engineSpec(metricsAddr, pprofAddr string) controllerSpec {
-	return controllerSpec{name: Engine, bin: h.bins[h.cfg.EngineBin], crds: h.crds, templates: true, pprof: pprofAddr,
+	return controllerSpec{name: Engine, bin: h.bins[h.cfg.EngineBin], crds: h.crds, templates: true, pprof: pprofAddr, env: h.cfg.EngineEnv,
 		args: func(kubeconfig, templates string) []string {
 			return append([]string{"run", "--templates", templates, "--kubeconfig", kubeconfig,
 				"--metrics-bind-address", metricsAddr, "--metrics-secure=false", "--health-probe-bind-address", "0",

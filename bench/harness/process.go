@@ -32,14 +32,17 @@ type process struct {
 	started time.Time
 }
 
-// startProcess starts bin with args, its stdout and stderr appended to
-// logPath.
-func startProcess(bin string, args []string, logPath string) (*process, error) {
+// startProcess starts bin with args and env added to the harness's
+// environment, its stdout and stderr appended to logPath.
+func startProcess(bin string, args, env []string, logPath string) (*process, error) {
 	f, err := os.Create(logPath)
 	if err != nil {
 		return nil, fmt.Errorf("creating controller log: %w", err)
 	}
 	cmd := exec.Command(bin, args...)
+	if len(env) > 0 {
+		cmd.Env = append(os.Environ(), env...)
+	}
 	cmd.Stdout, cmd.Stderr = f, f
 	started := time.Now()
 	if err := cmd.Start(); err != nil {

@@ -14,7 +14,11 @@ func (r *Report) writeScale(w io.Writer) {
 	for i, res := range r.Scale {
 		names[i] = res.controller
 	}
-	fmt.Fprintf(w, "## scale: %s, N=%d MyKinds with replicas 0, default flags\n\n", strings.Join(names, " vs "), n)
+	flags := "default flags"
+	if len(r.cfg.EngineArgs)+len(r.cfg.EngineEnv) > 0 {
+		flags += "; the engine with " + strings.Join(append(slices.Clone(r.cfg.EngineEnv), r.cfg.EngineArgs...), " ")
+	}
+	fmt.Fprintf(w, "## scale: %s, N=%d MyKinds with replicas 0, %s\n\n", strings.Join(names, " vs "), n, flags)
 	fmt.Fprintf(w, "Bare control plane (etcd + kube-apiserver), a fresh one per controller; the harness marks each\n"+
 		"Deployment rolled out as it appears. Load average before: %s, after: %s.\n\n", r.LoadStart, r.LoadEnd)
 	t := &table{header: append(append([]string{"metric"}, names...), ratioHeader(names)...)}

@@ -106,7 +106,7 @@ func (h *Harness) startGroup(spec controllerSpec, kubeconfig, templates, base st
 		if spec.replicas > 0 {
 			args, logPath = append(args, spec.replicaArgs(i)...), fmt.Sprintf("%s-%d.log", base, i)
 		}
-		p, err := startProcess(spec.bin, args, logPath)
+		p, err := startProcess(spec.bin, args, spec.env, logPath)
 		if err != nil {
 			return nil, errors.Join(err, g.stop())
 		}

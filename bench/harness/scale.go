@@ -96,7 +96,7 @@ func (h *Harness) runScale(ctx context.Context) (*Report, error) {
 func (h *Harness) scaleSpec(name string) (controllerSpec, *string) {
 	addr := new(string)
 	if name == Engine {
-		return controllerSpec{name: name, bin: h.bins[h.cfg.EngineBin], crds: h.crds, templates: true,
+		return controllerSpec{name: name, bin: h.bins[h.cfg.EngineBin], crds: h.crds, templates: true, env: h.cfg.EngineEnv,
 			args: func(kubeconfig, templates string) []string {
 				return append([]string{"run", "--templates", templates, "--kubeconfig", kubeconfig,
 					"--metrics-bind-address", *addr, "--metrics-secure=false", "--health-probe-bind-address", "0"}, h.cfg.EngineArgs...)

@@ -52,6 +52,13 @@ func run() int {
 	flag.DurationVar(&cfg.ReloadTimeout, "reload-timeout", 30*time.Second, "phase (e) is n/a when no Deployment changes within this")
 	flag.StringVar(&cfg.EngineBin, "engine-bin", "", "engine binary (default bin/engine; another build gives a before and after)")
 	flag.StringVar(&cfg.Templates, "templates", "", "engine templates directory (default examples/templates)")
+	flag.Func("engine-env", "KEY=VALUE added to the engine's environment, repeatable (e.g. -engine-env=GOMEMLIMIT=921MiB, what the chart sets under a 1Gi memory limit)", func(v string) error {
+		if !strings.Contains(v, "=") {
+			return fmt.Errorf("want KEY=VALUE, got %q", v)
+		}
+		cfg.EngineEnv = append(cfg.EngineEnv, v)
+		return nil
+	})
 	flag.Func("engine-arg", "extra flag for the engine, repeatable (e.g. -engine-arg=--requeue-qps=500)", func(v string) error {
 		cfg.EngineArgs = append(cfg.EngineArgs, v)
 		return nil
