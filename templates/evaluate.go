@@ -1,6 +1,7 @@
 package templates
 
 import (
+	"bytes"
 	"fmt"
 	"math"
 	"runtime/debug"
@@ -417,6 +418,12 @@ func export(t *Template, v cue.Value, path string, into any, out *rendered) ([]b
 	// utiljson keeps whole numbers as int64, as Kubernetes' unstructured does.
 	if err := utiljson.Unmarshal(b, into); err != nil {
 		return nil, &Error{Template: t.Path, Problems: []Problem{{Path: path, Msg: err.Error()}}}
+	}
+	// The template's memory keeps the JSON: not the room its encoder grew
+	// (up to twice the bytes; 2.5 MiB held for 1.3 MiB of JSON in the
+	// bench's heap profile).
+	if cap(b) > len(b) {
+		b = bytes.Clone(b)
 	}
 	return b, nil
 }
