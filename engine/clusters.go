@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -236,7 +237,9 @@ func (r remoteCluster) Live() client.Reader { return r.cl.GetAPIReader() }
 // parent-uid index, as for local children: without it, a List by label
 // reads every child of the kind in the cluster.
 func (r remoteCluster) ListChildren(ctx context.Context, list *unstructured.UnstructuredList, parentUID string) error {
-	return r.List(ctx, list, client.MatchingFields{indexParentUID: parentUID})
+	obj := &unstructured.Unstructured{}
+	obj.SetGroupVersionKind(list.GroupVersionKind().GroupVersion().WithKind(strings.TrimSuffix(list.GetKind(), "List")))
+	return listByParentUID(ctx, r.cl.GetCache(), obj, list, parentUID, false) // parentindex.go
 }
 
 // index registers, once per cluster and kind, the parent-uid index of the
@@ -261,12 +264,7 @@ func (r remoteCluster) index(ctx context.Context, obj *unstructured.Unstructured
 			return ctx.Err()
 		}
 	}
-	ix.err = r.cl.GetCache().IndexField(ctx, obj, indexParentUID, func(o client.Object) []string {
-		if uid := o.GetLabels()[contract.LabelParentUID]; uid != "" {
-			return []string{uid}
-		}
-		return nil
-	})
+	ix.err = addParentUIDIndex(ctx, r.cl.GetCache(), obj) // parentindex.go
 	if ix.err != nil {
 		w.mu.Lock()
 		delete(w.indexes, key) // the next reconcile tries again

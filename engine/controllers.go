@@ -334,9 +334,9 @@ func (kc *kindController) forgetWatch(gvk schema.GroupVersionKind) {
 // List implements reconciler.Children: the parent's children of every watched kind,
 // from the label-selected child cache, through its parent-uid index.
 func (kc *kindController) List(ctx context.Context, parent *unstructured.Unstructured) ([]client.Object, error) {
-	return kc.listWatched(func(list client.ObjectList) error {
+	return kc.listWatched(func(gvk schema.GroupVersionKind, list client.ObjectList) error {
 		// The cached objects are only read, never modified: no deep copy.
-		return kc.e.children.List(ctx, list, client.MatchingFields{indexParentUID: string(parent.GetUID())}, client.UnsafeDisableDeepCopy)
+		return listByParentUID(ctx, kc.e.children, kc.e.objects.object(gvk), list, string(parent.GetUID()), true) // parentindex.go
 	})
 }
 
@@ -348,7 +348,7 @@ func (kc *kindController) listEvery(ctx context.Context, parent *unstructured.Un
 	if !kc.e.sharded() {
 		return kc.List(ctx, parent)
 	}
-	return kc.listWatched(func(list client.ObjectList) error {
+	return kc.listWatched(func(_ schema.GroupVersionKind, list client.ObjectList) error {
 		return kc.e.apiReader.List(ctx, list, client.MatchingLabels{contract.LabelParentUID: string(parent.GetUID())})
 	})
 }
@@ -356,14 +356,14 @@ func (kc *kindController) listEvery(ctx context.Context, parent *unstructured.Un
 // listWatched lists, with read, the objects of every watched child kind:
 // typed for the built-in kinds, unstructured for the others
 // (childobjects.go).
-func (kc *kindController) listWatched(read func(client.ObjectList) error) ([]client.Object, error) {
+func (kc *kindController) listWatched(read func(schema.GroupVersionKind, client.ObjectList) error) ([]client.Object, error) {
 	kc.mu.Lock()
 	kinds := slices.Collect(maps.Keys(kc.watching))
 	kc.mu.Unlock()
 	var out []client.Object
 	for _, gvk := range kinds {
 		list := kc.e.objects.list(gvk)
-		if err := read(list); err != nil {
+		if err := read(gvk, list); err != nil {
 			return nil, fmt.Errorf("listing %s children: %w", gvk.Kind, err)
 		}
 		items, err := kc.e.objects.items(gvk, list)

@@ -159,8 +159,6 @@ type Engine struct {
 	coordinator atomic.Bool
 }
 
-// indexParentUID is the child cache index on the parent-uid label.
-const indexParentUID = "engine.parentUID"
 
 // New builds an Engine on a manager. It adds its child cache and itself to
 // the manager; controllers start when the manager starts (after leader
@@ -486,13 +484,7 @@ func (e *Engine) ensureChildIndex(ctx context.Context, gvk schema.GroupVersionKi
 	if e.indexed[gvk] {
 		return nil
 	}
-	err := e.children.IndexField(ctx, e.objects.object(gvk), indexParentUID, func(o client.Object) []string {
-		if uid := o.GetLabels()[contract.LabelParentUID]; uid != "" {
-			return []string{uid}
-		}
-		return nil
-	})
-	if err != nil {
+	if err := addParentUIDIndex(ctx, e.children, e.objects.object(gvk)); err != nil { // parentindex.go
 		return fmt.Errorf("indexing %s children: %w", gvk.Kind, err)
 	}
 	e.indexed[gvk] = true

@@ -49,3 +49,11 @@ func (e *Engine) ReferenceWatches() int {
 	defer e.refs.mu.Unlock()
 	return len(e.refs.informers)
 }
+
+// The parent-uid index (parentindex.go), for the tests in package
+// engine_test.
+var (
+	AddParentUIDIndex = addParentUIDIndex
+	ListByParentUID   = listByParentUID
+	IndexParentUID    = indexParentUID
+)
