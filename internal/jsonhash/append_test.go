@@ -17,7 +17,7 @@ import (
 func TestAppendDecodesBack(t *testing.T) {
 	rng := rand.New(rand.NewPCG(39, 3))
 	for i := range 5000 {
-		v := map[string]any{"v": decoded(rng, 4)}
+		v := map[string]any{"v": randomValue(rng, 4, true)}
 		b, err := Append(nil, v)
 		require.NoError(t, err, "case %d", i)
 		var got map[string]any
@@ -33,35 +33,5 @@ func TestAppendDecodesBack(t *testing.T) {
 		map[string]any(nil), []any(nil), map[string]string{}, struct{}{}} {
 		_, err := Append(nil, map[string]any{"a": []any{bad}})
 		require.Error(t, err, "%#v", bad)
-	}
-}
-
-// decoded is a random value of the kinds utiljson.Unmarshal makes.
-func decoded(rng *rand.Rand, depth int) any {
-	switch n := rng.IntN(9); {
-	case n == 0 && depth > 0:
-		m := map[string]any{}
-		for range rng.IntN(5) {
-			m[strs[rng.IntN(len(strs)-4)]] = decoded(rng, depth-1) // valid UTF-8 only
-		}
-		return m
-	case n == 1 && depth > 0:
-		l := make([]any, rng.IntN(4))
-		for i := range l {
-			l[i] = decoded(rng, depth-1)
-		}
-		return l
-	case n == 2:
-		return nil
-	case n == 3:
-		return rng.IntN(2) == 0
-	case n == 4:
-		return rng.Int64() - math.MaxInt64/2
-	case n == 5:
-		return []float64{0, 1, -2.5, 1e21, 1e-7, 123456789.125, 3, -1e300, math.SmallestNonzeroFloat64}[rng.IntN(9)]
-	case n == 6:
-		return rng.NormFloat64() * 1e6
-	default:
-		return []string{"", "plain", "quote\"", "<html>&", "tab\t", "é", "\u2028", "日本", "ctrl\x01"}[rng.IntN(9)]
 	}
 }

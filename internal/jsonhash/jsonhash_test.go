@@ -49,18 +49,27 @@ func TestSumIsTheHashOfTheJSON(t *testing.T) {
 
 var strs = []string{"", "plain", "quote\"", "back\\slash", "<html>&", "tab\t", "nl\n", "del\x7f", "é", "\u2028", "bad\xff", "日本", "ctrl\x01"}
 
-func random(rng *rand.Rand, depth int) any {
+func random(rng *rand.Rand, depth int) any { return randomValue(rng, depth, false) }
+
+// randomValue is a random value; with decoded, only of the kinds
+// utiljson.Unmarshal makes (strings of valid UTF-8, int64, float64 with
+// integral values among them), for Append.
+func randomValue(rng *rand.Rand, depth int, decoded bool) any {
+	keys := strs
+	if decoded {
+		keys = strs[:len(strs)-4] // valid UTF-8
+	}
 	switch n := rng.IntN(14); {
 	case n == 0 && depth > 0:
 		m := map[string]any{}
 		for range rng.IntN(5) {
-			m[strs[rng.IntN(len(strs))]+fmt.Sprint(rng.IntN(3))] = random(rng, depth-1)
+			m[keys[rng.IntN(len(keys))]+fmt.Sprint(rng.IntN(3))] = randomValue(rng, depth-1, decoded)
 		}
 		return m
 	case n == 1 && depth > 0:
 		l := make([]any, rng.IntN(4))
 		for i := range l {
-			l[i] = random(rng, depth-1)
+			l[i] = randomValue(rng, depth-1, decoded)
 		}
 		return l
 	case n == 2:
@@ -69,12 +78,14 @@ func random(rng *rand.Rand, depth int) any {
 		return rng.IntN(2) == 0
 	case n == 4:
 		return rng.Int64() - math.MaxInt64/2
+	case n == 7 || decoded && n >= 5 && n <= 6:
+		return []float64{0, 1, -2.5, 1e21, 1e-7, 123456789.125, 3, -1e300, math.SmallestNonzeroFloat64}[rng.IntN(9)]
+	case decoded && n >= 8 && n <= 11:
+		return rng.NormFloat64() * 1e6
 	case n == 5:
 		return rng.IntN(1000) - 500
 	case n == 6:
 		return int32(rng.IntN(1000))
-	case n == 7:
-		return []float64{0, 1, -2.5, 1e21, 1e-7, 123456789.125}[rng.IntN(6)]
 	case n == 8:
 		return map[string]string{"b": "x", "a": "<y>"}
 	case n == 9:
@@ -86,6 +97,6 @@ func random(rng *rand.Rand, depth int) any {
 	case n == 12:
 		return strings.Repeat("long", 400) // past the flush size
 	default:
-		return strs[rng.IntN(len(strs))]
+		return keys[rng.IntN(len(keys))]
 	}
 }
