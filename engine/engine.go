@@ -159,7 +159,6 @@ type Engine struct {
 	coordinator atomic.Bool
 }
 
-
 // New builds an Engine on a manager. It adds its child cache and itself to
 // the manager; controllers start when the manager starts (after leader
 // election when enabled).
