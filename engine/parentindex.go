@@ -24,14 +24,25 @@ import (
 const indexParentUID = "engine.parentUID"
 
 // addParentUIDIndex adds the parent-uid index to c's informer for obj's
-// kind, starting it if it has not started.
+// kind, starting it if it has not started. A cache of several informers
+// per kind (one per namespace, under --namespace) has no one indexer to
+// read: there the index is controller-runtime's field index.
 func addParentUIDIndex(ctx context.Context, c cache.Cache, obj client.Object) error {
 	inf, err := c.GetInformer(ctx, obj)
 	if err != nil {
 		return err
 	}
+	if _, ok := inf.(indexed); !ok {
+		return c.IndexField(ctx, obj, indexParentUID, func(o client.Object) []string {
+			keys, _ := parentUIDOf(o)
+			return keys
+		})
+	}
 	return inf.AddIndexers(toolscache.Indexers{indexParentUID: parentUIDOf})
 }
+
+// indexed is an informer whose one indexer can be read.
+type indexed interface{ GetIndexer() toolscache.Indexer }
 
 func parentUIDOf(obj any) ([]string, error) {
 	m, err := meta.Accessor(obj)
@@ -53,12 +64,16 @@ func listByParentUID(ctx context.Context, c cache.Cache, obj client.Object, list
 	if err != nil {
 		return err
 	}
+	ix, ok := inf.(indexed)
+	if !ok { // controller-runtime's field index (addParentUIDIndex)
+		opts := []client.ListOption{client.MatchingFields{indexParentUID: uid}}
+		if shared {
+			opts = append(opts, client.UnsafeDisableDeepCopy)
+		}
+		return c.List(ctx, list, opts...)
+	}
 	if !inf.HasSynced() {
 		return fmt.Errorf("the cache of %T has not synced yet", obj)
-	}
-	ix, ok := inf.(interface{ GetIndexer() toolscache.Indexer })
-	if !ok {
-		return fmt.Errorf("the cache's informer (%T) has no indexer", inf)
 	}
 	items, err := ix.GetIndexer().ByIndex(indexParentUID, uid)
 	if err != nil {

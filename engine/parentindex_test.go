@@ -55,4 +55,18 @@ func TestParentIndexOnACache(t *testing.T) {
 	err = c.List(ctx, &corev1.ConfigMapList{}, client.MatchingFields{engine.IndexParentUID: "parent-1"})
 	require.Error(t, err)
 	t.Logf("a List by the field: %v", err)
+
+	// A cache of one namespace (--namespace: an informer per namespace)
+	// falls back to controller-runtime's field index, and finds the same.
+	nc, err := cache.New(cfg, cache.Options{DefaultNamespaces: map[string]cache.Config{a: {}}})
+	require.NoError(t, err)
+	go func() { _ = nc.Start(ctx) }()
+	require.NoError(t, engine.AddParentUIDIndex(ctx, nc, &corev1.ConfigMap{}))
+	require.True(t, nc.WaitForCacheSync(ctx))
+	for _, shared := range []bool{true, false} {
+		list := &corev1.ConfigMapList{}
+		require.NoError(t, engine.ListByParentUID(ctx, nc, &corev1.ConfigMap{}, list, "parent-1", shared))
+		require.Len(t, list.Items, 1)
+		require.Equal(t, a+"/c0", list.Items[0].Namespace+"/"+list.Items[0].Name)
+	}
 }
