@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"net/http"
 	"os"
@@ -25,6 +26,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/client-go/util/retry"
+	"k8s.io/utils/ptr"
 
 	"github.com/cuengine/engine/internal/gcsemulator"
 )
@@ -121,10 +123,18 @@ type faultWorld struct {
 	emuDir     string
 	foreign    map[string]string // kind/name -> resource version
 	replicas   int64             // what rescale last set
+	failures   []string          // why a wait for convergence failed
 }
 
 func newFaultWorld(t *testing.T) *faultWorld {
 	w := &faultWorld{t: t, root: t, emuDir: t.TempDir(), emuAddr: freeAddr(t)}
+	// Registered first, so it runs last: after the engine's log tail, at
+	// the end of the output, where a CI summary shows it.
+	t.Cleanup(func() {
+		for _, f := range w.failures {
+			t.Log(f)
+		}
+	})
 	w.dir = templatesDir(t, "examples/templates/mykind.cue", "examples/templates/gcs.cue")
 	require.NoError(t, os.CopyFS(filepath.Join(w.dir, "storefront"), os.DirFS(filepath.Join(repo, "examples/templates/storefront"))))
 	installCRDs(t, w.dir)
@@ -352,31 +362,144 @@ func (w *faultWorld) readyzSays(text string) {
 
 // converged waits until every parent is reconciled, Synced and Ready, with
 // exactly its children and buckets, the foreign objects untouched and the
-// engine still running, and logs how long that took.
+// engine still running, and logs how long that took. The engine's part
+// (everything but readiness) must be done within timeout. Readiness also
+// waits on the cluster's own controllers (the Deployment and ReplicaSet
+// controllers, the scheduler, kwok), which a fault delays too: it gets
+// timeout again, and a readiness later than timeout is logged with the
+// Deployments' state and the components' errors. When the wait fails, it
+// says what was left, grouped, again at the end of the suite's output.
 func (w *faultWorld) converged(what string, timeout time.Duration) {
 	start := time.Now()
 	logged := start
 	var synced time.Duration // when only readiness was left
-	eventually(w.t, "the fleet converged "+what, timeout, func(ctx context.Context) (bool, error) {
+	var last []string
+	var lastErr error
+	late := false
+	ctx, cancel := context.WithTimeout(context.Background(), 2*timeout)
+	defer cancel()
+	err := wait.PollUntilContextCancel(ctx, 100*time.Millisecond, true, func(ctx context.Context) (bool, error) {
 		select {
 		case <-w.engine.done:
 			return false, fmt.Errorf("the engine exited: %s", tail(w.engine.log.String(), 20))
 		default:
 		}
 		problems, err := w.problems(ctx)
-		if err == nil && synced == 0 && !slices.ContainsFunc(problems, func(p string) bool { return !strings.Contains(p, notReady) }) {
+		if err != nil {
+			if ctx.Err() == nil {
+				lastErr = err
+			}
+			return false, nil
+		}
+		lastErr, last = nil, problems
+		if synced == 0 && !slices.ContainsFunc(problems, func(p string) bool { return !strings.Contains(p, notReady) }) {
 			synced = time.Since(start)
 		}
-		if err == nil && len(problems) > 0 {
-			err = fmt.Errorf("%d problems, first: %s", len(problems), problems[0])
+		switch elapsed := time.Since(start); {
+		case len(problems) == 0:
+			return true, nil
+		case synced == 0 && elapsed > timeout:
+			return false, fmt.Errorf("the engine's part is not done after %s", timeout)
+		case synced > 0 && elapsed > timeout && !late:
+			late = true
+			w.t.Logf("fault: converging %s: the engine's part done in %.1fs, but %d parents not Ready after %s:\n%s", what, synced.Seconds(), len(problems), timeout,
+				summarizeProblems(problems, nil)+w.deploymentsSeen()+componentErrors("kube-controller-manager", "kwok", "kube-scheduler"))
 		}
-		if err != nil && time.Since(logged) > 30*time.Second {
-			w.t.Logf("fault: converging %s, %.0fs: %v", what, time.Since(start).Seconds(), err)
+		if time.Since(logged) > 30*time.Second {
+			w.t.Logf("fault: converging %s, %.0fs: %d problems, first: %s", what, time.Since(start).Seconds(), len(problems), problems[0])
 			logged = time.Now()
 		}
-		return err == nil, err
+		return false, nil
 	})
+	if wait.Interrupted(err) {
+		err = fmt.Errorf("not every parent Ready after %s", 2*timeout)
+	}
+	if err != nil {
+		msg := fmt.Sprintf("fault: the fleet did not converge %s: %v\n%s", what, err, summarizeProblems(last, lastErr)) + w.deploymentsSeen() +
+			componentErrors("kube-controller-manager", "kwok", "kube-scheduler", "kube-apiserver")
+		w.failures = append(w.failures, msg)
+		w.t.Fatal(msg)
+	}
 	w.t.Logf("fault: the fleet converged %s: the engine's work done in %.1fs, every parent Ready in %.1fs", what, synced.Seconds(), time.Since(start).Seconds())
+}
+
+// deploymentsSeen says how far the apiserver's Deployments of the fleet
+// are rolled out, to tell a parent the engine has not caught up with from
+// one whose Deployment the cluster has not rolled out.
+func (w *faultWorld) deploymentsSeen() string {
+	list, err := kube.AppsV1().Deployments(w.ns).List(context.Background(), metav1.ListOptions{LabelSelector: "app.kubernetes.io/managed-by=engine"})
+	if err != nil {
+		return fmt.Sprintf("\n  the Deployments: %v", err)
+	}
+	var current, available int
+	var late, unavailable []string
+	for _, d := range list.Items {
+		if d.Status.ObservedGeneration != d.Generation {
+			late = append(late, d.Name)
+			continue
+		}
+		current++
+		if d.Spec.Replicas != nil && d.Status.AvailableReplicas == *d.Spec.Replicas && d.Status.UpdatedReplicas == *d.Spec.Replicas {
+			available++
+		} else if len(unavailable) < 3 {
+			unavailable = append(unavailable, fmt.Sprintf("%s: replicas %d, status %+v", d.Name, ptr.Deref(d.Spec.Replicas, 1), d.Status))
+		}
+	}
+	return fmt.Sprintf("\n  the apiserver's %d Deployments: %d observed by the Deployment controller (not: %s), %d of them rolled out and available; not available: %s",
+		len(list.Items), current, strings.Join(late[:min(5, len(late))], ", "), available, strings.Join(unavailable, "; "))
+}
+
+// componentErrors quotes the last error lines of the cluster's components'
+// logs: what the cluster's own controllers could not do.
+func componentErrors(names ...string) string {
+	var b strings.Builder
+	for _, name := range names {
+		data, err := os.ReadFile(filepath.Join(cluster.Dir, name+".log"))
+		if err != nil {
+			fmt.Fprintf(&b, "\n  %s's log: %v", name, err)
+			continue
+		}
+		var errs []string
+		for line := range strings.Lines(string(data)) {
+			if strings.HasPrefix(line, "E") || strings.Contains(line, "level=ERROR") {
+				errs = append(errs, strings.TrimSpace(line))
+			}
+		}
+		fmt.Fprintf(&b, "\n  %s: %d error lines, the last ones:", name, len(errs))
+		for _, l := range errs[max(0, len(errs)-5):] {
+			fmt.Fprintf(&b, "\n    %.400s", l)
+		}
+	}
+	return b.String()
+}
+
+// summarizeProblems groups problems by what they say with the parent's name
+// left out (<name>), the largest group first, with up to five names each.
+func summarizeProblems(problems []string, err error) string {
+	var b strings.Builder
+	if err != nil {
+		fmt.Fprintf(&b, "  the last check failed: %v\n", err)
+	}
+	groups := map[string][]string{}
+	for _, p := range problems {
+		name, rest, _ := strings.Cut(p, ": ") // "MyKind mk-1", "waiting for Deployment mk-1"
+		if _, short, ok := strings.Cut(name, " "); ok {
+			rest = strings.ReplaceAll(rest, short, "<name>")
+		}
+		groups[rest] = append(groups[rest], name)
+	}
+	keys := slices.Collect(maps.Keys(groups))
+	slices.SortFunc(keys, func(a, b string) int { return len(groups[b]) - len(groups[a]) })
+	fmt.Fprintf(&b, "  %d problems in the last check", len(problems))
+	for _, k := range keys {
+		names := groups[k]
+		fmt.Fprintf(&b, "\n  %d x %s (%s", len(names), k, strings.Join(names[:min(5, len(names))], ", "))
+		if len(names) > 5 {
+			b.WriteString(", ...")
+		}
+		b.WriteString(")")
+	}
+	return b.String()
 }
 
 // problems lists what keeps the fleet from being converged.

@@ -23,9 +23,10 @@ const (
 	kwokLeaseSeconds = "40"
 )
 
-// kwokStages holds the kwok Stage configurations copied from kwok v0.8.0:
-// node initialisation and heartbeat, pods becoming Ready, completing (for
-// Jobs) and being deleted.
+// kwokStages holds the kwok Stage configurations copied from kwok v0.8.0
+// (node initialisation and heartbeat, pods becoming Ready, completing for
+// Jobs, being deleted) and one of ours: a running pod marked NotReady by
+// the node lifecycle controller is Ready again, as a kubelet reports it.
 //
 //go:embed kwok/*.yaml
 var kwokStages embed.FS

@@ -176,6 +176,34 @@ func TestFull(t *testing.T) {
 		return err == nil && d.Status.ReadyReplicas == 2, err
 	})
 
+	// What the node lifecycle controller does to every pod of a node whose
+	// lease lapsed (a control plane down past the node monitor grace
+	// period): Ready False. kwok reports it Ready again, as a kubelet does.
+	pods, err := cs.CoreV1().Pods(metav1.NamespaceDefault).List(ctx, metav1.ListOptions{LabelSelector: "app=web"})
+	require.NoError(t, err)
+	require.NotEmpty(t, pods.Items)
+	pod := pods.Items[0]
+	for i, cond := range pod.Status.Conditions {
+		if cond.Type == corev1.PodReady {
+			pod.Status.Conditions[i].Status = corev1.ConditionFalse
+			pod.Status.Conditions[i].Reason = "NodeNotReady"
+		}
+	}
+	_, err = cs.CoreV1().Pods(metav1.NamespaceDefault).UpdateStatus(ctx, &pod, metav1.UpdateOptions{})
+	require.NoError(t, err)
+	eventually(t, ctx, time.Minute, "for pod "+pod.Name+" marked not Ready to be Ready again", func(ctx context.Context) (bool, error) {
+		p, err := cs.CoreV1().Pods(metav1.NamespaceDefault).Get(ctx, pod.Name, metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		for _, cond := range p.Status.Conditions {
+			if cond.Type == corev1.PodReady {
+				return cond.Status == corev1.ConditionTrue, nil
+			}
+		}
+		return false, nil
+	})
+
 	replicaSets := cs.AppsV1().ReplicaSets(metav1.NamespaceDefault)
 	rsList, err := replicaSets.List(ctx, metav1.ListOptions{LabelSelector: "app=web"})
 	require.NoError(t, err)
