@@ -403,7 +403,7 @@ func (w *faultWorld) converged(what string, timeout time.Duration) {
 		case synced > 0 && elapsed > timeout && !late:
 			late = true
 			w.t.Logf("fault: converging %s: the engine's part done in %.1fs, but %d parents not Ready after %s:\n%s", what, synced.Seconds(), len(problems), timeout,
-				summarizeProblems(problems, nil)+w.deploymentsSeen()+componentErrors("kube-controller-manager", "kwok", "kube-scheduler"))
+				summarizeProblems(problems, nil)+w.deploymentsSeen()+componentErrors())
 		}
 		if time.Since(logged) > 30*time.Second {
 			w.t.Logf("fault: converging %s, %.0fs: %d problems, first: %s", what, time.Since(start).Seconds(), len(problems), problems[0])
@@ -415,8 +415,7 @@ func (w *faultWorld) converged(what string, timeout time.Duration) {
 		err = fmt.Errorf("not every parent Ready after %s", 2*timeout)
 	}
 	if err != nil {
-		msg := fmt.Sprintf("fault: the fleet did not converge %s: %v\n%s", what, err, summarizeProblems(last, lastErr)) + w.deploymentsSeen() +
-			componentErrors("kube-controller-manager", "kwok", "kube-scheduler", "kube-apiserver")
+		msg := fmt.Sprintf("fault: the fleet did not converge %s: %v\n%s", what, err, summarizeProblems(last, lastErr)) + w.deploymentsSeen() + componentErrors()
 		w.failures = append(w.failures, msg)
 		w.t.Fatal(msg)
 	}
@@ -450,10 +449,10 @@ func (w *faultWorld) deploymentsSeen() string {
 }
 
 // componentErrors quotes the last error lines of the cluster's components'
-// logs: what the cluster's own controllers could not do.
-func componentErrors(names ...string) string {
+// logs: what the cluster's own controllers (and the apiserver) could not do.
+func componentErrors() string {
 	var b strings.Builder
-	for _, name := range names {
+	for _, name := range []string{"kube-controller-manager", "kwok", "kube-scheduler", "kube-apiserver"} {
 		data, err := os.ReadFile(filepath.Join(cluster.Dir, name+".log"))
 		if err != nil {
 			fmt.Fprintf(&b, "\n  %s's log: %v", name, err)

@@ -2,6 +2,7 @@ package engine_test
 
 import (
 	"context"
+	"sync"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -21,6 +22,8 @@ import (
 func TestParentIndexOnACache(t *testing.T) {
 	controlPlane(t)
 	ctx, cancel := context.WithCancel(context.Background())
+	var caches sync.WaitGroup // the caches stop with ctx
+	defer caches.Wait()
 	defer cancel()
 	a := namespace(t)
 	b := a + "-b"
@@ -35,7 +38,7 @@ func TestParentIndexOnACache(t *testing.T) {
 	}
 	c, err := cache.New(cfg, cache.Options{})
 	require.NoError(t, err)
-	go func() { _ = c.Start(ctx) }()
+	caches.Go(func() { _ = c.Start(ctx) })
 	require.NoError(t, engine.AddParentUIDIndex(ctx, c, &corev1.ConfigMap{}))
 	if !c.WaitForCacheSync(ctx) { // the index was added before the cache started
 		list := &corev1.ConfigMapList{}
@@ -60,7 +63,7 @@ func TestParentIndexOnACache(t *testing.T) {
 	// falls back to controller-runtime's field index, and finds the same.
 	nc, err := cache.New(cfg, cache.Options{DefaultNamespaces: map[string]cache.Config{a: {}}})
 	require.NoError(t, err)
-	go func() { _ = nc.Start(ctx) }()
+	caches.Go(func() { _ = nc.Start(ctx) })
 	require.NoError(t, engine.AddParentUIDIndex(ctx, nc, &corev1.ConfigMap{}))
 	require.True(t, nc.WaitForCacheSync(ctx))
 	for _, shared := range []bool{true, false} {
