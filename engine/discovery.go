@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"fmt"
+	"time"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -48,27 +49,53 @@ func (e *Engine) watchCRDs(ctx context.Context) (func(), error) {
 	}); err != nil {
 		return nil, fmt.Errorf("watching CustomResourceDefinitions: %w", err)
 	}
-	return func() {
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-changed:
-				e.retryUnserved(ctx)
-			}
-		}
-	}, nil
+	return func() { followUpRetries(ctx, changed, crdFollowUps, func() int { return e.retryUnserved(ctx) }) }, nil
 }
 
+// followUpRetries calls retry on every change, and, while retry says it
+// queued some parent, again after each of the waits in turn; a change
+// starts the waits over. A CRD is established before the apiserver's
+// discovery serves its kind (two controllers of the apiserver, neither
+// waiting for the other), so the retry on a CRD's last change can be
+// refused again, and no further change would come.
+func followUpRetries(ctx context.Context, changed <-chan struct{}, waits []time.Duration, retry func() int) {
+	followUp := time.NewTimer(time.Hour)
+	followUp.Stop()
+	defer followUp.Stop()
+	next := len(waits)
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-changed:
+			next = 0
+		case <-followUp.C:
+		}
+		if retry() == 0 || next == len(waits) {
+			followUp.Stop()
+			continue
+		}
+		followUp.Reset(waits[next])
+		next++
+	}
+}
+
+// crdFollowUps are the waits between the retries that follow a CRD
+// change while a parent is still refused: about a minute in all, far
+// longer than the apiserver takes to serve an established CRD's kind.
+var crdFollowUps = []time.Duration{time.Second, 2 * time.Second, 4 * time.Second, 8 * time.Second, 16 * time.Second, 30 * time.Second}
+
 // retryUnserved queues every parent whose last reconcile was refused
-// (Synced=False, ChildRefused or ReferenceRefused), of every kind.
-func (e *Engine) retryUnserved(ctx context.Context) {
+// (Synced=False, ChildRefused or ReferenceRefused), of every kind, and
+// returns how many it queued.
+func (e *Engine) retryUnserved(ctx context.Context) int {
 	e.mu.Lock()
 	kinds := make([]*kindController, 0, len(e.kinds))
 	for _, kc := range e.kinds {
 		kinds = append(kinds, kc)
 	}
 	e.mu.Unlock()
+	queued := 0
 	for _, kc := range kinds {
 		if !kc.isRunning() {
 			continue
@@ -81,9 +108,11 @@ func (e *Engine) retryUnserved(ctx context.Context) {
 		for i := range parents {
 			if refused(&parents[i]) {
 				kc.Enqueue(&parents[i])
+				queued++
 			}
 		}
 	}
+	return queued
 }
 
 // refused reports whether a parent's Synced condition says a child or a
