@@ -12,7 +12,7 @@ import (
 	"github.com/go-logr/logr"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
+	authenticationv1client "k8s.io/client-go/kubernetes/typed/authentication/v1"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/cluster"
 )
@@ -48,8 +48,8 @@ type Registry struct {
 // member is one registered cluster.
 type member struct {
 	target Target
-	cl     cluster.Cluster      // nil when target.Err
-	client kubernetes.Interface // for the probe
+	cl     cluster.Cluster                                  // nil when target.Err
+	client authenticationv1client.AuthenticationV1Interface // for the probe
 	cancel context.CancelFunc
 	// Under the registry's lock:
 	up       bool
@@ -241,7 +241,7 @@ func (r *Registry) build(t Target) *member {
 		})
 		if err == nil {
 			m.cl = cl
-			m.client, err = kubernetes.NewForConfig(t.Config)
+			m.client, err = authenticationv1client.NewForConfig(t.Config)
 		}
 		if err != nil {
 			m.target.Err = fmt.Errorf("%s: %w", t.Origin, err)
@@ -290,7 +290,7 @@ func (r *Registry) probeLoop(ctx context.Context, m *member) {
 // cluster answers and that it takes the credentials.
 func (r *Registry) probe(ctx context.Context, m *member) {
 	pctx, cancel := context.WithTimeout(ctx, r.opts.ProbeTimeout)
-	_, err := m.client.AuthenticationV1().SelfSubjectReviews().Create(pctx, &authenticationv1.SelfSubjectReview{}, metav1.CreateOptions{})
+	_, err := m.client.SelfSubjectReviews().Create(pctx, &authenticationv1.SelfSubjectReview{}, metav1.CreateOptions{})
 	cancel()
 	if ctx.Err() != nil {
 		return

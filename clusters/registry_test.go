@@ -82,7 +82,7 @@ func TestRegistryFollowsClusterSecrets(t *testing.T) {
 	reg := New(Options{ProbeEvery: 200 * time.Millisecond, ProbeTimeout: time.Second, OnChange: seen.add, Logger: logr.Discard()})
 	runCtx, stopRun := context.WithCancel(ctx)
 	ran := make(chan error, 1)
-	go func() { ran <- reg.Run(runCtx, Secrets{Client: k, Namespace: ns}) }()
+	go func() { ran <- reg.Run(runCtx, Secrets{Client: k.CoreV1(), Namespace: ns}) }()
 	defer func() { stopRun(); <-ran }()
 
 	var westCluster interface{ GetClient() client.Client }

@@ -5,12 +5,14 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/informers"
-	"k8s.io/client-go/kubernetes"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/watch"
+	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 
@@ -46,17 +48,28 @@ type Source interface {
 // Secrets registers the clusters of the Secrets labelled
 // contract.LabelCluster in one namespace (the engine's).
 type Secrets struct {
-	Client    kubernetes.Interface
+	Client    corev1client.SecretsGetter
 	Namespace string
 }
 
 // Run watches the cluster Secrets and calls update with all of them on
 // every change; a list or watch of them that fails is a problem.
 func (s Secrets) Run(ctx context.Context, update func([]Target), problem func(error)) error {
-	factory := informers.NewSharedInformerFactoryWithOptions(s.Client, 10*time.Minute,
-		informers.WithNamespace(s.Namespace),
-		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = contract.LabelCluster }))
-	informer := factory.Core().V1().Secrets().Informer()
+	secrets := s.Client.Secrets(s.Namespace)
+	labelled := func(o metav1.ListOptions) metav1.ListOptions {
+		o.LabelSelector = contract.LabelCluster
+		return o
+	}
+	// The client says whether it serves watch-list (a fake does not), as
+	// client-go's generated informers ask it.
+	informer := cache.NewSharedIndexInformer(cache.ToListWatcherWithWatchListSemantics(&cache.ListWatch{
+		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+			return secrets.List(ctx, labelled(o))
+		},
+		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+			return secrets.Watch(ctx, labelled(o))
+		},
+	}, s.Client), &corev1.Secret{}, 10*time.Minute, cache.Indexers{})
 	changed := make(chan struct{}, 1)
 	kick := func() {
 		select {
@@ -76,8 +89,11 @@ func (s Secrets) Run(ctx context.Context, update func([]Target), problem func(er
 	}); err != nil {
 		return err
 	}
-	factory.Start(ctx.Done())
-	defer factory.Shutdown() // waits for the informer's goroutines
+	var informing sync.WaitGroup
+	defer informing.Wait()
+	informCtx, stopInforming := context.WithCancel(ctx)
+	defer stopInforming() // before the Wait: the informer ends with it
+	informing.Go(func() { informer.RunWithContext(informCtx) })
 	if !cache.WaitForCacheSync(ctx.Done(), informer.HasSynced) {
 		return nil // ctx ended first
 	}

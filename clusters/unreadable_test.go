@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes/fake"
+	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 	k8stesting "k8s.io/client-go/testing"
 )
 
@@ -37,7 +38,7 @@ func TestUnreadableRegistrationsAreSaid(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	reg := New(Options{})
 	done := make(chan error, 1)
-	go func() { done <- reg.Run(ctx, Secrets{Client: cs, Namespace: "engine-system"}) }()
+	go func() { done <- reg.Run(ctx, Secrets{Client: fakeSecrets{cs}, Namespace: "engine-system"}) }()
 	defer func() {
 		cancel()
 		require.NoError(t, <-done)
@@ -64,3 +65,9 @@ func TestUnreadableRegistrationsAreSaid(t *testing.T) {
 	_, err = reg.Get("west")
 	assert.EqualError(t, err, `cluster "west" is not registered (a Secret labelled engine.cuengine.dev/cluster=west in the engine's namespace registers it)`)
 }
+
+// fakeSecrets serves the Secrets of a fake clientset, and says, as the
+// clientset does, that it does not serve watch-list.
+type fakeSecrets struct{ *fake.Clientset }
+
+func (f fakeSecrets) Secrets(ns string) corev1client.SecretInterface { return f.CoreV1().Secrets(ns) }

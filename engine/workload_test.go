@@ -101,7 +101,7 @@ func TestWorkloadClusterChildren(t *testing.T) {
 		InstallCRDs:       true,
 		Namespace:         "",
 		ResourceResync:    10 * time.Minute,
-		Clusters:          clusters.Secrets{Client: cs, Namespace: ns},
+		Clusters:          clusters.Secrets{Client: cs.CoreV1(), Namespace: ns},
 		ClusterProbeEvery: 500 * time.Millisecond,
 	})
 
@@ -406,7 +406,7 @@ func TestWorkloadClusterMove(t *testing.T) {
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "move.cue"), []byte(src), 0o644))
 	set, err := templates.Load(dir)
 	require.NoError(t, err)
-	runEngine(t, set, engine.Options{InstallCRDs: true, ResourceResync: 10 * time.Minute, Clusters: clusters.Secrets{Client: cs, Namespace: ns}, ClusterProbeEvery: 500 * time.Millisecond})
+	runEngine(t, set, engine.Options{InstallCRDs: true, ResourceResync: 10 * time.Minute, Clusters: clusters.Secrets{Client: cs.CoreV1(), Namespace: ns}, ClusterProbeEvery: 500 * time.Millisecond})
 
 	moveGVK := schema.GroupVersionKind{Group: "multi.cuengine.dev", Version: "v1", Kind: "Move"}
 	p := parent(moveGVK, ns, "mover", map[string]any{"cluster": "west"})
@@ -485,7 +485,7 @@ children: note: {apiVersion: "v1", kind: "ConfigMap", metadata: name: "note"}
 policy: clusters: ["far"]
 children: note: {cluster: "far", apiVersion: "v1", kind: "ConfigMap", metadata: name: "note"}
 `)
-	eng, _ := runEngine(t, remote, engine.Options{Clusters: clusters.Secrets{Client: cs, Namespace: ns}, ClusterProbeEvery: 200 * time.Millisecond})
+	eng, _ := runEngine(t, remote, engine.Options{Clusters: clusters.Secrets{Client: cs.CoreV1(), Namespace: ns}, ClusterProbeEvery: 200 * time.Millisecond})
 	registered := func(want bool) func(context.Context) (bool, error) {
 		return func(context.Context) (bool, error) {
 			st := eng.ClusterStatus()

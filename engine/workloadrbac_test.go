@@ -129,7 +129,7 @@ func TestWorkloadClusterLeastPrivilege(t *testing.T) {
 		Data: map[string][]byte{contract.KeyKubeconfig: kubeconfig}}))
 	cs, err := kubernetes.NewForConfig(cfg)
 	require.NoError(t, err)
-	runEngine(t, set, engine.Options{InstallCRDs: true, ResourceResync: 10 * time.Minute, Clusters: clusters.Secrets{Client: cs, Namespace: ns}, ClusterProbeEvery: 500 * time.Millisecond})
+	runEngine(t, set, engine.Options{InstallCRDs: true, ResourceResync: 10 * time.Minute, Clusters: clusters.Secrets{Client: cs.CoreV1(), Namespace: ns}, ClusterProbeEvery: 500 * time.Millisecond})
 
 	const name = "guarded"
 	p := parent(guardedGVK, ns, name, map[string]any{"cluster": "west"})

@@ -58,6 +58,14 @@ cmd/engine      engine clusters contract templates templates/openapi templates/p
 BINARY=cmd/engine
 # And nothing imports engine, in its code or its tests, but these (and
 # engine's own external tests): internal/... may not either.
+# Nor does any package of ours it links import client-go's whole typed
+# clientset or its informer factory: calling kubernetes.NewForConfig once
+# keeps every typed client of every API group, with their apply
+# configurations, and the factory every typed informer and lister (6.7 MB of
+# the binary's 38 MB of code; docs/benchmarks.md). A group's own client
+# (k8s.io/client-go/kubernetes/typed/<group>/<version>), the discovery
+# client and cache.NewSharedIndexInformer do the same jobs.
+WHOLE_CLIENT='k8s.io/client-go/kubernetes k8s.io/client-go/informers'
 ENGINE=engine
 ENGINE_IMPORTERS='engine cmd/... bench/... e2e/...'
 set -euo pipefail
@@ -170,6 +178,15 @@ if (($# == 0)); then
       violations+=("$BINARY links the provider $pkg: providers run as plugins, engine-provider-<name> (providers/plugin)")
     fi
   done < <(go list -deps "./$BINARY")
+  while IFS='|' read -r path imports; do
+    pkg=$(ours "$path")
+    [ -n "$pkg" ] || continue
+    for imp in $imports; do
+      if allowed_by "$WHOLE_CLIENT" "$imp"; then
+        violations+=("$pkg imports $imp and $BINARY links it: use the API group's own client (k8s.io/client-go/kubernetes/typed/...), the discovery client or cache.NewSharedIndexInformer")
+      fi
+    done
+  done < <(go list -deps -f '{{.ImportPath}}|{{join .Imports " "}}' "./$BINARY")
 fi
 
 if ((${#violations[@]} > 0)); then

@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"time"
 
-	"k8s.io/client-go/kubernetes"
+	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/rest"
 
 	"github.com/cuengine/engine/clusters"
@@ -20,11 +20,11 @@ func (o *runOptions) clusterSource(cfg *rest.Config) (clusters.Source, error) {
 	if ns == "-" {
 		return nil, nil
 	}
-	cs, err := kubernetes.NewForConfig(cfg)
+	core, err := corev1client.NewForConfig(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("creating the client of the cluster Secrets: %w", err)
 	}
-	return clusters.Secrets{Client: cs, Namespace: ns}, nil
+	return clusters.Secrets{Client: core, Namespace: ns}, nil
 }
 
 // clustersNamespaceName is the namespace of the cluster Secrets, "-"

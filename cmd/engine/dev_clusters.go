@@ -13,7 +13,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
-	"k8s.io/client-go/kubernetes"
+	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 
 	"github.com/cuengine/engine/contract"
 	"github.com/cuengine/engine/internal/localcluster"
@@ -79,7 +79,7 @@ func (o *devOptions) startWorkloadClusters(ctx context.Context, dir string, mgmt
 	if len(o.workloadClusters) == 0 {
 		return nil, stop, nil
 	}
-	kube, err := kubernetes.NewForConfig(mgmt.Config)
+	kube, err := corev1client.NewForConfig(mgmt.Config)
 	if err != nil {
 		return nil, stop, err
 	}
@@ -105,8 +105,8 @@ func (o *devOptions) startWorkloadClusters(ctx context.Context, dir string, mgmt
 }
 
 // ensureNamespace creates namespace ns unless it exists.
-func ensureNamespace(ctx context.Context, kube kubernetes.Interface, ns string) error {
-	_, err := kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{})
+func ensureNamespace(ctx context.Context, kube corev1client.CoreV1Interface, ns string) error {
+	_, err := kube.Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{})
 	if err != nil && !apierrors.IsAlreadyExists(err) {
 		return fmt.Errorf("creating namespace %s for the cluster Secrets: %w", ns, err)
 	}
@@ -115,7 +115,7 @@ func ensureNamespace(ctx context.Context, kube kubernetes.Interface, ns string) 
 
 // registerCluster writes the cluster Secret of cluster name: labelled with
 // its name, its kubeconfig (token and CA inline) under the key kubeconfig.
-func registerCluster(ctx context.Context, kube kubernetes.Interface, ns, name, kubeconfig string) error {
+func registerCluster(ctx context.Context, kube corev1client.CoreV1Interface, ns, name, kubeconfig string) error {
 	data, err := os.ReadFile(kubeconfig)
 	if err != nil {
 		return err
@@ -124,7 +124,7 @@ func registerCluster(ctx context.Context, kube kubernetes.Interface, ns, name, k
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Labels: map[string]string{contract.LabelCluster: name}},
 		Data:       map[string][]byte{contract.KeyKubeconfig: data},
 	}
-	_, err = kube.CoreV1().Secrets(ns).Create(ctx, sec, metav1.CreateOptions{})
+	_, err = kube.Secrets(ns).Create(ctx, sec, metav1.CreateOptions{})
 	if apierrors.IsAlreadyExists(err) {
 		return errors.New("Secret " + ns + "/" + name + " already exists in the management cluster")
 	}

@@ -16,7 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
-	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/discovery"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
@@ -354,14 +354,14 @@ type engineState interface {
 
 // apiserverReady asks the apiserver's own /readyz, within a few seconds.
 func apiserverReady(cfg *rest.Config) (func(context.Context) error, error) {
-	cs, err := kubernetes.NewForConfig(cfg)
+	dc, err := discovery.NewDiscoveryClientForConfig(cfg)
 	if err != nil {
 		return nil, err
 	}
 	return func(ctx context.Context) error {
 		ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
 		defer cancel()
-		return cs.Discovery().RESTClient().Get().AbsPath("/readyz").Do(ctx).Error()
+		return dc.RESTClient().Get().AbsPath("/readyz").Do(ctx).Error()
 	}, nil
 }
 

@@ -11,7 +11,8 @@ import (
 
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/validation"
-	"k8s.io/client-go/kubernetes"
+	coordinationv1client "k8s.io/client-go/kubernetes/typed/coordination/v1"
+	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -77,12 +78,16 @@ func (o *runOptions) newMember(cfg *rest.Config, scheme *runtime.Scheme, shard s
 func (o *runOptions) leaderLock(cfg *rest.Config, namespace, identity string) (resourcelock.Interface, error) {
 	cfg = rest.AddUserAgent(rest.CopyConfig(cfg), "leader-election")
 	cfg.Timeout = max(o.renewDeadline/2, time.Second)
-	cs, err := kubernetes.NewForConfig(cfg)
+	core, err := corev1client.NewForConfig(cfg)
+	if err != nil {
+		return nil, err
+	}
+	coordination, err := coordinationv1client.NewForConfig(cfg)
 	if err != nil {
 		return nil, err
 	}
 	return resourcelock.New(resourcelock.LeasesResourceLock, namespace, o.leaderElectionID,
-		cs.CoreV1(), cs.CoordinationV1(), resourcelock.ResourceLockConfig{Identity: identity})
+		core, coordination, resourcelock.ResourceLockConfig{Identity: identity})
 }
 
 // addSharding adds this replica's shard Lease, on every replica, and the

@@ -11,7 +11,8 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/discovery"
+	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/rest"
 )
 
@@ -32,7 +33,8 @@ type fullStart struct {
 	prog   *progress
 	ports  ports
 	creds  *credentials
-	client kubernetes.Interface // with a per-request timeout, for probes
+	client corev1client.CoreV1Interface // with a per-request timeout, for probes
+	ready  rest.Interface               // the same, for /readyz
 }
 
 // startFull starts etcd, kube-apiserver, kube-controller-manager,
@@ -76,12 +78,16 @@ func (c *Cluster) prepareFull(assets string, prog *progress) (*fullStart, error)
 	}
 	probeCfg := rest.CopyConfig(c.Config)
 	probeCfg.Timeout = checkTimeout
-	client, err := kubernetes.NewForConfig(probeCfg)
+	client, err := corev1client.NewForConfig(probeCfg)
+	if err != nil {
+		return nil, fmt.Errorf("creating client: %w", err)
+	}
+	dc, err := discovery.NewDiscoveryClientForConfig(probeCfg)
 	if err != nil {
 		return nil, fmt.Errorf("creating client: %w", err)
 	}
 	return &fullStart{
-		c: c, assets: assets, prog: prog, creds: creds, client: client,
+		c: c, assets: assets, prog: prog, creds: creds, client: client, ready: dc.RESTClient(),
 		ports: ports{etcdClient: p[0], etcdPeer: p[1], apiserver: p[2], controllerManager: p[3], scheduler: p[4]},
 	}, nil
 }
@@ -163,7 +169,7 @@ func (s *fullStart) startAPIServer(ctx context.Context) error {
 
 // apiserverReady reports whether /readyz answers ok.
 func (s *fullStart) apiserverReady(ctx context.Context) (bool, error) {
-	body, err := s.client.Discovery().RESTClient().Get().AbsPath("/readyz").DoRaw(ctx)
+	body, err := s.ready.Get().AbsPath("/readyz").DoRaw(ctx)
 	if err != nil {
 		return false, err
 	}
@@ -210,7 +216,7 @@ func (s *fullStart) startComponents(context.Context) error {
 
 // createNode creates the fake node kwok manages.
 func (s *fullStart) createNode(ctx context.Context) error {
-	_, err := s.client.CoreV1().Nodes().Create(ctx, fakeNode(), metav1.CreateOptions{})
+	_, err := s.client.Nodes().Create(ctx, fakeNode(), metav1.CreateOptions{})
 	if err != nil && !apierrors.IsAlreadyExists(err) { // a reused Dir keeps it
 		return fmt.Errorf("creating node %s: %w", nodeName, err)
 	}
@@ -223,7 +229,7 @@ func (s *fullStart) waitNodeReady(ctx context.Context) error {
 	return s.prog.wait(ctx, waitSpec{
 		what: "for node " + nodeName + " to be Ready", done: "node " + nodeName + " Ready", timeout: readyTimeout,
 		check: func(ctx context.Context) (bool, error) {
-			node, err := s.client.CoreV1().Nodes().Get(ctx, nodeName, metav1.GetOptions{})
+			node, err := s.client.Nodes().Get(ctx, nodeName, metav1.GetOptions{})
 			if err != nil {
 				return false, err
 			}
@@ -239,7 +245,7 @@ func (s *fullStart) waitDefaultServiceAccount(ctx context.Context) error {
 	return s.prog.wait(ctx, waitSpec{
 		what: "for the default ServiceAccount", done: "default ServiceAccount exists", timeout: readyTimeout,
 		check: func(ctx context.Context) (bool, error) {
-			_, err := s.client.CoreV1().ServiceAccounts(metav1.NamespaceDefault).Get(ctx, "default", metav1.GetOptions{})
+			_, err := s.client.ServiceAccounts(metav1.NamespaceDefault).Get(ctx, "default", metav1.GetOptions{})
 			if apierrors.IsNotFound(err) {
 				return false, nil
 			}
