@@ -69,6 +69,7 @@ type runOptions struct {
 	webhook                 webhookOptions
 	prometheus              prometheusOptions
 	clustersNamespace       string
+	apiCompression          bool
 }
 
 func (o *runOptions) addFlags(cmd *cobra.Command) {
@@ -94,6 +95,7 @@ func (o *runOptions) addFlags(cmd *cobra.Command) {
 	o.webhook.addFlags(f)
 	o.prometheus.addFlags(f)
 	f.StringVar(&o.clustersNamespace, "clusters-namespace", "", `namespace of the Secrets labelled engine.cuengine.dev/cluster that register the workload clusters children may be put in, read while a template's policy.clusters allows one ("-" turns workload clusters off) (default: --leader-election-namespace, else the pod's namespace, else "default")`)
+	f.BoolVar(&o.apiCompression, "api-compression", false, "ask the apiserver for gzip-compressed responses, as the kubeconfig says (off by default, as in kube-controller-manager and kube-scheduler: near the apiserver, compression costs both sides CPU and the engine a decompressor per watch)")
 	addLimitFlags(f, &o.limits)
 	f.IntVar(&o.budget.MaxOverrunning, "max-overrunning-evaluations", render.DefaultMaxOverrunning, "evaluations past --evaluation-timeout that may run at once (CUE cannot be interrupted); past it an object whose evaluation overran before is Synced=False EvaluationBudgetExceeded, not evaluated, and past twice it every object is")
 	f.StringVar(&o.maxEvaluationHeap, "max-evaluation-heap", "", `live heap (a quantity, "768Mi") past which an object whose evaluation overran before is refused, EvaluationBudgetExceeded, and a sixth over which every object is (default: three quarters of GOMEMLIMIT when set)`)
@@ -145,10 +147,27 @@ func (o *runOptions) restConfig() (*rest.Config, error) {
 	return ctrl.GetConfig()
 }
 
+// apiConfig is cfg with the engine's choice of compression: none unless
+// --api-compression, which leaves it to the kubeconfig (its
+// disable-compression). kube-controller-manager and kube-scheduler turn it
+// off too (kubernetes/kubernetes#80919): near the apiserver gzip costs
+// both sides CPU, and since WatchList responses are compressed
+// (WatchListCompression), every watch of the engine's caches holds a
+// decompressor (3-4 MiB of peak RSS on the bench, docs/benchmarks.md).
+func (o *runOptions) apiConfig(cfg *rest.Config) *rest.Config {
+	if o.apiCompression {
+		return cfg
+	}
+	cfg = rest.CopyConfig(cfg)
+	cfg.DisableCompression = true
+	return cfg
+}
+
 // run starts the manager and the engine and blocks until the command's
 // context ends.
 func (o *runOptions) run(cmd *cobra.Command, cfg *rest.Config) error {
 	ctx := cmd.Context()
+	cfg = o.apiConfig(cfg)
 	logger := ctrl.Log.WithName("engine")
 	// Children of kinds neither built in nor the templates' own are
 	// checked against the cluster's OpenAPI schemas, at start and at every
