@@ -56,16 +56,16 @@ cmd/engine      engine clusters contract templates templates/openapi templates/p
 # providers/plugin): it links no provider implementation, directly or not
 # (checked on go list -deps ./cmd/engine; a provider is providers/<name>).
 BINARY=cmd/engine
-# And nothing imports engine, in its code or its tests, but these (and
-# engine's own external tests): internal/... may not either.
-# Nor does any package of ours it links import client-go's whole typed
-# clientset or its informer factory: calling kubernetes.NewForConfig once
+# No package of ours the engine binary links imports client-go's whole
+# typed clientset or its informer factory: calling kubernetes.NewForConfig once
 # keeps every typed client of every API group, with their apply
 # configurations, and the factory every typed informer and lister (6.7 MB of
 # the binary's 38 MB of code; docs/benchmarks.md). A group's own client
 # (k8s.io/client-go/kubernetes/typed/<group>/<version>), the discovery
 # client and cache.NewSharedIndexInformer do the same jobs.
 WHOLE_CLIENT='k8s.io/client-go/kubernetes k8s.io/client-go/informers'
+# And nothing imports engine, in its code or its tests, but these (and
+# engine's own external tests): internal/... may not either.
 ENGINE=engine
 ENGINE_IMPORTERS='engine cmd/... bench/... e2e/...'
 set -euo pipefail

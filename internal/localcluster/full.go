@@ -11,7 +11,6 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/discovery"
 	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/rest"
 )
@@ -34,7 +33,6 @@ type fullStart struct {
 	ports  ports
 	creds  *credentials
 	client corev1client.CoreV1Interface // with a per-request timeout, for probes
-	ready  rest.Interface               // the same, for /readyz
 }
 
 // startFull starts etcd, kube-apiserver, kube-controller-manager,
@@ -82,12 +80,8 @@ func (c *Cluster) prepareFull(assets string, prog *progress) (*fullStart, error)
 	if err != nil {
 		return nil, fmt.Errorf("creating client: %w", err)
 	}
-	dc, err := discovery.NewDiscoveryClientForConfig(probeCfg)
-	if err != nil {
-		return nil, fmt.Errorf("creating client: %w", err)
-	}
 	return &fullStart{
-		c: c, assets: assets, prog: prog, creds: creds, client: client, ready: dc.RESTClient(),
+		c: c, assets: assets, prog: prog, creds: creds, client: client,
 		ports: ports{etcdClient: p[0], etcdPeer: p[1], apiserver: p[2], controllerManager: p[3], scheduler: p[4]},
 	}, nil
 }
@@ -169,7 +163,7 @@ func (s *fullStart) startAPIServer(ctx context.Context) error {
 
 // apiserverReady reports whether /readyz answers ok.
 func (s *fullStart) apiserverReady(ctx context.Context) (bool, error) {
-	body, err := s.ready.Get().AbsPath("/readyz").DoRaw(ctx)
+	body, err := s.client.RESTClient().Get().AbsPath("/readyz").DoRaw(ctx)
 	if err != nil {
 		return false, err
 	}
