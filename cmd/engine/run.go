@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/KimMachineGun/automemlimit/memlimit"
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
@@ -70,6 +71,7 @@ type runOptions struct {
 	prometheus              prometheusOptions
 	clustersNamespace       string
 	apiCompression          bool
+	memoryLimitRatio        float64
 }
 
 func (o *runOptions) addFlags(cmd *cobra.Command) {
@@ -96,6 +98,7 @@ func (o *runOptions) addFlags(cmd *cobra.Command) {
 	o.prometheus.addFlags(f)
 	f.StringVar(&o.clustersNamespace, "clusters-namespace", "", `namespace of the Secrets labelled engine.cuengine.dev/cluster that register the workload clusters children may be put in, read while a template's policy.clusters allows one ("-" turns workload clusters off) (default: --leader-election-namespace, else the pod's namespace, else "default")`)
 	f.BoolVar(&o.apiCompression, "api-compression", false, "ask the apiserver for gzip-compressed responses, as the kubeconfig says (off by default, as in kube-controller-manager and kube-scheduler: near the apiserver, compression costs both sides CPU and the engine a decompressor per watch)")
+	f.Float64Var(&o.memoryLimitRatio, "memory-limit-ratio", defaultMemoryLimitRatio, "share of the container's memory limit (its cgroup's) given to the Go runtime as its soft limit when GOMEMLIMIT is not set, which also sets the evaluation budget's defaults; 0 leaves the runtime without one")
 	addLimitFlags(f, &o.limits)
 	f.IntVar(&o.budget.MaxOverrunning, "max-overrunning-evaluations", render.DefaultMaxOverrunning, "evaluations past --evaluation-timeout that may run at once (CUE cannot be interrupted); past it an object whose evaluation overran before is Synced=False EvaluationBudgetExceeded, not evaluated, and past twice it every object is")
 	f.StringVar(&o.maxEvaluationHeap, "max-evaluation-heap", "", `live heap (a quantity, "768Mi") past which an object whose evaluation overran before is refused, EvaluationBudgetExceeded, and a sixth over which every object is (default: three quarters of GOMEMLIMIT when set)`)
@@ -128,6 +131,10 @@ version serving.`,
 			if err := o.setLogger(cmd, false); err != nil {
 				return err
 			}
+			if o.memoryLimitRatio < 0 || o.memoryLimitRatio > 1 {
+				return fmt.Errorf("--memory-limit-ratio %v: want a share between 0 and 1", o.memoryLimitRatio)
+			}
+			setMemoryLimit(ctrl.Log.WithName("engine"), o.memoryLimitRatio, memlimit.FromCgroup)
 			cfg, err := o.restConfig()
 			if err != nil {
 				return err
