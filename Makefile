@@ -151,8 +151,8 @@ bench-sharding: assets build ## Benchmark sharding: the engine without it, then 
 
 .PHONY: bench-scale
 bench-scale: N ?= 50000
-bench-scale: assets build ## Benchmark scale: N MyKinds (50000) with replicas 0, engine and reference with their defaults: time until all Ready, peak RSS, RSS per parent, CPU, and a restart with the N parents in place.
-	$(GO) run ./bench/cmd/bench -scale -n $(N) -phase-timeout 60m
+bench-scale: assets build ## Benchmark scale: N MyKinds (50000) with replicas 0, engine and reference with their defaults: time until all Ready, peak RSS, RSS per parent, CPU, and a restart with the N parents in place. MEMORY_LIMIT=1Gi runs each in a memory cgroup of that size, as a container (root).
+	$(GO) run ./bench/cmd/bench -scale -n $(N) -phase-timeout 60m $(if $(MEMORY_LIMIT),-memory-limit $(MEMORY_LIMIT))
 
 .PHONY: fmt
 fmt: ## Format the code.

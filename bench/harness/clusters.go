@@ -251,7 +251,7 @@ func runClusters(ctx context.Context, cfg ClustersConfig, k int, log *logger) (r
 		"--metrics-bind-address", "0", "--health-probe-bind-address", "0"}, cfg.EngineArgs...)
 	logPath := filepath.Join(cfg.LogDir, fmt.Sprintf("clusters-%d-engine.log", k))
 	log.printf("  starting the engine (log %s)", logPath)
-	p, err := startProcess(cfg.EngineBin, args, nil, logPath)
+	p, err := startProcess(cfg.EngineBin, args, nil, logPath, nil)
 	if err != nil {
 		return nil, err
 	}

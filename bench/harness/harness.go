@@ -54,6 +54,10 @@ type Config struct {
 	// EngineEnv is added to the engine's environment, e.g.
 	// GOMEMLIMIT=921MiB (what the chart sets under a 1Gi limit).
 	EngineEnv []string
+	// MemoryLimit, when above 0, runs each controller process in a memory
+	// cgroup of its own with this limit in bytes, as a container's memory
+	// limit would hold it (the harness must run as root).
+	MemoryLimit int64
 	// EngineBin is the engine binary; empty means bin/engine under Root.
 	// Another build (such as main's) gives the before of a change.
 	EngineBin string

@@ -22,6 +22,7 @@ const userHZ = 100
 // process is a controller under test, running as a child process whose
 // output goes to a log file.
 type process struct {
+	bin     string
 	cmd     *exec.Cmd
 	logPath string
 	logFile *os.File
@@ -30,16 +31,25 @@ type process struct {
 	anon    *anonPeak
 	// started is when the process was executed.
 	started time.Time
+	// cgroup is the memory cgroup it runs in (Config.MemoryLimit), or nil;
+	// oomKilled is set, before exited is closed, when its limit killed it.
+	cgroup    *memoryCgroup
+	oomKilled bool
 }
 
 // startProcess starts bin with args and env added to the harness's
-// environment, its stdout and stderr appended to logPath.
-func startProcess(bin string, args, env []string, logPath string) (*process, error) {
+// environment, its stdout and stderr appended to logPath; in cg when not
+// nil, which it removes once the process exits.
+func startProcess(bin string, args, env []string, logPath string, cg *memoryCgroup) (*process, error) {
 	f, err := os.Create(logPath)
 	if err != nil {
 		return nil, fmt.Errorf("creating controller log: %w", err)
 	}
-	cmd := exec.Command(bin, args...)
+	path, argv := bin, args
+	if cg != nil {
+		path, argv = cg.wrap(bin, args)
+	}
+	cmd := exec.Command(path, argv...)
 	if len(env) > 0 {
 		cmd.Env = append(os.Environ(), env...)
 	}
@@ -47,11 +57,20 @@ func startProcess(bin string, args, env []string, logPath string) (*process, err
 	started := time.Now()
 	if err := cmd.Start(); err != nil {
 		f.Close()
+		if cg != nil {
+			err = errors.Join(err, cg.remove())
+		}
 		return nil, fmt.Errorf("starting %s: %w", bin, err)
 	}
-	p := &process{cmd: cmd, logPath: logPath, logFile: f, exited: make(chan struct{}), anon: &anonPeak{}, started: started}
+	p := &process{bin: bin, cmd: cmd, logPath: logPath, logFile: f, exited: make(chan struct{}), anon: &anonPeak{}, started: started, cgroup: cg}
 	go func() {
 		p.waitErr = cmd.Wait()
+		if cg != nil {
+			p.oomKilled = cg.oomKills() > 0
+			if err := cg.remove(); err != nil {
+				p.waitErr = errors.Join(p.waitErr, err)
+			}
+		}
 		close(p.exited)
 	}()
 	go p.anon.sample(cmd.Process.Pid, p.exited)
@@ -103,8 +122,12 @@ func (a *anonPeak) get() int64 {
 func (p *process) alive() error {
 	select {
 	case <-p.exited:
-		return fmt.Errorf("controller %s exited (%v); last lines of %s:\n%s",
-			p.cmd.Path, p.waitErr, p.logPath, tail(p.logPath, 20))
+		why := ""
+		if p.oomKilled {
+			why = ", killed by its memory cgroup's limit (-memory-limit)"
+		}
+		return fmt.Errorf("controller %s exited (%v%s); last lines of %s:\n%s",
+			p.bin, p.waitErr, why, p.logPath, tail(p.logPath, 20))
 	default:
 		return nil
 	}

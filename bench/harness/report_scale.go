@@ -18,6 +18,9 @@ func (r *Report) writeScale(w io.Writer) {
 	if len(r.cfg.EngineArgs)+len(r.cfg.EngineEnv) > 0 {
 		flags += "; the engine with " + strings.Join(append(slices.Clone(r.cfg.EngineEnv), r.cfg.EngineArgs...), " ")
 	}
+	if r.cfg.MemoryLimit > 0 {
+		flags += fmt.Sprintf("; each in a memory cgroup limited to %d MiB, as a container", r.cfg.MemoryLimit>>20)
+	}
 	fmt.Fprintf(w, "## scale: %s, N=%d MyKinds with replicas 0, %s\n\n", strings.Join(names, " vs "), n, flags)
 	fmt.Fprintf(w, "Bare control plane (etcd + kube-apiserver), a fresh one per controller; the harness marks each\n"+
 		"Deployment rolled out as it appears. Load average before: %s, after: %s.\n\n", r.LoadStart, r.LoadEnd)

@@ -110,7 +110,7 @@ func TestGroup(t *testing.T) {
 	require.NoError(t, err)
 	var g group
 	for i := range 2 {
-		p, err := startProcess(sleep, []string{"60"}, nil, filepath.Join(dir, strings.Repeat("x", i+1)+".log"))
+		p, err := startProcess(sleep, []string{"60"}, nil, filepath.Join(dir, strings.Repeat("x", i+1)+".log"), nil)
 		require.NoError(t, err)
 		g = append(g, p)
 	}

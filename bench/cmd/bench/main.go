@@ -24,6 +24,7 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	"k8s.io/apimachinery/pkg/api/resource"
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/cuengine/engine/bench/harness"
@@ -65,6 +66,14 @@ func run() int {
 	})
 	flag.Func("kro-arg", "extra flag for kro, repeatable (e.g. -kro-arg=--client-qps=1000)", func(v string) error {
 		cfg.KroArgs = append(cfg.KroArgs, v)
+		return nil
+	})
+	flag.Func("memory-limit", `run each controller in a memory cgroup of its own with this limit, as a container's (a quantity, e.g. 1Gi; needs root): the engine sets its Go memory limit from it, as in a pod`, func(v string) error {
+		q, err := resource.ParseQuantity(v)
+		if err != nil {
+			return err
+		}
+		cfg.MemoryLimit = q.Value()
 		return nil
 	})
 	flag.StringVar(&logDir, "logs", "", "directory for controller logs (default a new temporary directory, kept)")
