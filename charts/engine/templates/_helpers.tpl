@@ -63,7 +63,8 @@ the chart's copy of examples/templates.
 {{/*
 GOMEMLIMIT: nine tenths of the container's memory limit, in MiB, when
 resources.limits.memory is given in Mi or Gi; empty otherwise (the
-Deployment then sets the whole limit, from the pod's resources).
+Deployment then sets none, and the engine takes nine tenths of the limit
+its cgroup reports, --memory-limit-ratio).
 */}}
 {{- define "engine.goMemLimit" -}}
 {{- $mem := toString (dig "limits" "memory" "" (.Values.resources | default dict)) -}}
