@@ -31,9 +31,8 @@ type process struct {
 	anon    *anonPeak
 	// started is when the process was executed.
 	started time.Time
-	// cgroup is the memory cgroup it runs in (Config.MemoryLimit), or nil;
-	// oomKilled is set, before exited is closed, when its limit killed it.
-	cgroup    *memoryCgroup
+	// oomKilled is set, before exited is closed, when the limit of its
+	// memory cgroup (Config.MemoryLimit) killed it.
 	oomKilled bool
 }
 
@@ -62,7 +61,7 @@ func startProcess(bin string, args, env []string, logPath string, cg *memoryCgro
 		}
 		return nil, fmt.Errorf("starting %s: %w", bin, err)
 	}
-	p := &process{bin: bin, cmd: cmd, logPath: logPath, logFile: f, exited: make(chan struct{}), anon: &anonPeak{}, started: started, cgroup: cg}
+	p := &process{bin: bin, cmd: cmd, logPath: logPath, logFile: f, exited: make(chan struct{}), anon: &anonPeak{}, started: started}
 	go func() {
 		p.waitErr = cmd.Wait()
 		if cg != nil {

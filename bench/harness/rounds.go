@@ -101,7 +101,6 @@ func (h *Harness) startUp(ctx context.Context, e *env, spec controllerSpec, temp
 // each logging to its own file.
 func (h *Harness) startGroup(spec controllerSpec, kubeconfig, templates, base string) (group, error) {
 	var g group
-	var err error
 	for i := range max(spec.replicas, 1) {
 		args, logPath := spec.args(kubeconfig, templates), base+".log"
 		if spec.replicas > 0 {
@@ -109,9 +108,11 @@ func (h *Harness) startGroup(spec controllerSpec, kubeconfig, templates, base st
 		}
 		var cg *memoryCgroup
 		if h.cfg.MemoryLimit > 0 {
-			if cg, err = newMemoryCgroup(filepath.Base(base), h.cfg.MemoryLimit); err != nil {
+			c, err := newMemoryCgroup(filepath.Base(base), h.cfg.MemoryLimit)
+			if err != nil {
 				return nil, errors.Join(err, g.stop())
 			}
+			cg = c
 		}
 		p, err := startProcess(spec.bin, args, spec.env, logPath, cg)
 		if err != nil {
