@@ -104,8 +104,8 @@ stage = @echo "test: $(1) ($$(( $$(date +%s) - $(START) ))s elapsed)"
 
 .PHONY: test
 test: verify lint ## Check (verify, lint), run the fast lane (test-unit) so a slip fails in a minute, then the templates' cases, the chart, the alerts and dashboard, every test (unit, integration, end-to-end) with -race and the fault suite at full size.
-	$(call stage,stage 1/2: fast lane (no control plane): make test-unit)
-	@$(MAKE) --no-print-directory test-unit
+	$(call stage,stage 1/2: fast lane (no control plane): make test-unit fuzz-compile)
+	@$(MAKE) --no-print-directory test-unit fuzz-compile
 	$(call stage,stage 2/2: full (control plane): make assets postgres prometheus build test-templates test-chart test-monitoring$(comma) every test with -race$(comma) then test-faults)
 	@$(MAKE) --no-print-directory assets postgres prometheus build test-templates test-chart test-monitoring
 	$(GO) test -race -count=1 -timeout 40m -skip '^TestFaults$$' $(PKGS)
@@ -117,8 +117,16 @@ test-faults: assets build ## The fault suite at full size (300 MyKinds, 20 Store
 	$(GO) test -count=1 -timeout 60m -run TestFaults -v ./e2e
 
 .PHONY: fuzz
-fuzz: ## Fuzz template evaluation for a minute (FUZZTIME=10m for longer).
-	$(GO) test ./templates -run '^$$' -fuzz FuzzEvaluate -fuzztime $${FUZZTIME:-1m}
+fuzz: ## Fuzz template evaluation, then the compiler, a minute each (FUZZTIME=10m for longer).
+	$(GO) test ./templates -run '^$$' -fuzz '^FuzzEvaluate$$' -fuzztime $${FUZZTIME:-1m}
+	@$(MAKE) --no-print-directory fuzz-compile FUZZTIME=$${FUZZTIME:-1m}
+
+# go test -fuzz takes one target at a time.
+.PHONY: fuzz-compile
+fuzz-compile: FUZZTIME ?= 20s
+fuzz-compile: ## Fuzz the compiler (FUZZTIME each, 20s; part of `make test`): parent schemas built from CUE's constructs, and mutated template files of testdata/ and examples/. A crash lands in templates/testdata/fuzz.
+	$(GO) test ./templates -run '^$$' -fuzz '^FuzzCompileSpec$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./templates -run '^$$' -fuzz '^FuzzCompileTemplate$$' -fuzztime $(FUZZTIME)
 
 .PHONY: dev
 dev: assets build ## Start a local cluster with the example templates and the engine (Ctrl-C stops it).

@@ -24,8 +24,9 @@ const (
 	// (kstatus reports InProgress). Present only while True: it goes once
 	// the parent is Ready or Stalled.
 	ConditionReconciling = "Reconciling"
-	// ConditionPaused: True while the parent carries AnnotationPaused;
-	// absent otherwise.
+	// ConditionPaused: True while the parent carries AnnotationPaused
+	// "true"; False (ReasonPauseValueIgnored) while it carries another
+	// value, which does not pause; absent otherwise.
 	ConditionPaused = "Paused"
 )
 
@@ -71,6 +72,9 @@ const (
 	// ReasonPaused: Paused True, and Stalled True, while the parent carries
 	// AnnotationPaused; also the reason of the events.
 	ReasonPaused = "Paused"
+	// ReasonPauseValueIgnored: Paused False, and a Warning event, while
+	// AnnotationPaused holds a value other than "true": it does not pause.
+	ReasonPauseValueIgnored = "PauseValueIgnored"
 	// ReasonResumed: the event when the annotation goes.
 	ReasonResumed = "Resumed"
 	// ReasonConnectionSecretDrifted: Synced while a connection Secret was

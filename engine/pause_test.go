@@ -98,6 +98,53 @@ func TestPausedParentIsLeftAlone(t *testing.T) {
 	assert.True(t, ok, "a Resumed event")
 }
 
+// TestPauseValueOtherThanTrue (issue 51): the pause annotation pauses on
+// "true" only; "True", "yes", "1" and "true " do not, and say so: Paused
+// False with reason PauseValueIgnored naming the accepted value, and a
+// Warning event, while the parent is reconciled as usual.
+func TestPauseValueOtherThanTrue(t *testing.T) {
+	controlPlane(t)
+	ctx := context.Background()
+	ns := namespace(t)
+	w := parent(waiterGVK, ns, "almost", map[string]any{"expose": false})
+	w.SetAnnotations(map[string]string{contract.AnnotationPaused: "True"})
+	require.NoError(t, k8s.Create(ctx, w))
+	eventually(t, "the Deployment, not paused", func(ctx context.Context) (bool, error) {
+		_, err := getDeployment(ctx, ns, "almost")
+		return err == nil, client.IgnoreNotFound(err)
+	})
+	for _, value := range []string{"True", "yes", "1", "true "} {
+		annotate(t, w, contract.AnnotationPaused, value)
+		want := fmt.Sprintf(`%s is %q, which does not pause: the one value that pauses is "true" (lower case, no spaces); the engine reconciles this object as usual`, contract.AnnotationPaused, value)
+		eventually(t, "Paused False for "+value, func(ctx context.Context) (bool, error) {
+			c, err := condition(ctx, w, contract.ConditionPaused)
+			return err == nil && c != nil && c.Status == metav1.ConditionFalse && c.Reason == contract.ReasonPauseValueIgnored && c.Message == want, err
+		})
+		stalled, err := condition(ctx, w, contract.ConditionStalled)
+		require.NoError(t, err)
+		assert.Nil(t, stalled, "not stalled by a pause that does not pause")
+	}
+	eventually(t, "the Warning event", func(ctx context.Context) (bool, error) {
+		return hasEvent(ctx, ns, "almost", contract.ReasonPauseValueIgnored)
+	})
+	require.NoError(t, k8s.Patch(ctx, w, client.RawPatch(types.MergePatchType, []byte(`{"spec":{"expose":true}}`))))
+	markReady(t, ns, "almost", 1)
+	eventually(t, "a spec change applied: the Service", func(ctx context.Context) (bool, error) {
+		err := k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: "almost"}, &corev1.Service{})
+		return err == nil, client.IgnoreNotFound(err)
+	})
+	annotate(t, w, contract.AnnotationPaused, "true")
+	eventually(t, "Paused True", func(ctx context.Context) (bool, error) {
+		c, err := condition(ctx, w, contract.ConditionPaused)
+		return err == nil && c != nil && c.Status == metav1.ConditionTrue && c.Reason == contract.ReasonPaused, err
+	})
+	annotate(t, w, contract.AnnotationPaused, nil)
+	eventually(t, "Paused gone", func(ctx context.Context) (bool, error) {
+		c, err := condition(ctx, w, contract.ConditionPaused)
+		return err == nil && c == nil, err
+	})
+}
+
 // hasEvent reports whether an object has an event with the reason.
 func hasEvent(ctx context.Context, ns, name, reason string) (bool, error) {
 	list := &corev1.EventList{}

@@ -35,8 +35,9 @@ func (c condition) as(condType string, generation int64) metav1.Condition {
 // (their transition times move only when their status does), Stalled and
 // Reconciling present only while True (Flux's convention for conditions
 // of abnormal polarity: a healthy parent carries neither, nor their
-// bytes), and Paused gone, sorted by type, as JSON values.
-func setConditions(stored []metav1.Condition, generation int64, synced, ready, stalled, reconciling condition) []any {
+// bytes), and Paused gone, or False when paused says why an annotation
+// does not pause (ignoredPause), sorted by type, as JSON values.
+func setConditions(stored []metav1.Condition, generation int64, synced, ready, stalled, reconciling, paused condition) []any {
 	meta.SetStatusCondition(&stored, synced.as(contract.ConditionSynced, generation))
 	meta.SetStatusCondition(&stored, ready.as(contract.ConditionReady, generation))
 	for condType, c := range map[string]condition{contract.ConditionStalled: stalled, contract.ConditionReconciling: reconciling} {
@@ -46,7 +47,11 @@ func setConditions(stored []metav1.Condition, generation int64, synced, ready, s
 			meta.RemoveStatusCondition(&stored, condType)
 		}
 	}
-	meta.RemoveStatusCondition(&stored, contract.ConditionPaused)
+	if paused.status == "" {
+		meta.RemoveStatusCondition(&stored, contract.ConditionPaused)
+	} else {
+		meta.SetStatusCondition(&stored, paused.as(contract.ConditionPaused, generation))
+	}
 	return conditionValues(stored)
 }
 

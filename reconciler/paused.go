@@ -36,6 +36,22 @@ func pausedMessage(parent *unstructured.Unstructured) string {
 	return msg
 }
 
+// ignoredPause is the Paused condition of a parent whose
+// contract.AnnotationPaused holds a value other than "true" ("True",
+// "yes", "1", "true "): False, saying the value that would pause it. The
+// annotation is read exactly, as Flux's and Cluster API's are, so a value
+// that only looks like true does not pause; the condition (and the
+// Warning event of pauseEvents) makes that seen. Zero when there is no
+// such annotation.
+func ignoredPause(parent *unstructured.Unstructured) condition {
+	v, ok := parent.GetAnnotations()[contract.AnnotationPaused]
+	if !ok || v == "true" {
+		return condition{}
+	}
+	return condition{status: metav1.ConditionFalse, reason: contract.ReasonPauseValueIgnored, message: SafeMessage(fmt.Sprintf(
+		"%s is %q, which does not pause: the one value that pauses is \"true\" (lower case, no spaces); the engine reconciles this object as usual", contract.AnnotationPaused, v))}
+}
+
 // pausedStatus is the status of a paused parent: the stored one, its
 // Ready and Synced as they were, with Paused and Stalled True and no
 // Reconciling.
@@ -54,9 +70,14 @@ func pausedStatus(parent *unstructured.Unstructured, stored map[string]any, mess
 }
 
 // pauseEvents records the pause and the resume, once each: when the
-// stored Paused condition turns.
+// stored Paused condition turns; and a Warning when an annotation that
+// does not pause appears or changes value (ignoredPause).
 func (r *Reconciler) pauseEvents(parent *unstructured.Unstructured, stored map[string]any, st *status) {
-	was := meta.IsStatusConditionTrue(contract.ConditionsOf(stored), contract.ConditionPaused)
+	storedPaused := meta.FindStatusCondition(contract.ConditionsOf(stored), contract.ConditionPaused)
+	was := storedPaused != nil && storedPaused.Status == metav1.ConditionTrue
+	if ig := ignoredPause(parent); ig.status != "" && !ig.equal(storedPaused) {
+		warn(r.recorder, parent, contract.ReasonPauseValueIgnored, "Pause", "%s", ig.message)
+	}
 	switch {
 	case st.paused != "" && !was:
 		r.normal(parent, contract.ReasonPaused, "Pause", "%s", st.paused)

@@ -304,7 +304,7 @@ func nextStatus(parent *unstructured.Unstructured, stored map[string]any, st *st
 	}
 	gen := parent.GetGeneration()
 	stalled, reconciling := st.progress()
-	next[contract.StatusConditions] = setConditions(contract.ConditionsOf(stored), gen, st.synced, st.ready, stalled, reconciling)
+	next[contract.StatusConditions] = setConditions(contract.ConditionsOf(stored), gen, st.synced, st.ready, stalled, reconciling, ignoredPause(parent))
 	next[contract.StatusObservedGeneration] = gen
 	if st.pruneHeld {
 		// Not done with this generation until the pruning is: a later

@@ -23,7 +23,8 @@ import (
 // what Admit adds is the CRD's validation, so that an object the apiserver
 // would refuse is refused offline too (engine test). A refused object
 // yields an *Error with one problem per field, its path under "parent".
-func (t *Template) Admit(obj *unstructured.Unstructured) (*unstructured.Unstructured, []string, error) {
+func (t *Template) Admit(obj *unstructured.Unstructured) (_ *unstructured.Unstructured, _ []string, err error) {
+	defer recovered(t.Path, "admitting "+obj.GetName(), &err)
 	out := obj.DeepCopy()
 	pruned := prune(out.Object, t.schema)
 	structuraldefaulting.PruneNonNullableNullsWithoutDefaults(out.Object, t.schema)

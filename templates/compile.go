@@ -153,7 +153,8 @@ func (e *LoadError) Error() string {
 func Load(dir string) (*Set, error) { return LoadWith(dir, LoadOptions{}) }
 
 // LoadWith is Load with more places to find the schemas of child kinds.
-func LoadWith(dir string, opts LoadOptions) (*Set, error) {
+func LoadWith(dir string, opts LoadOptions) (_ *Set, err error) {
+	defer recovered(dir, "loading the templates", &err)
 	root, err := filepath.Abs(dir)
 	if err != nil {
 		return nil, err
@@ -210,7 +211,8 @@ type compiler struct {
 }
 
 // compile builds one template from its files plus the engine's contract.
-func (c *compiler) compile(src source) (*Template, error) {
+func (c *compiler) compile(src source) (_ *Template, err error) {
+	defer recovered(src.path, "compiling", &err)
 	dir := filepath.Dir(src.files[0])
 	contractPath := filepath.Join(dir, contractFile)
 	text := contractCUE

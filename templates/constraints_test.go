@@ -7,6 +7,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/cuengine/engine/templates/openapi"
 )
@@ -38,4 +39,41 @@ func TestConstraintsReachTheTemplate(t *testing.T) {
 		name: string & strings.MaxRunes(63)`)
 	assert.Empty(t, tmpl.Constraints())
 	assert.False(t, tmpl.NeedsAdmission())
+}
+
+// TestConstraintUnderAnIfWithACall is issue 51's template: an `if` whose
+// condition calls a function of the spec's own field. It compiled into a
+// panic in cue/format (the constraint's text of a bare comprehension) and
+// took every replica down at reload. It compiles, its CRD types the fields
+// outside the `if` and keeps what the `if` may add, the `if` is left to the
+// admission webhook, and ValidateParent (what the webhook runs) refuses
+// what it forbids.
+func TestConstraintUnderAnIfWithACall(t *testing.T) {
+	tmpl := loadSpec(t, `import "strings"`, `
+	image:    string
+	replicas: int & >=0
+	if strings.HasSuffix(image, ":dev") {replicas: <=10}`)
+	assert.Equal(t, []openapi.Constraint{{Pos: "w.cue:10:2", Path: "spec", What: `if strings.HasSuffix(image, ":dev") {replicas: <=10}`}}, tmpl.Constraints())
+	assert.True(t, tmpl.NeedsAdmission())
+
+	spec := tmpl.CRD().Spec.Versions[0].Schema.OpenAPIV3Schema.Properties["spec"]
+	assert.Equal(t, "object", spec.Type)
+	assert.Equal(t, []string{"image", "replicas"}, spec.Required)
+	assert.Equal(t, "integer", spec.Properties["replicas"].Type)
+	require.NotNil(t, spec.Properties["replicas"].Minimum)
+	assert.Zero(t, *spec.Properties["replicas"].Minimum)
+	require.NotNil(t, spec.XPreserveUnknownFields, "what the `if` adds is known only with the parent")
+	assert.True(t, *spec.XPreserveUnknownFields)
+
+	parent := func(image string, replicas int64) *unstructured.Unstructured {
+		return &unstructured.Unstructured{Object: map[string]any{
+			"apiVersion": "x.dev/v1", "kind": "W", "metadata": map[string]any{"name": "w", "namespace": "default"},
+			"spec": map[string]any{"image": image, "replicas": replicas},
+		}}
+	}
+	require.NoError(t, tmpl.ValidateParent(parent("web:1.0", 50)))
+	require.NoError(t, tmpl.ValidateParent(parent("web:dev", 5)))
+	err := tmpl.ValidateParent(parent("web:dev", 50))
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "parent.spec.replicas: invalid value 50 (out of bound <=10)")
 }

@@ -221,7 +221,8 @@ func toAny(m map[string]string) map[string]any {
 // back, the toHub of obj's version when obj's own field does not. Fields
 // that come back only with a default are not losses. An error is a
 // conversion that fails.
-func (t *Template) RoundTrips(obj *unstructured.Unstructured) ([]Problem, error) {
+func (t *Template) RoundTrips(obj *unstructured.Unstructured) (_ []Problem, err error) {
+	defer recovered(t.Path, "converting "+obj.GetName()+" both ways", &err)
 	if !t.Converts() {
 		return nil, nil
 	}

@@ -17,12 +17,12 @@ var mergeProbe = cue.Str("__engine_merge_probe__")
 // stay beside the user's (`{team: "a"}` becomes `{app: "x", team: "a"}`),
 // while the CRD's default, and every peer's, applies only when the field is
 // absent. A warning of engine vet, never an error: merging may be meant.
-func (t *Template) DefaultWarnings() []string {
+func (t *Template) DefaultWarnings() (out []string) {
+	defer recoveredWarning(t.Path, "reading the spec's defaults", &out)
 	spec := t.value.LookupPath(cue.ParsePath("parent.spec"))
 	if !spec.Exists() {
 		return nil
 	}
-	var out []string
 	t.defaultWarnings(spec, "parent.spec", &out)
 	return out
 }

@@ -225,3 +225,27 @@ func position(root string, pos token.Pos) string {
 	}
 	return fmt.Sprintf("%s:%d:%d", rel(root, pos.Filename()), pos.Line(), pos.Column())
 }
+
+// recovered, deferred, turns a panic inside CUE or the engine's own walks of
+// a template into an error at the template's file, so that no input can
+// take the process down: a reload keeps the last good set, a parent gets
+// the error in its conditions. CUE has panicked on valid input (cue/format
+// on a bare comprehension, issue 51); the stack goes to the error so that
+// the bug can be reported, the process goes on.
+func recovered(tmpl, stage string, err *error) {
+	r := recover()
+	if r == nil {
+		return
+	}
+	*err = &Error{Template: tmpl, Problems: []Problem{{
+		Msg: fmt.Sprintf("internal error while %s (a bug in CUE or the engine, not in the template; the engine goes on without it): %v", stage, r),
+	}}}
+}
+
+// recoveredWarning is recovered for vet's warnings: a panic is one more
+// warning, never an exit.
+func recoveredWarning(tmpl, stage string, out *[]string) {
+	if r := recover(); r != nil {
+		*out = append(*out, fmt.Sprintf("%s: internal error while %s (a bug in CUE or the engine): %v", tmpl, stage, r))
+	}
+}

@@ -23,8 +23,8 @@ import (
 // what the syntax shows: a field read through a let or another field is
 // not followed, and a bound is any < or <= on the field (with or without
 // a default), a concrete value, or a type such as uint8.
-func (t *Template) GrowthWarnings() []string {
-	var out []string
+func (t *Template) GrowthWarnings() (out []string) {
+	defer recoveredWarning(t.Path, "looking for growth", &out)
 	seen := map[string]bool{}
 	for _, name := range slices.Sorted(maps.Keys(t.files)) {
 		if filepath.Ext(name) != ".cue" || strings.HasPrefix(name, "cue.mod/") {

@@ -257,3 +257,97 @@ func TestVetNotesConstraintsBeyondTheCRD(t *testing.T) {
 	assert.Equal(t, "note: site.cue:11:3: parent.spec.replicas: >=minReplicas is not in the CRD: the engine's admission webhook checks it\n", errOut)
 	assert.Contains(t, out, "ok  site.cue")
 }
+
+// webCUE is issue 51's template: a constraint under an `if` whose
+// condition calls a function. Compiling it panicked in cue/format, and a
+// running engine that reloaded it exited, on every replica.
+const webCUE = `package web
+
+import "strings"
+
+parent: {
+	apiVersion: "test.cuengine.dev/v1"
+	kind:       "Web"
+	spec: {
+		image:    string
+		replicas: int & >=0
+		if strings.HasSuffix(image, ":dev") {replicas: <=10}
+	}
+}
+
+children: config: {
+	apiVersion: "v1"
+	kind:       "ConfigMap"
+	metadata: name: parent.metadata.name
+	data: image: parent.spec.image
+}
+`
+
+// TestReloadOfAnIfWithACall (issue 51): the engine reloads the template
+// above while serving Site, keeps serving Site, and its webhook refuses a
+// Web that breaks the `if` at kubectl apply while admitting one that
+// keeps it.
+func TestReloadOfAnIfWithACall(t *testing.T) {
+	wc := startWebhookCluster(t)
+	dir := t.TempDir()
+	src, err := os.ReadFile("testdata/webhook/site.cue")
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "site.cue"), src, 0o644))
+	wc.args[2] = dir // --templates
+	wc.args = append(wc.args, "--install-crds")
+	wc.startEngine(t)
+	eventuallyCluster(t, "the webhook configured, its CA injected", func(ctx context.Context) (bool, error) {
+		ca, err := wc.caBundle(ctx)
+		return len(ca) > 0, err
+	})
+
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "web.cue"), []byte(webCUE), 0o644))
+	eventuallyCluster(t, "the Web CRD installed by the reload", func(ctx context.Context) (bool, error) {
+		crd := &apiextensionsv1.CustomResourceDefinition{}
+		err := wc.c.Get(ctx, client.ObjectKey{Name: "webs.test.cuengine.dev"}, crd)
+		for _, c := range crd.Status.Conditions {
+			if c.Type == apiextensionsv1.Established && c.Status == apiextensionsv1.ConditionTrue {
+				return true, nil
+			}
+		}
+		return false, client.IgnoreNotFound(err)
+	})
+
+	applyWeb := func(name, spec string) (string, error) {
+		path := filepath.Join(wc.dir, name+".yaml")
+		manifest := "apiVersion: test.cuengine.dev/v1\nkind: Web\nmetadata:\n  name: " + name + "\n  namespace: apps\nspec:\n" + spec
+		require.NoError(t, os.WriteFile(path, []byte(manifest), 0o644))
+		return wc.kubectl("apply", "-f", path)
+	}
+	var out string
+	eventuallyCluster(t, "a Web with replicas 50 and a :dev image refused at kubectl apply", func(context.Context) (bool, error) {
+		out, err = applyWeb("big", "  image: web:dev\n  replicas: 50\n")
+		return err != nil && strings.Contains(out, "web.cue:"), nil
+	})
+	assert.Contains(t, out, "spec.replicas: web.cue:11:")
+	assert.Contains(t, out, "invalid value 50 (out of bound <=10)")
+
+	out, err = applyWeb("small", "  image: web:dev\n  replicas: 5\n")
+	require.NoError(t, err, out)
+	out, err = applyWeb("prod", "  image: web:1.0\n  replicas: 50\n")
+	require.NoError(t, err, out)
+	out, err = wc.apply(t, "still", "  region: eu\n")
+	require.NoError(t, err, out)
+	for _, name := range []string{"small", "prod", "still"} {
+		eventuallyCluster(t, "the ConfigMap of "+name, func(ctx context.Context) (bool, error) {
+			err := wc.c.Get(ctx, client.ObjectKey{Namespace: "apps", Name: name}, &corev1.ConfigMap{})
+			return err == nil, client.IgnoreNotFound(err)
+		})
+	}
+}
+
+// TestVetNotesAnIfWithACall (issue 51): vet passed over the template above
+// by crashing before; it passes with the admission note at the `if`.
+func TestVetNotesAnIfWithACall(t *testing.T) {
+	dir := t.TempDir()
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "web.cue"), []byte(webCUE), 0o644))
+	out, errOut, code := run(t, "vet", "--templates", dir)
+	require.Equal(t, 0, code, errOut)
+	assert.Equal(t, `note: web.cue:11:3: parent.spec: if strings.HasSuffix(image, ":dev") {replicas: <=10} is not in the CRD: the engine's admission webhook checks it`+"\n", errOut)
+	assert.Contains(t, out, "ok  web.cue")
+}

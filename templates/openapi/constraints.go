@@ -117,6 +117,9 @@ func (w *constraintWalk) value(v cue.Value, path string) {
 		kind = def.IncompleteKind()
 	}
 	kind &^= cue.NullKind
+	if kind == 0 && undecidedStruct(v) {
+		kind = cue.StructKind // its `if` is reported from the source
+	}
 	switch kind {
 	case cue.StructKind, cue.ListKind:
 		if w.shapes(v, def, hasDef, path) {
@@ -357,6 +360,12 @@ func declLine(d ast.Decl) string {
 func oneLine(n ast.Node, v cue.Value) string {
 	if n == nil {
 		n = v.Syntax(cue.Raw())
+	}
+	switch d := n.(type) {
+	case *ast.Comprehension, *ast.Field, *ast.EmbedDecl, *ast.LetClause:
+		// A declaration: cue/format (v0.17.1) formats it only inside a
+		// struct, and panics on a bare comprehension.
+		return declLine(d.(ast.Decl))
 	}
 	b, err := format.Node(n)
 	if err != nil {

@@ -88,6 +88,11 @@ func TestConstraintsBeyondTheCRD(t *testing.T) {
 			hi: "hi must not be below lo" & false
 		}`,
 			want: []Constraint{{Pos: "w.cue:10:3", Path: "spec", What: "if hi < lo {hi: \"hi must not be below lo\" & false}"}}},
+		{name: "a check under an if with a call (issue 51)", imports: `import "strings"`, spec: `
+		image: string
+		replicas: int & >=0
+		if strings.HasSuffix(image, ":dev") {replicas: <=10}`,
+			want: []Constraint{{Pos: "w.cue:10:3", Path: "spec", What: `if strings.HasSuffix(image, ":dev") {replicas: <=10}`}}},
 		{name: "inside a list item", spec: `
 		ports: [...{port: int, target: int & >=port}]`,
 			want: []Constraint{{Pos: "w.cue:8:26", Path: "spec.ports[].target", What: ">=port"}}},

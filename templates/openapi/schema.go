@@ -43,10 +43,20 @@ func SchemaOf(v cue.Value) apiextensionsv1.JSONSchemaProps {
 	if hasDef && (kind == cue.StructKind || kind == cue.ListKind) {
 		return withDefault(v, def)
 	}
+	undecided := kind == 0 && undecidedStruct(v)
+	if undecided {
+		kind = cue.StructKind
+	}
 	var s apiextensionsv1.JSONSchemaProps
 	switch kind {
 	case cue.StructKind:
 		s = structSchema(v)
+		if undecided && s.AdditionalProperties == nil {
+			// What the `if` adds is known only with the parent: the
+			// CRD keeps it, the admission webhook checks it
+			// (Constraints reports the `if`).
+			s.XPreserveUnknownFields = ptr(true)
+		}
 	case cue.ListKind:
 		s = listSchema(v)
 	case cue.StringKind:
@@ -256,6 +266,33 @@ func listSchema(v cue.Value) apiextensionsv1.JSONSchemaProps {
 // Kubebuilder enum type becomes (`concurrencyPolicy?: #ConcurrencyPolicy`),
 // reads as the definition's value (a chain of them, up to a bound): its
 // enum or bounds go to the CRD like a literal's.
+// undecidedStruct reports a struct that CUE cannot finish without the
+// parent: an `if` on one of its own fields (`if image == "x:dev" {...}`,
+// `if strings.HasSuffix(image, ":dev") {...}`) leaves it incomplete, of
+// kind bottom, while the fields outside the `if` are known. Without this
+// the whole struct would be read as unknown and the CRD would keep any
+// value there, checking none of its fields.
+func undecidedStruct(v cue.Value) bool {
+	if v.IncompleteKind() != cue.BottomKind {
+		return false
+	}
+	if v.Validate() != nil {
+		return false // a real error, not one waiting for the parent
+	}
+	switch n := v.Syntax(cue.Raw()).(type) {
+	case *ast.StructLit:
+		return true
+	case *ast.File:
+		for _, d := range n.Decls {
+			switch d.(type) {
+			case *ast.Field, *ast.Comprehension:
+				return true
+			}
+		}
+	}
+	return false
+}
+
 func scalarSyntax(v cue.Value) ast.Node {
 	n := v.Syntax(cue.Raw())
 	for range 8 {
