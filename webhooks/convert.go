@@ -28,10 +28,6 @@ import (
 // the versions of their kind (the CRD's spec.conversion.webhook).
 const PathConvert = "/convert"
 
-// maxReviewBytes bounds the ConversionReview read from the apiserver (a
-// List of many objects converts in one review).
-const maxReviewBytes = 64 << 20
-
 // caFile is the CA's key in the rotator's Secret.
 const caFile = "ca.crt"
 
@@ -42,6 +38,7 @@ const caFile = "ca.crt"
 type converter struct {
 	lookup func(schema.GroupKind) (*templates.Template, bool)
 	limits render.Limits
+	gate   *gate // its body bounded by gate.wrap, its evaluations by gate.kind
 }
 
 var _ http.Handler = (*converter)(nil)
@@ -51,9 +48,14 @@ func (c *converter) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "a ConversionReview is POSTed", http.StatusMethodNotAllowed)
 		return
 	}
-	body, err := io.ReadAll(io.LimitReader(r.Body, maxReviewBytes+1))
-	if err != nil || len(body) > maxReviewBytes {
-		http.Error(w, "reading the ConversionReview: too large or cut short", http.StatusBadRequest)
+	body, err := io.ReadAll(r.Body) // bounded by gate.wrap
+	if err != nil {
+		var tooLarge *http.MaxBytesError
+		if errors.As(err, &tooLarge) {
+			http.Error(w, fmt.Sprintf("the ConversionReview is more than the %d bytes the engine reads (--webhook-max-request-bytes)", tooLarge.Limit), http.StatusRequestEntityTooLarge)
+			return
+		}
+		http.Error(w, "reading the ConversionReview: cut short", http.StatusBadRequest)
 		return
 	}
 	review := &apiextensionsv1.ConversionReview{}
@@ -61,7 +63,9 @@ func (c *converter) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, fmt.Sprintf("decoding the ConversionReview: %v", err), http.StatusBadRequest)
 		return
 	}
-	resp := c.convert(review.Request)
+	body = nil
+	releasePort(r.Context())
+	resp := c.convert(r.Context(), review.Request)
 	if resp.Result.Status == metav1.StatusFailure {
 		ctrl.LoggerFrom(r.Context()).Info("conversion refused", "uid", review.Request.UID, "to", review.Request.DesiredAPIVersion, "message", resp.Result.Message)
 	}
@@ -76,7 +80,7 @@ func (c *converter) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 // convert converts every object of the request, or none.
-func (c *converter) convert(req *apiextensionsv1.ConversionRequest) *apiextensionsv1.ConversionResponse {
+func (c *converter) convert(ctx context.Context, req *apiextensionsv1.ConversionRequest) *apiextensionsv1.ConversionResponse {
 	fail := func(format string, args ...any) *apiextensionsv1.ConversionResponse {
 		return &apiextensionsv1.ConversionResponse{UID: req.UID, Result: metav1.Status{Status: metav1.StatusFailure, Message: fmt.Sprintf(format, args...)}}
 	}
@@ -99,7 +103,11 @@ func (c *converter) convert(req *apiextensionsv1.ConversionRequest) *apiextensio
 		if !ok {
 			return fail("%s: no template serves %s (the engine has not loaded it, or it was removed)", name, gk)
 		}
-		out, err := render.Convert(t, obj, to.Version, c.limits)
+		ended, err := c.gate.kind(ctx, gk)
+		if err != nil {
+			return fail("%s: %v", name, err)
+		}
+		out, err := render.Convert(t, obj, to.Version, c.limits, ended)
 		if err != nil {
 			return fail("%s: %s", name, message(err))
 		}

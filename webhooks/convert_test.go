@@ -52,7 +52,8 @@ func review(t *testing.T, h http.Handler, to string, objs ...runtime.RawExtensio
 func TestConverter(t *testing.T) {
 	set, err := templates.Load("../examples/versions/templates")
 	require.NoError(t, err)
-	h := &converter{lookup: set.LookupGroupKind, limits: render.Limits{EvaluationTimeout: 5 * time.Second}}
+	g := newGate(Bounds{})
+	h := g.wrap(&converter{lookup: set.LookupGroupKind, limits: render.Limits{EvaluationTimeout: 5 * time.Second}, gate: g})
 
 	t.Run("every object converts", func(t *testing.T) {
 		resp := review(t, h, "apps.example.com/v2",

@@ -2,6 +2,8 @@ package webhooks
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"net/http"
@@ -60,6 +62,12 @@ type Options struct {
 	// Limits bound one conversion as they bound one evaluation: the
 	// engine's (render.Limits); zero fields take the defaults.
 	Limits render.Limits
+	// Bounds limit what the port may cost (bounds.go).
+	Bounds Bounds
+	// ClientCAFile, when set, is the CA of the client certificates the
+	// server requires: only a client that presents one it signed (the
+	// apiserver, configured to) is served.
+	ClientCAFile string
 }
 
 // Server is the engine's webhook server. It starts (certificates,
@@ -75,6 +83,8 @@ type Server struct {
 	changed chan struct{} // a new set to sync; capacity 1
 	started chan struct{} // closed once the server listens
 
+	gate *gate // bounds.go
+
 	startOnce sync.Once
 	startErr  error
 }
@@ -86,28 +96,39 @@ func New(mgr manager.Manager, opts Options) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
+	var tlsOpts []func(*tls.Config)
+	if opts.ClientCAFile != "" {
+		opt, err := requireClientCA(opts.ClientCAFile)
+		if err != nil {
+			return nil, err
+		}
+		tlsOpts = append(tlsOpts, opt)
+	}
+	g := newGate(opts.Bounds)
 	s := &Server{
 		opts:    opts,
 		mgr:     mgr,
 		direct:  direct,
 		changed: make(chan struct{}, 1),
 		started: make(chan struct{}),
+		gate:    g,
 		srv: webhook.NewServer(webhook.Options{
 			Host: opts.Host, Port: opts.Port, CertDir: opts.CertDir, CertName: certFile, KeyName: keyFile,
+			TLSOpts: tlsOpts,
 		}),
 	}
-	s.srv.Register(PathValidate, &admission.Webhook{Handler: &validator{lookup: s.lookup}})
-	s.Register(PathConvert, &converter{lookup: s.lookupGroupKind, limits: opts.Limits}) // convert.go
+	s.Register(PathValidate, &admission.Webhook{Handler: &validator{lookup: s.lookup, limits: opts.Limits, gate: g}})
+	s.Register(PathConvert, &converter{lookup: s.lookupGroupKind, limits: opts.Limits, gate: g}) // convert.go
 	if err := mgr.Add(&configSync{s: s}); err != nil {
 		return nil, err
 	}
 	return s, nil
 }
 
-// Register serves h at path with the same listener and certificate; a
-// conversion handler registers here ("/convert"), before the first
-// SetTemplates.
-func (s *Server) Register(path string, h http.Handler) { s.srv.Register(path, h) }
+// Register serves h at path with the same listener and certificate, within
+// the server's Bounds; a conversion handler registers here ("/convert"),
+// before the first SetTemplates.
+func (s *Server) Register(path string, h http.Handler) { s.srv.Register(path, s.gate.wrap(h)) }
 
 func (s *Server) lookup(gvk schema.GroupVersionKind) (*templates.Template, bool) {
 	set := s.set.Load()
@@ -243,4 +264,21 @@ func (c *configSync) Start(ctx context.Context) error {
 			log.Error(err, "gave up syncing the webhook configuration until the next template change", "configuration", c.s.opts.ConfigurationName)
 		}
 	}
+}
+
+// requireClientCA is the TLS option of Options.ClientCAFile: a client
+// certificate signed by the CA in path, or no answer.
+func requireClientCA(path string) (func(*tls.Config), error) {
+	pem, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("reading the webhook's client CA: %w", err)
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(pem) {
+		return nil, fmt.Errorf("the webhook's client CA %s holds no PEM certificate", path)
+	}
+	return func(c *tls.Config) {
+		c.ClientCAs = pool
+		c.ClientAuth = tls.RequireAndVerifyClientCert
+	}, nil
 }

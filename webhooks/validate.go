@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
+	"github.com/cuengine/engine/render"
 	"github.com/cuengine/engine/templates"
 )
 
@@ -29,11 +30,14 @@ type templateLookup func(gvk schema.GroupVersionKind) (*templates.Template, bool
 // template's CUE schema.
 type validator struct {
 	lookup templateLookup
+	limits render.Limits
+	gate   *gate
 }
 
 var _ admission.Handler = (*validator)(nil)
 
-func (v *validator) Handle(_ context.Context, req admission.Request) admission.Response {
+func (v *validator) Handle(ctx context.Context, req admission.Request) admission.Response {
+	releasePort(ctx) // decoded
 	if req.Operation != admissionv1.Create && req.Operation != admissionv1.Update {
 		return admission.Allowed("")
 	}
@@ -51,7 +55,11 @@ func (v *validator) Handle(_ context.Context, req admission.Request) admission.R
 	if obj.GetDeletionTimestamp() != nil {
 		return admission.Allowed("") // being deleted: nothing to keep out
 	}
-	err := t.ValidateParent(obj)
+	ended, err := v.gate.kind(ctx, gvk.GroupKind())
+	if err != nil {
+		return admission.Errored(http.StatusTooManyRequests, err)
+	}
+	err = render.ValidateParent(t, obj, v.limits, ended)
 	if err == nil {
 		return admission.Allowed("")
 	}

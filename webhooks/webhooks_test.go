@@ -47,7 +47,7 @@ func site(spec map[string]any) map[string]any {
 
 func TestValidator(t *testing.T) {
 	set := loadSet(t)
-	v := &validator{lookup: set.Lookup}
+	v := &validator{lookup: set.Lookup, gate: newGate(Bounds{})}
 	ctx := context.Background()
 
 	t.Run("a spec that breaks a cross-field constraint is refused", func(t *testing.T) {

@@ -39,6 +39,10 @@ type webhookOptions struct {
 	failurePolicy string
 	timeout       time.Duration
 	certManager   string
+	clientCA      string
+	maxBytes      int64
+	maxInFlight   int
+	maxPerKind    int
 }
 
 // devWebhookPort is the webhook's port under engine dev.
@@ -55,6 +59,10 @@ func (w *webhookOptions) addFlags(f *pflag.FlagSet) {
 	f.StringVar(&w.configuration, "webhook-configuration", "engine.cuengine.dev", "name of the ValidatingWebhookConfiguration the engine manages")
 	f.StringVar(&w.failurePolicy, "webhook-failure-policy", "Fail", `what the apiserver does with a create or update of a checked parent while the engine does not answer: "Fail" refuses it, "Ignore" lets it in unchecked (deletes never wait on the engine)`)
 	f.DurationVar(&w.timeout, "webhook-timeout", 5*time.Second, "how long the apiserver waits for the webhook (1s to 30s)")
+	f.StringVar(&w.clientCA, "webhook-client-ca-file", "", "CA file (PEM) of the client certificates the webhook server requires: only a client presenting one it signed is served (the apiserver, with an --admission-control-config-file whose webhook kubeconfig has a client certificate; docs/operations.md)")
+	f.Int64Var(&w.maxBytes, "webhook-max-request-bytes", webhooks.DefaultMaxRequestBytes, "largest webhook request body read; a larger one is refused (413) before it is read")
+	f.IntVar(&w.maxInFlight, "webhook-max-in-flight", 0, "webhook requests read and decoded at once; more wait up to 2s, then get 429 (0: GOMAXPROCS, at least 2)")
+	f.IntVar(&w.maxPerKind, "webhook-max-per-kind", 0, "conversions and validations of one kind evaluated at once, a slot held until the evaluation ends (past --evaluation-timeout too); twice as many wait, more get 429 (0: half of --webhook-max-in-flight, at least 1)")
 	f.StringVar(&w.certManager, "webhook-cert-manager-certificate", "", `cert-manager Certificate ("namespace/name") whose Secret is mounted in --webhook-cert-dir: the engine does not rotate, and cert-manager's cainjector fills the caBundle`)
 }
 
@@ -106,6 +114,8 @@ func (w *webhookOptions) server(ctx context.Context, mgr manager.Manager, set *t
 		RotationCheck:          12 * time.Hour,
 		CertPoll:               10 * time.Second,
 		Limits:                 limits,
+		Bounds:                 webhooks.Bounds{MaxRequestBytes: w.maxBytes, MaxInFlight: w.maxInFlight, MaxPerKind: w.maxPerKind},
+		ClientCAFile:           w.clientCA,
 	})
 	if err != nil {
 		return nil, err
