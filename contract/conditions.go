@@ -103,6 +103,11 @@ const (
 	// hold what they may (render.Budget): it is not evaluated now, and is
 	// retried later.
 	ReasonEvaluationBudgetExceeded = "EvaluationBudgetExceeded"
+	// ReasonEvaluationMemoryExceeded: the object's evaluation, in an
+	// evaluator process (package evaluator), held more than
+	// --evaluator-memory and was stopped; it is not evaluated again until
+	// its spec or the template changes.
+	ReasonEvaluationMemoryExceeded = "EvaluationMemoryExceeded"
 )
 
 // ReasonEvaluationHeapExceeded is the reason of the Warning event put on

@@ -22,6 +22,7 @@ import (
 
 	"github.com/cuengine/engine/clusters"
 	"github.com/cuengine/engine/contract"
+	"github.com/cuengine/engine/evaluator"
 	"github.com/cuengine/engine/providers"
 	"github.com/cuengine/engine/reconciler"
 	"github.com/cuengine/engine/render"
@@ -59,6 +60,10 @@ type Options struct {
 	// timeout may hold, engine-wide (render.Budget); zero fields take the
 	// defaults.
 	EvaluationBudget render.BudgetLimits
+	// Evaluators, when set, are the evaluator processes the evaluations
+	// that may run away go to (render.Budget.Isolate, package evaluator);
+	// nil evaluates everything in the engine's process.
+	Evaluators *evaluator.Options
 	// RevisionNamespace is where the templates' revisions are stored
 	// (ControllerRevisions); "" is "default".
 	RevisionNamespace string
@@ -247,6 +252,13 @@ func New(mgr manager.Manager, opts Options) (*Engine, error) {
 	}
 	if opts.Clusters != nil {
 		e.workload = newWorkloadClusters(e, opts.Clusters)
+	}
+	if opts.Evaluators != nil {
+		pool := evaluator.New(*opts.Evaluators)
+		e.budget.Isolate(pool)
+		if err := mgr.Add(pool); err != nil { // closed, its processes waited for, when the manager stops
+			return nil, err
+		}
 	}
 	if err := mgr.Add(e); err != nil {
 		return nil, err

@@ -38,7 +38,8 @@ templates/watch     templates
 templates/rbac      templates templates/policy
 templates           templates/openapi templates/graph templates/reads templates/policy contract internal/jsonhash
 providers/...       providers/...
-render              templates templates/openapi templates/policy contract internal/jsonhash
+evaluator           templates
+render              evaluator templates templates/openapi templates/policy contract internal/jsonhash
 revisions       templates templates/policy contract
 reconciler      render revisions providers templates templates/policy templates/graph contract internal/jsonhash
 rollout         render revisions templates templates/policy contract rollout/analysis
@@ -47,10 +48,10 @@ diff            render revisions templates providers contract
 sharding        contract
 clusters        contract
 migration       -
-webhooks        templates render contract
+webhooks        templates render evaluator contract
 engine          *
 internal/...    *
-cmd/engine      engine clusters contract templates templates/openapi templates/policy templates/graph templates/rbac templates/watch render revisions reconciler rollout rollout/analysis diff sharding webhooks providers providers/plugin internal/localcluster internal/pgserver
+cmd/engine      engine clusters contract templates templates/openapi templates/policy templates/graph templates/rbac templates/watch render evaluator revisions reconciler rollout rollout/analysis diff sharding webhooks providers providers/plugin internal/localcluster internal/pgserver
 '
 # The engine binary runs its providers as plugins (engine-provider-<name>,
 # providers/plugin): it links no provider implementation, directly or not

@@ -19,6 +19,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/cuengine/engine/contract"
+	"github.com/cuengine/engine/evaluator"
 	"github.com/cuengine/engine/templates"
 )
 
@@ -111,8 +112,9 @@ func (l BudgetLimits) freshHeap() uint64 { return l.MaxHeapBytes + l.MaxHeapByte
 // A nil *Budget remembers nothing and refuses nothing.
 type Budget struct {
 	limits BudgetLimits
-	heap   func() uint64 // the live heap, in bytes; tests replace it
-	held   func() uint64 // the memory the runtime holds, in bytes; tests replace it
+	pool   *evaluator.Pool // where the evaluations that may run away go (isolated.go); nil: none
+	heap   func() uint64   // the live heap, in bytes; tests replace it
+	held   func() uint64   // the memory the runtime holds, in bytes; tests replace it
 
 	mu          sync.Mutex
 	objects     map[budgetKey]*budgetEntry

@@ -17,10 +17,10 @@ var metricEvaluationsOverrunning = prometheus.NewGauge(prometheus.GaugeOpts{
 // metricEvaluationsRefused counts the renderings refused without
 // evaluating (budget.go): "remembered", the same inputs went over a limit
 // before; "budget", an object whose evaluation overran before, over the
-// budget.
+// budget; "busy", no evaluator process free for it in time (isolated.go).
 var metricEvaluationsRefused = prometheus.NewCounterVec(prometheus.CounterOpts{
 	Name: "engine_evaluations_refused_total",
-	Help: "Renderings refused without evaluating: remembered (the same inputs went over a limit before) or budget (an object whose evaluation overran, past --max-overrunning-evaluations or --max-evaluation-heap).",
+	Help: "Renderings refused without evaluating: remembered (the same inputs went over a limit before) budget (an object whose evaluation overran, past --max-overrunning-evaluations or --max-evaluation-heap), or busy (no evaluator process free in time: --evaluator-processes).",
 }, []string{"why"})
 
 // metricHeapExceeded counts the times the live heap was found past the

@@ -58,11 +58,17 @@ type Rendered struct {
 // both without evaluating.
 func Render(t *templates.Template, parent *unstructured.Unstructured, observed map[string]any, opts Options) (*Rendered, error) {
 	call := opts.Budget.call(t, parent)
-	if err := call.admit(); err != nil {
-		return nil, err
+	var out *templates.Result
+	var err error
+	if pool := call.isolation(t); pool != nil {
+		out, err = evaluateIsolated(pool, t, parent, observed, opts.Limits.WithDefaults(), call) // isolated.go
+	} else {
+		if err := call.admit(); err != nil {
+			return nil, err
+		}
+		out, err = evaluate(t, parent, observed, opts.Limits.WithDefaults(), call)
+		call.done(err)
 	}
-	out, err := evaluate(t, parent, observed, opts.Limits.WithDefaults(), call)
-	call.done(err)
 	if err != nil {
 		return nil, err
 	}

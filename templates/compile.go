@@ -88,6 +88,8 @@ type Template struct {
 	// versions is the versions block, nil without one (versions.go).
 	versions *versionSet
 	memo     memo // recent results; the only mutable part, internally locked
+	// mayRunAway: GrowthWarnings has something to say (growth.go).
+	mayRunAway bool
 }
 
 // CRD returns a copy of the CustomResourceDefinition generated for the
@@ -296,6 +298,7 @@ func (c *compiler) compile(src source) (_ *Template, err error) {
 		return nil, err
 	}
 	t.constraints = openapi.Constraints(t.value.LookupPath(pathSpec), src.files, c.position)
+	t.mayRunAway = len(t.GrowthWarnings()) > 0 // growth.go
 	return t, nil
 }
 

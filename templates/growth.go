@@ -14,7 +14,8 @@ import (
 	"github.com/cuengine/engine/templates/reads"
 )
 
-// GrowthWarnings lists, as file:line:col: messages, each list.Range whose
+// GrowthWarnings lists, as file:line:col: messages, each list.Range (or
+// strings.Repeat) whose
 // arguments read a parent field (parent.spec...) that the schema does not
 // bound from above: a comprehension over it grows with what a parent
 // gives, and one parent can make its evaluation as large as it likes. CUE
@@ -36,7 +37,11 @@ func (t *Template) GrowthWarnings() (out []string) {
 		}
 		ast.Walk(f, func(n ast.Node) bool {
 			call, ok := n.(*ast.CallExpr)
-			if !ok || !isListRange(call.Fun) {
+			if !ok {
+				return true
+			}
+			fn := growthCall(call.Fun)
+			if fn == "" {
 				return true
 			}
 			for _, arg := range call.Args {
@@ -45,8 +50,8 @@ func (t *Template) GrowthWarnings() (out []string) {
 					if !field.Exists() || field.IncompleteKind()&cue.NumberKind == 0 || upperBounded(field) {
 						continue
 					}
-					w := fmt.Sprintf("%s: list.Range over %s, which the schema does not bound: a parent can make this evaluation as large as it likes, and one past --evaluation-timeout still runs to its end, holding its memory; bound the field, as in %s: *0 | int & >=0 & <=1000",
-						position(t.root, call.Pos()), path, path[strings.LastIndex(path, ".")+1:])
+					w := fmt.Sprintf("%s: %s over %s, which the schema does not bound: a parent can make this evaluation as large as it likes, so the engine evaluates this template in its evaluator processes, where one past --evaluation-timeout or --evaluator-memory is stopped, at a cost to every evaluation; bound the field, as in %s: *0 | int & >=0 & <=1000",
+						position(t.root, call.Pos()), fn, path, path[strings.LastIndex(path, ".")+1:])
 					if !seen[w] {
 						seen[w] = true
 						out = append(out, w)
@@ -59,16 +64,30 @@ func (t *Template) GrowthWarnings() (out []string) {
 	return out
 }
 
-// isListRange reports whether fun is list.Range, as `import "list"` names it.
-func isListRange(fun ast.Expr) bool {
+// growthCall names fun when it is a call whose result grows with a number
+// argument: list.Range, or strings.Repeat, as their imports name them;
+// "" otherwise.
+func growthCall(fun ast.Expr) string {
 	sel, ok := fun.(*ast.SelectorExpr)
 	if !ok {
-		return false
+		return ""
 	}
 	x, ok := sel.X.(*ast.Ident)
 	name, _, err := ast.LabelName(sel.Sel)
-	return ok && x.Name == "list" && err == nil && name == "Range"
+	if !ok || err != nil {
+		return ""
+	}
+	if call := x.Name + "." + name; call == "list.Range" || call == "strings.Repeat" {
+		return call
+	}
+	return ""
 }
+
+// MayRunAway reports whether a parent can make the template's evaluation
+// as large as it likes (GrowthWarnings has something to say): the engine
+// evaluates such a template where a runaway can be stopped (package
+// evaluator), not in its own process.
+func (t *Template) MayRunAway() bool { return t.mayRunAway }
 
 // parentPaths returns the paths under parent.spec that expr reads by
 // selectors, such as parent.spec.quad.

@@ -16,7 +16,10 @@ import (
 // the parent is not.
 func TestGrowthWarnings(t *testing.T) {
 	dir := t.TempDir()
-	require.NoError(t, os.WriteFile(filepath.Join(dir, "t.cue"), []byte(`import "list"
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "t.cue"), []byte(`import (
+	"list"
+	"strings"
+)
 
 #Max: 100
 parent: {
@@ -44,16 +47,26 @@ status: {
 	deep: len(list.Range(parent.spec.nested.n, 10, 1))
 	either: len(list.Range(0, parent.spec.either, 1))
 	fixed: len(list.Range(0, 10, 1))
+	text: strings.Repeat("x", parent.spec.count)
+	short: strings.Repeat("x", parent.spec.small)
 }
 `), 0o644))
 	set, err := Load(dir)
 	require.NoError(t, err)
 	tpl := set.Templates()[0]
-	const tail = ", which the schema does not bound: a parent can make this evaluation as large as it likes, and one past --evaluation-timeout still runs to its end, holding its memory; bound the field, as in "
+	const tail = ", which the schema does not bound: a parent can make this evaluation as large as it likes, so the engine evaluates this template in its evaluator processes, where one past --evaluation-timeout or --evaluator-memory is stopped, at a cost to every evaluation; bound the field, as in "
 	assert.Equal(t, []string{
-		"t.cue:24:26: list.Range over parent.spec.quad" + tail + "quad: *0 | int & >=0 & <=1000",
-		"t.cue:24:70: list.Range over parent.spec.quad" + tail + "quad: *0 | int & >=0 & <=1000",
-		"t.cue:25:19: list.Range over parent.spec.count" + tail + "count: *0 | int & >=0 & <=1000",
-		"t.cue:26:12: list.Range over parent.spec.nested.n" + tail + "n: *0 | int & >=0 & <=1000",
+		"t.cue:27:26: list.Range over parent.spec.quad" + tail + "quad: *0 | int & >=0 & <=1000",
+		"t.cue:27:70: list.Range over parent.spec.quad" + tail + "quad: *0 | int & >=0 & <=1000",
+		"t.cue:28:19: list.Range over parent.spec.count" + tail + "count: *0 | int & >=0 & <=1000",
+		"t.cue:29:12: list.Range over parent.spec.nested.n" + tail + "n: *0 | int & >=0 & <=1000",
+		"t.cue:32:8: strings.Repeat over parent.spec.count" + tail + "count: *0 | int & >=0 & <=1000",
 	}, tpl.GrowthWarnings())
+	assert.True(t, tpl.MayRunAway(), "evaluated where a runaway can be stopped")
+
+	bounded, err := Load("../examples/templates")
+	require.NoError(t, err)
+	for _, tmpl := range bounded.Templates() {
+		assert.False(t, tmpl.MayRunAway(), "%s: evaluated in the engine's process", tmpl.Path)
+	}
 }

@@ -77,7 +77,7 @@ func TestVetWarnsOfUnboundedRanges(t *testing.T) {
 	out, errOut, code := run(t, "vet", "--templates", dir)
 	assert.Equal(t, 0, code, errOut)
 	assert.Contains(t, out, "ok  greedy.cue")
-	const tail = ", which the schema does not bound: a parent can make this evaluation as large as it likes, and one past --evaluation-timeout still runs to its end, holding its memory; bound the field, as in "
+	const tail = ", which the schema does not bound: a parent can make this evaluation as large as it likes, so the engine evaluates this template in its evaluator processes, where one past --evaluation-timeout or --evaluator-memory is stopped, at a cost to every evaluation; bound the field, as in "
 	assert.Equal(t, "warning: greedy.cue:19:11: list.Range over parent.spec.count"+tail+"count: *0 | int & >=0 & <=1000\n"+
 		"warning: greedy.cue:30:34: list.Range over parent.spec.quad"+tail+"quad: *0 | int & >=0 & <=1000\n"+
 		"warning: greedy.cue:30:78: list.Range over parent.spec.quad"+tail+"quad: *0 | int & >=0 & <=1000\n", errOut)

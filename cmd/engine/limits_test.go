@@ -20,7 +20,9 @@ import (
 const asCLI = "ENGINE_TEST_AS_CLI"
 
 func TestMain(m *testing.M) {
-	if os.Getenv(asCLI) == "1" {
+	if os.Getenv(asCLI) == "1" || len(os.Args) > 1 && os.Args[1] == "evaluator" {
+		// As the CLI, or as an evaluator process of an engine run in this
+		// binary (its pool runs this executable with "evaluator").
 		os.Args = append([]string{"engine"}, os.Args[1:]...)
 		main()
 		os.Exit(0)

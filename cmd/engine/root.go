@@ -26,6 +26,7 @@ desired children and its status; templates live in a directory and hot-reload.`,
 		newRBACCommand(),
 		newCRDsCommand(),
 		newVersionCommand(),
+		newEvaluatorCommand(),
 	)
 	root.AddCommand(newObjectCommands()...)
 	return root

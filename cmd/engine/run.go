@@ -58,6 +58,7 @@ type runOptions struct {
 	limits                  render.Limits
 	budget                  render.BudgetLimits
 	maxEvaluationHeap       string
+	evaluators              evaluatorOptions
 	maxEvaluationHeapHard   string
 	revisionNamespace       string
 	revisionHistoryLimit    int
@@ -101,6 +102,7 @@ func (o *runOptions) addFlags(cmd *cobra.Command) {
 	f.Float64Var(&o.memoryLimitRatio, "memory-limit-ratio", defaultMemoryLimitRatio, "share of the container's memory limit (its cgroup's) given to the Go runtime as its soft limit when GOMEMLIMIT is not set, which also sets the evaluation budget's defaults; 0 leaves the runtime without one")
 	addLimitFlags(f, &o.limits)
 	f.IntVar(&o.budget.MaxOverrunning, "max-overrunning-evaluations", render.DefaultMaxOverrunning, "evaluations past --evaluation-timeout that may run at once (CUE cannot be interrupted); past it an object whose evaluation overran before is Synced=False EvaluationBudgetExceeded, not evaluated, and past twice it every object is")
+	o.evaluators.addFlags(f)
 	f.StringVar(&o.maxEvaluationHeap, "max-evaluation-heap", "", `live heap (a quantity, "768Mi") past which an object whose evaluation overran before is refused, EvaluationBudgetExceeded, and a sixth over which every object is (default: three quarters of GOMEMLIMIT when set)`)
 	f.StringVar(&o.maxEvaluationHeapHard, "max-evaluation-heap-hard", "", `live heap (a quantity, "900Mi") past which, while evaluations past --evaluation-timeout run, the engine exits (status 3) for a restart to free them; the restarted engine does not evaluate those objects again (default: seven eighths of GOMEMLIMIT when set, else none)`)
 	f.DurationVar(&o.rescanInterval, "rescan-interval", time.Minute, "periodic rescan of the templates directory, a safety net behind file events")
@@ -214,6 +216,10 @@ func (o *runOptions) run(cmd *cobra.Command, cfg *rest.Config) error {
 	if err != nil {
 		return err
 	}
+	evaluators, err := o.evaluators.options()
+	if err != nil {
+		return err
+	}
 	if err := o.metrics.validate(); err != nil {
 		return &exitError{code: 2, msg: err.Error()}
 	}
@@ -290,6 +296,7 @@ func (o *runOptions) run(cmd *cobra.Command, cfg *rest.Config) error {
 		ConversionWebhook:       o.webhook.conversion(func() *hooks { return admission }),
 		Limits:                  o.limits,
 		EvaluationBudget:        budget,
+		Evaluators:              evaluators,
 		RevisionNamespace:       cmp.Or(o.revisionNamespace, o.leaderElectionNamespace, podNamespace(), "default"),
 		RevisionHistoryLimit:    o.revisionHistoryLimit,
 		Shard:                   shard.id,

@@ -1,0 +1,57 @@
+package main
+
+import (
+	"fmt"
+	"os"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+	"k8s.io/apimachinery/pkg/api/resource"
+
+	"github.com/cuengine/engine/evaluator"
+)
+
+// newEvaluatorCommand is `engine evaluator`, an evaluator process of the
+// engine's pool (package evaluator): started by `engine run`, not by
+// hand, so hidden from the help.
+func newEvaluatorCommand() *cobra.Command {
+	return &cobra.Command{
+		Use:    "evaluator",
+		Short:  "Serve the engine's evaluations on standard input and output (started by engine run)",
+		Hidden: true,
+		Args:   cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return evaluator.Serve(os.Stdin, os.Stdout)
+		},
+	}
+}
+
+// evaluatorOptions are the flags of the evaluator processes.
+type evaluatorOptions struct {
+	processes int
+	memory    string
+}
+
+func (e *evaluatorOptions) addFlags(f *pflag.FlagSet) {
+	f.IntVar(&e.processes, "evaluator-processes", evaluator.DefaultProcesses, "evaluator processes the evaluations that may run away go to (those of a template engine vet warns can grow with a spec field, and of an object whose evaluation ran past --evaluation-timeout before), where one past the timeout or --evaluator-memory is stopped; one kind holds at most all but one, one namespace of a kind all but two (0: everything evaluates in the engine's process, as CUE cannot stop there)")
+	f.StringVar(&e.memory, "evaluator-memory", "512Mi", "resident memory past which an evaluator process is killed and its evaluation refused (Synced=False EvaluationMemoryExceeded); the engine's memory is at most its own plus --evaluator-processes times this")
+}
+
+// options returns the pool's options, nil with --evaluator-processes=0.
+func (e *evaluatorOptions) options() (*evaluator.Options, error) {
+	if e.processes < 0 {
+		return nil, fmt.Errorf("--evaluator-processes: %d is negative", e.processes)
+	}
+	if e.processes == 0 {
+		return nil, nil
+	}
+	q, err := resource.ParseQuantity(e.memory)
+	if err != nil || q.Sign() <= 0 {
+		return nil, fmt.Errorf("--evaluator-memory: %q is not a positive quantity such as 512Mi", e.memory)
+	}
+	self, err := os.Executable()
+	if err != nil {
+		return nil, fmt.Errorf("finding the engine's binary for its evaluator processes: %w", err)
+	}
+	return &evaluator.Options{Processes: e.processes, MemoryBytes: uint64(q.Value()), Command: []string{self, "evaluator"}}, nil
+}

@@ -1,0 +1,476 @@
+package evaluator
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	utiljson "k8s.io/apimachinery/pkg/util/json"
+
+	"github.com/cuengine/engine/templates"
+)
+
+// Defaults of Options.
+const (
+	DefaultProcesses   = 3
+	DefaultMemoryBytes = 512 << 20
+)
+
+// Options size a Pool.
+type Options struct {
+	// Processes bounds the evaluator processes running at once. Zero:
+	// DefaultProcesses.
+	Processes int
+	// MemoryBytes is each process's resident memory past which it is
+	// killed, and its evaluation refused (a *LimitError). The process's
+	// Go runtime is told three quarters of it as its GOMEMLIMIT. Zero:
+	// DefaultMemoryBytes.
+	MemoryBytes uint64
+	// PerKind bounds the processes the evaluations of one kind hold at
+	// once, so one kind's runaways leave the others a process; PerNamespace
+	// those of one kind in one namespace, so one tenant's leave the kind's
+	// other tenants one. Zero: Processes-1 and PerKind-1, at least 1.
+	PerKind, PerNamespace int
+	// Command is the process to run: the path and its arguments. Nil:
+	// this executable, with the argument "evaluator" (`engine
+	// evaluator`, which calls Serve).
+	Command []string
+}
+
+func (o Options) withDefaults() Options {
+	if o.Processes <= 0 {
+		o.Processes = DefaultProcesses
+	}
+	if o.MemoryBytes == 0 {
+		o.MemoryBytes = DefaultMemoryBytes
+	}
+	if o.PerKind <= 0 {
+		o.PerKind = max(1, o.Processes-1)
+	}
+	if o.PerNamespace <= 0 {
+		o.PerNamespace = max(1, o.PerKind-1)
+	}
+	return o
+}
+
+// Key names whose evaluation a request is, for the pool's shares: the
+// parent's kind (group and kind) and namespace.
+type Key struct {
+	Kind      string
+	Namespace string
+}
+
+// LimitError is an evaluation the pool stopped: past its timeout, or past
+// the process's memory. The process was killed; nothing of the evaluation
+// remains.
+type LimitError struct {
+	// Memory: past Options.MemoryBytes; else past the timeout.
+	Memory  bool
+	Timeout time.Duration
+	Bytes   uint64
+}
+
+func (e *LimitError) Error() string {
+	if e.Memory {
+		return fmt.Sprintf("the evaluation held more than %d MiB (--evaluator-memory) and was stopped", e.Bytes>>20)
+	}
+	return fmt.Sprintf("the evaluation took longer than %s (--evaluation-timeout) and was stopped", e.Timeout)
+}
+
+// BusyError: no process was free for the request while its context
+// lasted; nothing was evaluated, and the request may be made again.
+type BusyError struct {
+	Key      Key
+	Reason   string
+	Capacity int
+}
+
+func (e *BusyError) Error() string {
+	return fmt.Sprintf("no evaluator process was free: %s (%d)", e.Reason, e.Capacity)
+}
+
+// Pool runs evaluations in processes of their own, where one that runs
+// away can be stopped: CUE cannot interrupt an evaluation in process, so
+// one past the timeout would keep its CPU and memory to its end. A process
+// is killed at the timeout or past its memory, and another started in its
+// place; processes are reused while they end their evaluations within the
+// limits. A Pool is safe for concurrent use; Close stops its processes and
+// waits for them.
+type Pool struct {
+	opts Options
+
+	mu      sync.Mutex
+	changed chan struct{} // closed and replaced when a share is given back
+	busy    int
+	kinds   map[string]int
+	spaces  map[Key]int
+	idle    []*process
+	all     map[*process]struct{}
+	closed  bool
+	wg      sync.WaitGroup // the processes' waiters
+}
+
+// New returns a pool; it starts processes when they are first needed.
+func New(opts Options) *Pool {
+	return &Pool{opts: opts.withDefaults(), changed: make(chan struct{}), kinds: map[string]int{}, spaces: map[Key]int{}, all: map[*process]struct{}{}}
+}
+
+// Options returns the pool's options, defaults filled in.
+func (p *Pool) Options() Options { return p.opts }
+
+// Evaluate evaluates t for in in a process: ctx bounds the wait for one
+// (a *BusyError when it ends first), timeout the evaluation once it runs
+// (a *LimitError past it or past the memory). An evaluation's own error
+// is the template's, as Template.Evaluate returns it (a *templates.Error
+// with its positions and paths).
+func (p *Pool) Evaluate(ctx context.Context, key Key, timeout time.Duration, t *templates.Template, in templates.Input) (*templates.Result, error) {
+	req, err := newRequest(opEvaluate, t, in.Parent)
+	if err != nil {
+		return nil, err
+	}
+	if in.Observed != nil {
+		if req.Observed, err = json.Marshal(in.Observed); err != nil {
+			return nil, fmt.Errorf("encoding the observed state: %w", err)
+		}
+	}
+	resp, err := p.do(ctx, key, timeout, t, req)
+	if err != nil {
+		return nil, err
+	}
+	if resp.Result == nil {
+		return nil, errors.New("evaluator: a response with neither result nor error")
+	}
+	return resp.Result.result()
+}
+
+// Convert is Template.Convert in a process, bounded as Evaluate is.
+func (p *Pool) Convert(ctx context.Context, key Key, timeout time.Duration, t *templates.Template, obj *unstructured.Unstructured, to string) (*unstructured.Unstructured, error) {
+	req, err := newRequest(opConvert, t, obj)
+	if err != nil {
+		return nil, err
+	}
+	req.To = to
+	resp, err := p.do(ctx, key, timeout, t, req)
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]any{}
+	if err := utiljson.Unmarshal(resp.Object, &out); err != nil {
+		return nil, fmt.Errorf("evaluator: decoding the converted object: %w", err)
+	}
+	return &unstructured.Unstructured{Object: out}, nil
+}
+
+// ValidateParent is Template.ValidateParent in a process, bounded as
+// Evaluate is.
+func (p *Pool) ValidateParent(ctx context.Context, key Key, timeout time.Duration, t *templates.Template, obj *unstructured.Unstructured) error {
+	req, err := newRequest(opValidate, t, obj)
+	if err != nil {
+		return err
+	}
+	_, err = p.do(ctx, key, timeout, t, req)
+	return err
+}
+
+func newRequest(op string, t *templates.Template, obj *unstructured.Unstructured) (*request, error) {
+	raw, err := json.Marshal(obj.Object)
+	if err != nil {
+		return nil, fmt.Errorf("encoding the object: %w", err)
+	}
+	return &request{Op: op, Path: t.Path, Hash: t.Hash, Parent: raw}, nil
+}
+
+// do runs req in a process of the pool.
+func (p *Pool) do(ctx context.Context, key Key, timeout time.Duration, t *templates.Template, req *request) (*response, error) {
+	if err := p.acquire(ctx, key); err != nil {
+		return nil, err
+	}
+	defer p.release(key)
+	proc, err := p.process()
+	if err != nil {
+		return nil, err
+	}
+	resp, err := proc.run(req, t, timeout, p.opts.MemoryBytes)
+	p.put(proc)
+	if err != nil {
+		return nil, err
+	}
+	if resp.Error != nil {
+		return nil, resp.Error.err()
+	}
+	return resp, nil
+}
+
+// acquire takes a share for key: a process of the pool, within the
+// kind's and the namespace's, waiting while ctx lasts.
+func (p *Pool) acquire(ctx context.Context, key Key) error {
+	for {
+		p.mu.Lock()
+		if p.closed {
+			p.mu.Unlock()
+			return errors.New("the evaluator pool is closed")
+		}
+		why, capacity := "", 0
+		switch {
+		case p.kinds[key.Kind] >= p.opts.PerKind:
+			why, capacity = "the evaluations of "+key.Kind+" hold all the processes it may (--evaluator-processes less one)", p.opts.PerKind
+		case p.spaces[key] >= p.opts.PerNamespace:
+			why, capacity = "the evaluations of "+key.Kind+" in namespace "+key.Namespace+" hold all the processes they may", p.opts.PerNamespace
+		case p.busy >= p.opts.Processes:
+			why, capacity = "every process is busy (--evaluator-processes)", p.opts.Processes
+		}
+		if why == "" {
+			p.busy++
+			p.kinds[key.Kind]++
+			p.spaces[key]++
+			p.mu.Unlock()
+			return nil
+		}
+		changed := p.changed
+		p.mu.Unlock()
+		select {
+		case <-changed:
+		case <-ctx.Done():
+			return &BusyError{Key: key, Reason: why, Capacity: capacity}
+		}
+	}
+}
+
+func (p *Pool) release(key Key) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.busy--
+	if p.kinds[key.Kind]--; p.kinds[key.Kind] == 0 {
+		delete(p.kinds, key.Kind)
+	}
+	if p.spaces[key]--; p.spaces[key] == 0 {
+		delete(p.spaces, key)
+	}
+	close(p.changed)
+	p.changed = make(chan struct{})
+}
+
+// process returns an idle process, or starts one.
+func (p *Pool) process() (*process, error) {
+	p.mu.Lock()
+	if n := len(p.idle); n > 0 {
+		proc := p.idle[n-1]
+		p.idle = p.idle[:n-1]
+		p.mu.Unlock()
+		return proc, nil
+	}
+	p.mu.Unlock()
+	proc, err := p.start()
+	if err != nil {
+		return nil, err
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed {
+		proc.kill()
+		return nil, errors.New("the evaluator pool is closed")
+	}
+	p.all[proc] = struct{}{}
+	return proc, nil
+}
+
+// put gives a process back: idle if it is alive, forgotten if not.
+func (p *Pool) put(proc *process) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if proc.dead() || p.closed {
+		proc.kill()
+		delete(p.all, proc)
+		return
+	}
+	p.idle = append(p.idle, proc)
+}
+
+// Start runs until ctx ends, then closes the pool: the pool as a
+// controller-runtime Runnable.
+func (p *Pool) Start(ctx context.Context) error {
+	<-ctx.Done()
+	p.Close()
+	return nil
+}
+
+// NeedLeaderElection is false: every replica may evaluate (the webhooks'
+// conversions), and each closes its own pool.
+func (p *Pool) NeedLeaderElection() bool { return false }
+
+// Close kills the pool's processes and waits for them.
+func (p *Pool) Close() {
+	p.mu.Lock()
+	p.closed = true
+	for proc := range p.all {
+		proc.kill()
+	}
+	p.idle = nil
+	close(p.changed)
+	p.changed = make(chan struct{})
+	p.mu.Unlock()
+	p.wg.Wait()
+}
+
+// start starts a process.
+func (p *Pool) start() (*process, error) {
+	command := p.opts.Command
+	if command == nil {
+		self, err := os.Executable()
+		if err != nil {
+			return nil, fmt.Errorf("starting an evaluator process: %w", err)
+		}
+		command = []string{self, "evaluator"}
+	}
+	cmd := exec.Command(command[0], command[1:]...)
+	cmd.Env = append(withoutRuntimeTuning(os.Environ()),
+		"GOMEMLIMIT="+strconv.FormatUint(p.opts.MemoryBytes/4*3, 10),
+		"GOMAXPROCS=1") // an evaluation is one goroutine: a runaway takes one core
+	cmd.Stderr = os.Stderr
+	cmd.SysProcAttr = sysProcAttr()
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		return nil, err
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		return nil, err
+	}
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("starting an evaluator process (%s): %w", command[0], err)
+	}
+	proc := &process{cmd: cmd, stdin: stdin, enc: json.NewEncoder(stdin), dec: json.NewDecoder(bufio.NewReaderSize(stdout, 1<<16)), known: map[string]bool{}, exited: make(chan struct{})}
+	p.wg.Add(1)
+	go func() {
+		defer p.wg.Done()
+		proc.waitErr = cmd.Wait()
+		close(proc.exited)
+	}()
+	return proc, nil
+}
+
+// withoutRuntimeTuning drops the engine's own GOMEMLIMIT and GOMAXPROCS,
+// which are the engine's, not an evaluator's.
+func withoutRuntimeTuning(env []string) []string {
+	out := env[:0:0]
+	for _, kv := range env {
+		if !strings.HasPrefix(kv, "GOMEMLIMIT=") && !strings.HasPrefix(kv, "GOMAXPROCS=") {
+			out = append(out, kv)
+		}
+	}
+	return out
+}
+
+// process is one evaluator process; one request at a time.
+type process struct {
+	cmd     *exec.Cmd
+	stdin   io.WriteCloser
+	enc     *json.Encoder
+	dec     *json.Decoder
+	known   map[string]bool // template hashes the process holds
+	exited  chan struct{}   // closed once it exited
+	waitErr error           // how it exited; read after exited
+	broken  bool            // its pipe failed: not reused
+}
+
+func (proc *process) dead() bool {
+	if proc.broken {
+		return true
+	}
+	select {
+	case <-proc.exited:
+		return true
+	default:
+		return false
+	}
+}
+
+func (proc *process) kill() {
+	_ = proc.cmd.Process.Kill()
+	_ = proc.stdin.Close()
+}
+
+// loadTimeout bounds a process's compile of a template it is sent: not
+// the evaluation's timeout, which starts once the template is there.
+const loadTimeout = 2 * time.Minute
+
+// run sends req and waits for its response, for at most timeout and
+// while the process holds at most memory bytes; past either the process
+// is killed. A template the process does not hold yet is sent first, and
+// compiled within loadTimeout.
+func (proc *process) run(req *request, t *templates.Template, timeout time.Duration, memory uint64) (*response, error) {
+	if !proc.known[req.Hash] {
+		load := &request{Op: opLoad, Path: req.Path, Hash: req.Hash, Files: t.Files()}
+		resp, err := proc.exchange(load, loadTimeout, memory)
+		if err != nil {
+			return nil, err
+		}
+		if resp.Error != nil {
+			return resp, nil
+		}
+		proc.known[req.Hash] = true
+	}
+	return proc.exchange(req, timeout, memory)
+}
+
+// exchange sends req and waits for its response, bounded as run says.
+func (proc *process) exchange(req *request, timeout time.Duration, memory uint64) (*response, error) {
+	type answer struct {
+		resp *response
+		err  error
+	}
+	done := make(chan answer, 1)
+	go func() { // ends when the process answers, or is killed
+		if err := proc.enc.Encode(req); err != nil {
+			done <- answer{err: err}
+			return
+		}
+		var resp response
+		err := proc.dec.Decode(&resp)
+		done <- answer{&resp, err}
+	}()
+	var timer <-chan time.Time
+	if timeout > 0 {
+		tm := time.NewTimer(timeout)
+		defer tm.Stop()
+		timer = tm.C
+	}
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	rss := residentReader(proc.cmd.Process.Pid)
+	defer rss.close()
+	var stopped *LimitError
+	for stopped == nil {
+		select {
+		case a := <-done:
+			if a.err != nil {
+				proc.broken = true
+				proc.kill()
+				<-proc.exited
+				return nil, fmt.Errorf("the evaluator process failed (%v): %w", proc.waitErr, a.err)
+			}
+			return a.resp, nil
+		case <-timer:
+			stopped = &LimitError{Timeout: timeout}
+		case <-tick.C:
+			if held, ok := rss.read(); ok && held > memory {
+				stopped = &LimitError{Memory: true, Bytes: memory}
+			}
+		}
+	}
+	proc.broken = true
+	proc.kill()
+	<-done // the pipe ends with the process
+	<-proc.exited
+	return nil, stopped
+}
