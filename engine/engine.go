@@ -62,8 +62,9 @@ type Options struct {
 	EvaluationBudget render.BudgetLimits
 	// Evaluators, when set, are the evaluator processes the evaluations
 	// that may run away go to (render.Budget.Isolate, package evaluator);
-	// nil evaluates everything in the engine's process.
-	Evaluators *evaluator.Options
+	// the engine closes the pool when the manager stops. Nil evaluates
+	// everything in the engine's process.
+	Evaluators *evaluator.Pool
 	// RevisionNamespace is where the templates' revisions are stored
 	// (ControllerRevisions); "" is "default".
 	RevisionNamespace string
@@ -254,9 +255,8 @@ func New(mgr manager.Manager, opts Options) (*Engine, error) {
 		e.workload = newWorkloadClusters(e, opts.Clusters)
 	}
 	if opts.Evaluators != nil {
-		pool := evaluator.New(*opts.Evaluators)
-		e.budget.Isolate(pool)
-		if err := mgr.Add(pool); err != nil { // closed, its processes waited for, when the manager stops
+		e.budget.Isolate(opts.Evaluators)
+		if err := mgr.Add(opts.Evaluators); err != nil { // closed, its processes waited for, when the manager stops
 			return nil, err
 		}
 	}

@@ -110,3 +110,21 @@ status: sum: list.Sum([for i in list.Range(0, parent.spec.n, 1) for j in list.Ra
 	require.NoError(t, err)
 	assert.Equal(t, int64(4), out.Result.Status["sum"])
 }
+
+// TestValidateIsolated: the admission webhook's check of a template that
+// may run away runs in a process too, and says what the schema refuses as
+// in process; ended is called once the check is over.
+func TestValidateIsolated(t *testing.T) {
+	tpl := testTemplate(t, greedyGVK)
+	b := isolatingBudget(t)
+	bad := testParent(greedyGVK, "bad", map[string]any{"count": int64(-1)})
+	want := ValidateParent(tpl, bad, Limits{}, nil, nil)
+	require.Error(t, want)
+	ended := 0
+	err := ValidateParent(tpl, bad, Limits{}, b.pool, func() { ended++ })
+	var te *templates.Error
+	require.ErrorAs(t, err, &te)
+	assert.Equal(t, want.Error(), err.Error())
+	assert.Equal(t, 1, ended)
+	require.NoError(t, ValidateParent(tpl, testParent(greedyGVK, "good", map[string]any{"count": int64(1)}), Limits{}, b.pool, nil))
+}

@@ -45,8 +45,9 @@ type Bounds struct {
 }
 
 // DefaultMaxRequestBytes fits what the apiserver sends: one object of a
-// write (the apiserver's own --max-request-bytes is 3 MiB), or a list page
-// to convert (500 objects, client-go's page, of 64 KiB each).
+// write (the apiserver takes request bodies of at most 3 MiB, and etcd
+// stores values of at most 1.5 MiB by default), or a list page to convert
+// (500 objects, client-go's page, of 64 KiB each).
 const DefaultMaxRequestBytes = 32 << 20
 
 func (b Bounds) withDefaults() Bounds {

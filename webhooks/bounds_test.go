@@ -172,16 +172,22 @@ func TestKindBound(t *testing.T) {
 	again()
 }
 
-// TestClientCA: with a client CA the server answers only a client that
-// presents a certificate it signed.
+// TestClientCA: with a client CA, /validate answers only a client that
+// presents a certificate it signed; a path that does not require one (the
+// apiserver's conversions carry none) answers a client without one, but
+// never one whose certificate the CA did not sign.
 func TestClientCA(t *testing.T) {
 	cert, leaf := selfSigned(t)
 	caFile := filepath.Join(t.TempDir(), "ca.crt")
 	require.NoError(t, os.WriteFile(caFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: leaf.Raw}), 0o600))
-	opt, err := requireClientCA(caFile)
+	opt, err := verifyClientCA(caFile)
 	require.NoError(t, err)
 
-	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { _, _ = io.WriteString(w, "ok") }))
+	ok := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { _, _ = io.WriteString(w, "ok") })
+	mux := http.NewServeMux()
+	mux.Handle(PathValidate, requireClientCert(ok))
+	mux.Handle(PathConvert, ok)
+	srv := httptest.NewUnstartedServer(mux)
 	srv.TLS = &tls.Config{Certificates: []tls.Certificate{cert}}
 	opt(srv.TLS)
 	srv.StartTLS()
@@ -189,27 +195,36 @@ func TestClientCA(t *testing.T) {
 	roots := x509.NewCertPool()
 	roots.AddCert(leaf)
 
+	get := func(c *http.Client, path string) (int, string) {
+		resp, err := c.Get(srv.URL + path)
+		require.NoError(t, err)
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, strings.TrimSpace(string(b))
+	}
 	anonymous := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: roots}}}
-	_, err = anonymous.Get(srv.URL)
-	require.Error(t, err, "no client certificate: no answer")
+	code, body := get(anonymous, PathValidate)
+	assert.Equal(t, http.StatusForbidden, code, "no client certificate: /validate refuses")
+	assert.Equal(t, "a client certificate signed by --webhook-client-ca-file is required", body)
+	code, body = get(anonymous, PathConvert)
+	assert.Equal(t, http.StatusOK, code, "the apiserver's conversions carry no certificate")
+	assert.Equal(t, "ok", body)
 
 	strangerCert, _ := selfSigned(t)
 	unknown := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: roots, Certificates: []tls.Certificate{strangerCert}}}}
-	_, err = unknown.Get(srv.URL)
-	require.Error(t, err, "a certificate the CA did not sign: no answer")
+	_, err = unknown.Get(srv.URL + PathConvert)
+	require.Error(t, err, "a certificate the CA did not sign: no answer on any path")
 
 	signed := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: roots, Certificates: []tls.Certificate{cert}}}}
-	resp, err := signed.Get(srv.URL)
-	require.NoError(t, err)
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	assert.Equal(t, "ok", string(b))
+	code, body = get(signed, PathValidate)
+	assert.Equal(t, http.StatusOK, code)
+	assert.Equal(t, "ok", body)
 
-	_, err = requireClientCA(filepath.Join(t.TempDir(), "none"))
+	_, err = verifyClientCA(filepath.Join(t.TempDir(), "none"))
 	require.Error(t, err)
 	empty := filepath.Join(t.TempDir(), "empty.crt")
 	require.NoError(t, os.WriteFile(empty, []byte("not a certificate"), 0o600))
-	_, err = requireClientCA(empty)
+	_, err = verifyClientCA(empty)
 	require.EqualError(t, err, "the webhook's client CA "+empty+" holds no PEM certificate")
 }
 

@@ -20,6 +20,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 
+	"github.com/cuengine/engine/evaluator"
 	"github.com/cuengine/engine/render"
 	"github.com/cuengine/engine/templates"
 )
@@ -38,7 +39,8 @@ const caFile = "ca.crt"
 type converter struct {
 	lookup func(schema.GroupKind) (*templates.Template, bool)
 	limits render.Limits
-	gate   *gate // its body bounded by gate.wrap, its evaluations by gate.kind
+	gate   *gate           // its body bounded by gate.wrap, its evaluations by gate.kind
+	pool   *evaluator.Pool // nil: in process
 }
 
 var _ http.Handler = (*converter)(nil)
@@ -107,7 +109,7 @@ func (c *converter) convert(ctx context.Context, req *apiextensionsv1.Conversion
 		if err != nil {
 			return fail("%s: %v", name, err)
 		}
-		out, err := render.Convert(t, obj, to.Version, c.limits, ended)
+		out, err := render.Convert(t, obj, to.Version, c.limits, c.pool, ended)
 		if err != nil {
 			return fail("%s: %s", name, message(err))
 		}

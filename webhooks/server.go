@@ -23,6 +23,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
+	"github.com/cuengine/engine/evaluator"
 	"github.com/cuengine/engine/render"
 	"github.com/cuengine/engine/templates"
 )
@@ -62,11 +63,18 @@ type Options struct {
 	// Limits bound one conversion as they bound one evaluation: the
 	// engine's (render.Limits); zero fields take the defaults.
 	Limits render.Limits
+	// Evaluators, when set, convert and validate the objects of a
+	// template that may run away (render.Convert), as the engine
+	// evaluates them.
+	Evaluators *evaluator.Pool
 	// Bounds limit what the port may cost (bounds.go).
 	Bounds Bounds
 	// ClientCAFile, when set, is the CA of the client certificates the
-	// server requires: only a client that presents one it signed (the
-	// apiserver, configured to) is served.
+	// server verifies: /validate serves only a client that presents one
+	// it signed (the apiserver, configured to); /convert serves a client
+	// without one too, as the apiserver sends conversions with none
+	// (apiextensions-apiserver's webhook converter has no client
+	// credentials), but refuses one whose certificate the CA did not sign.
 	ClientCAFile string
 }
 
@@ -98,7 +106,7 @@ func New(mgr manager.Manager, opts Options) (*Server, error) {
 	}
 	var tlsOpts []func(*tls.Config)
 	if opts.ClientCAFile != "" {
-		opt, err := requireClientCA(opts.ClientCAFile)
+		opt, err := verifyClientCA(opts.ClientCAFile)
 		if err != nil {
 			return nil, err
 		}
@@ -117,8 +125,12 @@ func New(mgr manager.Manager, opts Options) (*Server, error) {
 			TLSOpts: tlsOpts,
 		}),
 	}
-	s.Register(PathValidate, &admission.Webhook{Handler: &validator{lookup: s.lookup, limits: opts.Limits, gate: g}})
-	s.Register(PathConvert, &converter{lookup: s.lookupGroupKind, limits: opts.Limits, gate: g}) // convert.go
+	var validate http.Handler = &admission.Webhook{Handler: &validator{lookup: s.lookup, limits: opts.Limits, gate: g, pool: opts.Evaluators}}
+	if opts.ClientCAFile != "" {
+		validate = requireClientCert(validate)
+	}
+	s.Register(PathValidate, validate)
+	s.Register(PathConvert, &converter{lookup: s.lookupGroupKind, limits: opts.Limits, gate: g, pool: opts.Evaluators}) // convert.go
 	if err := mgr.Add(&configSync{s: s}); err != nil {
 		return nil, err
 	}
@@ -266,9 +278,10 @@ func (c *configSync) Start(ctx context.Context) error {
 	}
 }
 
-// requireClientCA is the TLS option of Options.ClientCAFile: a client
-// certificate signed by the CA in path, or no answer.
-func requireClientCA(path string) (func(*tls.Config), error) {
+// verifyClientCA is the TLS option of Options.ClientCAFile: a client
+// certificate, if one is given, signed by the CA in path, or no answer.
+// Which paths require one is requireClientCert's.
+func verifyClientCA(path string) (func(*tls.Config), error) {
 	pem, err := os.ReadFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("reading the webhook's client CA: %w", err)
@@ -279,6 +292,18 @@ func requireClientCA(path string) (func(*tls.Config), error) {
 	}
 	return func(c *tls.Config) {
 		c.ClientCAs = pool
-		c.ClientAuth = tls.RequireAndVerifyClientCert
+		c.ClientAuth = tls.VerifyClientCertIfGiven
 	}, nil
+}
+
+// requireClientCert serves h only to a client whose certificate the TLS
+// handshake verified (verifyClientCA); others get 403.
+func requireClientCert(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.TLS == nil || len(r.TLS.VerifiedChains) == 0 {
+			http.Error(w, "a client certificate signed by --webhook-client-ca-file is required", http.StatusForbidden)
+			return
+		}
+		h.ServeHTTP(w, r)
+	})
 }

@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
+	"github.com/cuengine/engine/evaluator"
 	"github.com/cuengine/engine/render"
 	"github.com/cuengine/engine/templates"
 )
@@ -32,6 +33,7 @@ type validator struct {
 	lookup templateLookup
 	limits render.Limits
 	gate   *gate
+	pool   *evaluator.Pool // nil: in process
 }
 
 var _ admission.Handler = (*validator)(nil)
@@ -59,7 +61,7 @@ func (v *validator) Handle(ctx context.Context, req admission.Request) admission
 	if err != nil {
 		return admission.Errored(http.StatusTooManyRequests, err)
 	}
-	err = render.ValidateParent(t, obj, v.limits, ended)
+	err = render.ValidateParent(t, obj, v.limits, v.pool, ended)
 	if err == nil {
 		return admission.Allowed("")
 	}

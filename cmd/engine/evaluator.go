@@ -37,8 +37,9 @@ func (e *evaluatorOptions) addFlags(f *pflag.FlagSet) {
 	f.StringVar(&e.memory, "evaluator-memory", "512Mi", "resident memory past which an evaluator process is killed and its evaluation refused (Synced=False EvaluationMemoryExceeded); the engine's memory is at most its own plus --evaluator-processes times this")
 }
 
-// options returns the pool's options, nil with --evaluator-processes=0.
-func (e *evaluatorOptions) options() (*evaluator.Options, error) {
+// pool returns the pool of evaluator processes, nil with
+// --evaluator-processes=0; it starts no process until one is needed.
+func (e *evaluatorOptions) pool() (*evaluator.Pool, error) {
 	if e.processes < 0 {
 		return nil, fmt.Errorf("--evaluator-processes: %d is negative", e.processes)
 	}
@@ -53,5 +54,5 @@ func (e *evaluatorOptions) options() (*evaluator.Options, error) {
 	if err != nil {
 		return nil, fmt.Errorf("finding the engine's binary for its evaluator processes: %w", err)
 	}
-	return &evaluator.Options{Processes: e.processes, MemoryBytes: uint64(q.Value()), Command: []string{self, "evaluator"}}, nil
+	return evaluator.New(evaluator.Options{Processes: e.processes, MemoryBytes: uint64(q.Value()), Command: []string{self, "evaluator"}}), nil
 }

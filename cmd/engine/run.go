@@ -216,7 +216,7 @@ func (o *runOptions) run(cmd *cobra.Command, cfg *rest.Config) error {
 	if err != nil {
 		return err
 	}
-	evaluators, err := o.evaluators.options()
+	evaluators, err := o.evaluators.pool()
 	if err != nil {
 		return err
 	}
@@ -313,7 +313,7 @@ func (o *runOptions) run(cmd *cobra.Command, cfg *rest.Config) error {
 		}
 	}
 	eng.SetTemplates(set)
-	admission, err = o.webhook.server(ctx, mgr, set, o.limits)
+	admission, err = o.webhook.server(ctx, mgr, set, o.limits, evaluators)
 	if err != nil {
 		return err
 	}

@@ -16,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 
 	"github.com/cuengine/engine/engine"
+	"github.com/cuengine/engine/evaluator"
 	"github.com/cuengine/engine/render"
 	"github.com/cuengine/engine/templates"
 	"github.com/cuengine/engine/templates/rbac"
@@ -59,7 +60,7 @@ func (w *webhookOptions) addFlags(f *pflag.FlagSet) {
 	f.StringVar(&w.configuration, "webhook-configuration", "engine.cuengine.dev", "name of the ValidatingWebhookConfiguration the engine manages")
 	f.StringVar(&w.failurePolicy, "webhook-failure-policy", "Fail", `what the apiserver does with a create or update of a checked parent while the engine does not answer: "Fail" refuses it, "Ignore" lets it in unchecked (deletes never wait on the engine)`)
 	f.DurationVar(&w.timeout, "webhook-timeout", 5*time.Second, "how long the apiserver waits for the webhook (1s to 30s)")
-	f.StringVar(&w.clientCA, "webhook-client-ca-file", "", "CA file (PEM) of the client certificates the webhook server requires: only a client presenting one it signed is served (the apiserver, with an --admission-control-config-file whose webhook kubeconfig has a client certificate; docs/operations.md)")
+	f.StringVar(&w.clientCA, "webhook-client-ca-file", "", "CA file (PEM) of the client certificates the webhook server verifies: /validate serves only a client presenting one it signed (the apiserver, with an --admission-control-config-file whose webhook kubeconfig has a client certificate); /convert also serves clients with none, as the apiserver sends conversions without one (docs/operations.md, Who can reach the port)")
 	f.Int64Var(&w.maxBytes, "webhook-max-request-bytes", webhooks.DefaultMaxRequestBytes, "largest webhook request body read; a larger one is refused (413) before it is read")
 	f.IntVar(&w.maxInFlight, "webhook-max-in-flight", 0, "webhook requests read and decoded at once; more wait up to 2s, then get 429 (0: GOMAXPROCS, at least 2)")
 	f.IntVar(&w.maxPerKind, "webhook-max-per-kind", 0, "conversions and validations of one kind evaluated at once, a slot held until the evaluation ends (past --evaluation-timeout too); twice as many wait, more get 429 (0: half of --webhook-max-in-flight, at least 1)")
@@ -88,7 +89,7 @@ func (w *webhookOptions) dev(dir string) {
 type hooks struct{ srv *webhooks.Server }
 
 // server builds the webhook server and hands it the first set.
-func (w *webhookOptions) server(ctx context.Context, mgr manager.Manager, set *templates.Set, limits render.Limits) (*hooks, error) {
+func (w *webhookOptions) server(ctx context.Context, mgr manager.Manager, set *templates.Set, limits render.Limits, evaluators *evaluator.Pool) (*hooks, error) {
 	if w.port == 0 {
 		return &hooks{}, nil
 	}
@@ -114,6 +115,7 @@ func (w *webhookOptions) server(ctx context.Context, mgr manager.Manager, set *t
 		RotationCheck:          12 * time.Hour,
 		CertPoll:               10 * time.Second,
 		Limits:                 limits,
+		Evaluators:             evaluators,
 		Bounds:                 webhooks.Bounds{MaxRequestBytes: w.maxBytes, MaxInFlight: w.maxInFlight, MaxPerKind: w.maxPerKind},
 		ClientCAFile:           w.clientCA,
 	})
