@@ -69,9 +69,12 @@ test-templates: build ## Run the test cases of the example templates and of the 
 	done; exit $$status
 
 # The chart's value sets that `make test-chart` lints and renders: the
-# defaults (as config/), and every option on.
+# defaults (as config/), and every option on (with the webhook's client CA
+# and the NetworkPolicy with a peer for each port; the NetworkPolicy with
+# its empty peer lists is rendered below).
 CHART        := charts/engine
-CHART_VALUES := --set gcs.keySecret=engine-gcs-key,prometheus.url=http://prometheus.monitoring:9090,prometheus.secret=engine-prometheus,dashboard.enabled=true,prometheusRule.enabled=true,sharding.enabled=true,replicaCount=3,clusters.namespace=engine-system --set 'serviceAccount.annotations.iam\.gke\.io/gcp-service-account=engine@p.iam.gserviceaccount.com'
+CHART_VALUES := --set gcs.keySecret=engine-gcs-key,prometheus.url=http://prometheus.monitoring:9090,prometheus.secret=engine-prometheus,dashboard.enabled=true,prometheusRule.enabled=true,sharding.enabled=true,replicaCount=3,clusters.namespace=engine-system --set 'serviceAccount.annotations.iam\.gke\.io/gcp-service-account=engine@p.iam.gserviceaccount.com' \
+	--set webhook.clientCAConfigMap=engine-webhook-client-ca,networkPolicy.enabled=true,'networkPolicy.webhook.from[0].ipBlock.cidr=10.0.0.0/24' --set 'networkPolicy.metrics.from[0].namespaceSelector.matchLabels.kubernetes\.io/metadata\.name=monitoring'
 
 .PHONY: test-chart
 test-chart: assets ## Lint the Helm chart and render it, with its defaults and with every option on (helm lint --strict, helm template; seconds).
@@ -80,6 +83,7 @@ test-chart: assets ## Lint the Helm chart and render it, with its defaults and w
 	$(BIN)/helm template engine $(CHART) --namespace engine-system --include-crds >/dev/null
 	$(BIN)/helm template engine $(CHART) --namespace engine-system $(CHART_VALUES) >/dev/null
 	$(BIN)/helm template engine $(CHART) --namespace engine-system --set templates.existingConfigMap=my-templates >/dev/null
+	$(BIN)/helm template engine $(CHART) --namespace engine-system --set networkPolicy.enabled=true >/dev/null
 
 # promcheck, from its own module: Prometheus's rule and PromQL parsers, for
 # the alerts and the dashboard of config/components/monitoring.

@@ -84,7 +84,10 @@ func TestRunawayParentsBoundedInMemory(t *testing.T) {
 		metrics := freeAddr(t)
 		// The hard bar (TestRunawayParentsRestartedAtTheHardBar) out of
 		// the way: this test measures what the budget alone holds.
-		return startEngine(t, dir, "--evaluation-timeout", "500ms", "--max-evaluation-heap", runawayHeapBar,
+		// --evaluator-processes=0: the budget in the engine's own process
+		// is what this test measures (TestRunawayTenantIsolated, the
+		// evaluator processes that are the default).
+		return startEngine(t, dir, "--evaluator-processes", "0", "--evaluation-timeout", "500ms", "--max-evaluation-heap", runawayHeapBar,
 			"--max-evaluation-heap-hard", "2Gi",
 			"--metrics-bind-address", metrics, "--metrics-secure=false"), metrics
 	}
@@ -452,7 +455,9 @@ func TestRunawayParentsRestartedAtTheHardBar(t *testing.T) {
 	const healthy, runaways, maxRestarts = 20, 50, 12
 	dir, ns := runawayScene(t)
 	metrics := freeAddr(t)
-	args := []string{"--evaluation-timeout", "500ms", "--max-evaluation-heap", runawayHeapBar, "--max-overrunning-evaluations", "25",
+	// --evaluator-processes=0: the hard bar of the engine's own process,
+	// the last resort without evaluator processes.
+	args := []string{"--evaluator-processes", "0", "--evaluation-timeout", "500ms", "--max-evaluation-heap", runawayHeapBar, "--max-overrunning-evaluations", "25",
 		"--metrics-bind-address", metrics, "--metrics-secure=false"}
 	engine := startEngine(t, dir, args...)
 	applySprawls(t, ns, "healthy", healthy, "note: a")
