@@ -1,0 +1,176 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// calmTemplate is another kind beside the runaways': a ConfigMap that
+// carries spec.note.
+const calmTemplate = `parent: {apiVersion: "calm.cuengine.dev/v1", kind: "Calm", spec: note: *"" | string}
+children: note: {
+	apiVersion: "v1"
+	kind:       "ConfigMap"
+	metadata: name: parent.metadata.name
+	data: note: parent.spec.note
+}
+`
+
+// isolationScene writes the Sprawl and Calm templates and installs their
+// CRDs; it returns the templates directory.
+func isolationScene(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "sprawl.cue"), []byte(sprawlTemplate), 0o644))
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "calm.cue"), []byte(calmTemplate), 0o644))
+	installCRDs(t, dir)
+	return dir
+}
+
+// TestRunawayTenantIsolated is issue 51's attack with the default flags
+// (but the timeout, 3s as in the issue): one tenant creates 20 Sprawls
+// whose evaluation runs away (quad 600: minutes of CPU and gigabytes),
+// with no GOMEMLIMIT and with the chart's 900MiB. The evaluations go to
+// the evaluator processes (vet warns that quad is unbounded), which are
+// killed at the timeout: the engine never exits, the memory of the engine
+// and its evaluators stays under 768 MiB, and while the runaways are being
+// stopped a new parent of another kind, and a Sprawl of another tenant,
+// are each served within 15 s.
+func TestRunawayTenantIsolated(t *testing.T) {
+	dir := isolationScene(t)
+	for name, limit := range map[string]string{"no-GOMEMLIMIT": "", "GOMEMLIMIT-900MiB": "900MiB"} {
+		t.Run(name, func(t *testing.T) {
+			t.Setenv("GOMEMLIMIT", limit)
+			tenant := namespace(t)
+			other := tenant + "-other" // another tenant
+			kubectl(t, "create", "namespace", other)
+			engine := startEngine(t, dir, "--evaluation-timeout", "3s")
+			peak := sampleTreeRSS(t, engine)
+
+			applySprawls(t, tenant, "runaway", 20, "quad: 600")
+			eventually(t, "3 runaways stopped and annotated", 2*time.Minute, func(ctx context.Context) (bool, error) {
+				n, err := annotatedRunaways(ctx, tenant)
+				return n >= 3, err
+			})
+			start := time.Now()
+			kubectlApply(t, other, "apiVersion: calm.cuengine.dev/v1\nkind: Calm\nmetadata: {name: late}\nspec: {note: served}\n")
+			applySprawls(t, other, "healthy", 1, "note: served")
+			for _, name := range []string{"late", "healthy-0"} {
+				configMapSays(t, other, name, "served", 15*time.Second)
+			}
+			t.Logf("isolation (GOMEMLIMIT=%q): another kind's parent and another tenant's Sprawl served in %s", limit, time.Since(start).Round(100*time.Millisecond))
+			eventually(t, "every runaway stopped and annotated", 4*time.Minute, func(ctx context.Context) (bool, error) {
+				n, err := annotatedRunaways(ctx, tenant)
+				return n == 20, err
+			})
+			select {
+			case <-engine.done:
+				t.Fatalf("the engine exited: %s", tail(engine.log.String(), 20))
+			default:
+			}
+			got := peak()
+			t.Logf("isolation (GOMEMLIMIT=%q): peak RSS of the engine and its evaluator processes %d MiB", limit, got)
+			assert.Less(t, got, int64(768), "the engine and its evaluators, in MiB")
+			assert.NotContains(t, engine.log.String(), "hard bar", "the engine never came near its last resort")
+		})
+	}
+}
+
+// configMapSays waits, at most within, for the ConfigMap name to carry
+// note.
+func configMapSays(t *testing.T, ns, name, note string, within time.Duration) {
+	t.Helper()
+	eventually(t, name+"'s ConfigMap to say "+note, within, func(ctx context.Context) (bool, error) {
+		cm, err := kube.CoreV1().ConfigMaps(ns).Get(ctx, name, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			return false, nil
+		}
+		return err == nil && cm.Data["note"] == note, err
+	})
+}
+
+// sampleTreeRSS samples the resident memory of the engine and its
+// evaluator processes every 200ms until the returned func is called,
+// which stops it and returns the peak in MiB.
+func sampleTreeRSS(t *testing.T, p *engineProc) func() int64 {
+	var peak int64
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		tick := time.NewTicker(200 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			if rss, ok := treeRSS(p.cmd.Process.Pid); ok {
+				peak = max(peak, rss)
+			}
+			select {
+			case <-stop:
+				return
+			case <-tick.C:
+			}
+		}
+	}()
+	var once sync.Once
+	done := func() int64 {
+		once.Do(func() { close(stop); wg.Wait() })
+		return peak
+	}
+	t.Cleanup(func() { done() })
+	return done
+}
+
+// treeRSS is the VmRSS of pid and of its children, in MiB: a sum, so the
+// pages they share (the binary's) count once per process, an upper bound.
+func treeRSS(pid int) (int64, bool) {
+	total, ok := vmRSS(pid)
+	if !ok {
+		return 0, false
+	}
+	entries, _ := os.ReadDir("/proc")
+	for _, e := range entries {
+		child, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		stat, err := os.ReadFile("/proc/" + e.Name() + "/stat")
+		if err != nil {
+			continue
+		}
+		// "pid (comm) state ppid ...": after the last ')'.
+		fields := strings.Fields(string(stat[strings.LastIndexByte(string(stat), ')')+1:]))
+		if len(fields) > 1 && fields[1] == strconv.Itoa(pid) {
+			if rss, ok := vmRSS(child); ok {
+				total += rss
+			}
+		}
+	}
+	return total, true
+}
+
+func vmRSS(pid int) (int64, bool) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0, false
+	}
+	for line := range strings.SplitSeq(string(b), "\n") {
+		if rest, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+			kb, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 10, 64)
+			return kb >> 10, err == nil
+		}
+	}
+	return 0, false
+}
