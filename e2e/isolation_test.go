@@ -81,7 +81,7 @@ func TestRunawayTenantIsolated(t *testing.T) {
 			default:
 			}
 			got := peak()
-			t.Logf("isolation (GOMEMLIMIT=%q): peak RSS of the engine and its evaluator processes %d MiB", limit, got)
+			t.Logf("isolation (GOMEMLIMIT=%q): peak memory (Pss) of the engine and its evaluator processes %d MiB", limit, got)
 			assert.Less(t, got, int64(768), "the engine and its evaluators, in MiB")
 			assert.NotContains(t, engine.log.String(), "hard bar", "the engine never came near its last resort")
 		})
@@ -133,10 +133,12 @@ func sampleTreeRSS(t *testing.T, p *engineProc) func() int64 {
 	return done
 }
 
-// treeRSS is the VmRSS of pid and of its children, in MiB: a sum, so the
-// pages they share (the binary's) count once per process, an upper bound.
+// treeRSS is the memory of pid and of its children, in MiB: the sum of
+// their proportional set sizes (Pss, /proc/PID/smaps_rollup), in which a
+// page they share (the binary's) counts once in all, divided among them;
+// VmRSS where the kernel has no smaps_rollup, which counts it in each.
 func treeRSS(pid int) (int64, bool) {
-	total, ok := vmRSS(pid)
+	total, ok := memOf(pid)
 	if !ok {
 		return 0, false
 	}
@@ -153,23 +155,33 @@ func treeRSS(pid int) (int64, bool) {
 		// "pid (comm) state ppid ...": after the last ')'.
 		fields := strings.Fields(string(stat[strings.LastIndexByte(string(stat), ')')+1:]))
 		if len(fields) > 1 && fields[1] == strconv.Itoa(pid) {
-			if rss, ok := vmRSS(child); ok {
-				total += rss
+			if mem, ok := memOf(child); ok {
+				total += mem
 			}
 		}
 	}
 	return total, true
 }
 
-func vmRSS(pid int) (int64, bool) {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+// memOf is one process's Pss, else its VmRSS, in MiB.
+func memOf(pid int) (int64, bool) {
+	if kb, ok := statusField(fmt.Sprintf("/proc/%d/smaps_rollup", pid), "Pss:"); ok {
+		return kb >> 10, true
+	}
+	kb, ok := statusField(fmt.Sprintf("/proc/%d/status", pid), "VmRSS:")
+	return kb >> 10, ok
+}
+
+// statusField reads the kB value of the line that starts with name.
+func statusField(path, name string) (int64, bool) {
+	b, err := os.ReadFile(path)
 	if err != nil {
 		return 0, false
 	}
 	for line := range strings.SplitSeq(string(b), "\n") {
-		if rest, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+		if rest, ok := strings.CutPrefix(line, name); ok {
 			kb, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 10, 64)
-			return kb >> 10, err == nil
+			return kb, err == nil
 		}
 	}
 	return 0, false

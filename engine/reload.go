@@ -18,6 +18,7 @@ import (
 
 	"github.com/cuengine/engine/contract"
 	"github.com/cuengine/engine/reconciler"
+	"github.com/cuengine/engine/render"
 	"github.com/cuengine/engine/rollout"
 	"github.com/cuengine/engine/templates"
 	"github.com/cuengine/engine/templates/watch"
@@ -232,7 +233,16 @@ func (e *Engine) checkLiveParents(ctx context.Context, set *templates.Set) error
 		})
 		bad := 0
 		for i := range parents {
-			if err := t.ValidateParent(&parents[i]); err != nil {
+			// Validating a parent evaluates the template for it: bounded
+			// as an evaluation is, in the evaluator processes when it may
+			// run away, so that a runaway parent cannot hold the reload
+			// of every kind. One that cannot be checked within the limit
+			// does not refuse the set: its own reconcile reports it.
+			err := render.ValidateParent(t, &parents[i], e.opts.Limits, e.budget.Pool(), nil)
+			if re := (*render.Error)(nil); errors.As(err, &re) {
+				continue
+			}
+			if err != nil {
 				bad++
 				if bad <= maxInvalidParents {
 					problems = append(problems, fmt.Sprintf("%s %s/%s: %s", t.GVK.Kind, parents[i].GetNamespace(), parents[i].GetName(), templates.Summary(err, 1)))

@@ -22,6 +22,14 @@ import (
 // where they cost least. Called once, before the budget is used.
 func (b *Budget) Isolate(pool *evaluator.Pool) { b.pool = pool }
 
+// Pool returns the pool Isolate gave, nil for none (or a nil budget).
+func (b *Budget) Pool() *evaluator.Pool {
+	if b == nil {
+		return nil
+	}
+	return b.pool
+}
+
 // isolation returns the pool for t and the call, or nil to evaluate in
 // process.
 func (c *budgetCall) isolation(t *templates.Template) *evaluator.Pool {
