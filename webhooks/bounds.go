@@ -38,10 +38,17 @@ type Bounds struct {
 	// and validations), so a flood for one kind leaves slots to the
 	// others: beyond it a request gets 429 at once. A slot is held until
 	// the evaluation ends, also one that ran past --evaluation-timeout.
-	// Zero: half of MaxInFlight, at least 1.
+	// Zero: MaxInFlight, at least 2.
 	MaxPerKind int
-	// Wait is how long a request waits for a slot. Zero: 2s.
-	Wait time.Duration
+	// MaxWaiting bounds the requests of one kind waiting for one of its
+	// slots; beyond it a request gets 429 at once. The apiserver converts
+	// a kind for its watches, lists and gets at once, so a few always
+	// wait, one per object of a review. Zero: 64 times MaxPerKind.
+	MaxWaiting int
+	// Wait is how long a request waits for a port slot, KindWait how long
+	// an object of a review waits for its kind's. Zero: 2s and 10s (the
+	// apiserver waits 30s for a conversion).
+	Wait, KindWait time.Duration
 }
 
 // DefaultMaxRequestBytes fits what the apiserver sends: one object of a
@@ -58,10 +65,16 @@ func (b Bounds) withDefaults() Bounds {
 		b.MaxInFlight = max(2, runtime.GOMAXPROCS(0))
 	}
 	if b.MaxPerKind <= 0 {
-		b.MaxPerKind = max(1, b.MaxInFlight/2)
+		b.MaxPerKind = max(2, b.MaxInFlight)
+	}
+	if b.MaxWaiting <= 0 {
+		b.MaxWaiting = 64 * b.MaxPerKind
 	}
 	if b.Wait <= 0 {
 		b.Wait = 2 * time.Second
+	}
+	if b.KindWait <= 0 {
+		b.KindWait = 10 * time.Second
 	}
 	return b
 }
@@ -69,7 +82,7 @@ func (b Bounds) withDefaults() Bounds {
 // gate holds the slots of the port (reading and decoding a request) and
 // of each kind (evaluating it). A request gives its port slot back once
 // decoded, before it waits for its kind's: requests of a flooded kind wait
-// (at most 2*MaxPerKind of them, then 429 at once) without keeping other
+// (at most MaxWaiting of them, then 429 at once) without keeping other
 // kinds' requests from being read.
 type gate struct {
 	bounds Bounds
@@ -136,14 +149,14 @@ func (g *gate) kind(ctx context.Context, gk schema.GroupKind) (release func(), e
 		ks = &kindSlots{run: make(chan struct{}, g.bounds.MaxPerKind)}
 		g.kinds[gk] = ks
 	}
-	if ks.waiting >= 2*g.bounds.MaxPerKind {
+	if ks.waiting >= g.bounds.MaxWaiting {
 		g.mu.Unlock()
 		g.refused("kind-busy")
 		return nil, g.busyKind(gk)
 	}
 	ks.waiting++
 	g.mu.Unlock()
-	ctx, cancel := context.WithTimeout(ctx, g.bounds.Wait)
+	ctx, cancel := context.WithTimeout(ctx, g.bounds.KindWait)
 	defer cancel()
 	select {
 	case ks.run <- struct{}{}:

@@ -129,11 +129,11 @@ func TestPortSlotGivenBackOnceDecoded(t *testing.T) {
 	require.NoError(t, <-waiting, "the flooded kind's request is served once the runaway ends")
 }
 
-// TestKindBound: a kind's evaluations at once are MaxPerKind; twice as
-// many wait (then are refused after Wait), more are refused at once; a
+// TestKindBound: a kind's evaluations at once are MaxPerKind; MaxWaiting
+// wait (then are refused after Wait), more are refused at once; a
 // slot comes back when the evaluation ends, and only once.
 func TestKindBound(t *testing.T) {
-	g := newGate(Bounds{MaxPerKind: 1, Wait: 50 * time.Millisecond})
+	g := newGate(Bounds{MaxPerKind: 1, MaxWaiting: 2, Wait: 50 * time.Millisecond, KindWait: 50 * time.Millisecond})
 	gk := schema.GroupKind{Group: "a.dev", Kind: "A"}
 	release, err := g.kind(context.Background(), gk)
 	require.NoError(t, err)
@@ -143,7 +143,7 @@ func TestKindBound(t *testing.T) {
 	require.NoError(t, err, "another kind has its own slots")
 	other()
 
-	g.bounds.Wait = time.Hour
+	g.bounds.KindWait = time.Hour
 	ctx, cancel := context.WithCancel(context.Background())
 	errs := make(chan error, 2)
 	for range 2 {
@@ -162,7 +162,7 @@ func TestKindBound(t *testing.T) {
 	require.Error(t, <-errs)
 	require.Error(t, <-errs)
 
-	g.bounds.Wait = 50 * time.Millisecond
+	g.bounds.KindWait = 50 * time.Millisecond
 	release()
 	release() // a second call gives nothing back twice
 	again, err := g.kind(context.Background(), gk)

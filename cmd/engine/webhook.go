@@ -63,7 +63,7 @@ func (w *webhookOptions) addFlags(f *pflag.FlagSet) {
 	f.StringVar(&w.clientCA, "webhook-client-ca-file", "", "CA file (PEM) of the client certificates the webhook server verifies: /validate serves only a client presenting one it signed (the apiserver, with an --admission-control-config-file whose webhook kubeconfig has a client certificate); /convert also serves clients with none, as the apiserver sends conversions without one (docs/operations.md, Who can reach the port)")
 	f.Int64Var(&w.maxBytes, "webhook-max-request-bytes", webhooks.DefaultMaxRequestBytes, "largest webhook request body read; a larger one is refused (413) before it is read")
 	f.IntVar(&w.maxInFlight, "webhook-max-in-flight", 0, "webhook requests read and decoded at once; more wait up to 2s, then get 429 (0: GOMAXPROCS, at least 2)")
-	f.IntVar(&w.maxPerKind, "webhook-max-per-kind", 0, "conversions and validations of one kind evaluated at once, a slot held until the evaluation ends (past --evaluation-timeout too); twice as many wait, more get 429 (0: half of --webhook-max-in-flight, at least 1)")
+	f.IntVar(&w.maxPerKind, "webhook-max-per-kind", 0, "conversions and validations of one kind evaluated at once, a slot held until the evaluation ends (past --evaluation-timeout too); 64 times as many objects wait up to 10s each, more get 429 (0: --webhook-max-in-flight, at least 2)")
 	f.StringVar(&w.certManager, "webhook-cert-manager-certificate", "", `cert-manager Certificate ("namespace/name") whose Secret is mounted in --webhook-cert-dir: the engine does not rotate, and cert-manager's cainjector fills the caBundle`)
 }
 
