@@ -233,14 +233,22 @@ func (e *Engine) checkLiveParents(ctx context.Context, set *templates.Set) error
 		})
 		bad := 0
 		for i := range parents {
-			// Validating a parent evaluates the template for it: bounded
-			// as an evaluation is, in the evaluator processes when it may
-			// run away, so that a runaway parent cannot hold the reload
-			// of every kind. One that cannot be checked within the limit
-			// does not refuse the set: its own reconcile reports it.
-			err := render.ValidateParent(t, &parents[i], e.opts.Limits, e.budget.Pool(), nil)
-			if re := (*render.Error)(nil); errors.As(err, &re) {
-				continue
+			// Validating a parent evaluates the template for it. For a
+			// template that may run away, with evaluator processes, it is
+			// bounded as an evaluation is, in a process, so that a runaway
+			// parent cannot hold the reload of every kind; one that cannot
+			// be checked within the limit does not refuse the set (its
+			// own reconcile reports it). In process it runs to its end: a
+			// check left running past a timeout would hold its memory,
+			// uncounted by the budget, at every reload.
+			var err error
+			if pool := e.budget.Pool(); pool != nil && t.MayRunAway() {
+				err = render.ValidateParent(t, &parents[i], e.opts.Limits, pool, nil)
+				if re := (*render.Error)(nil); errors.As(err, &re) {
+					continue
+				}
+			} else {
+				err = t.ValidateParent(&parents[i])
 			}
 			if err != nil {
 				bad++
