@@ -243,7 +243,7 @@ func (e *Engine) checkLiveParents(ctx context.Context, set *templates.Set) error
 			// uncounted by the budget, at every reload.
 			var err error
 			if pool := e.budget.Pool(); pool != nil && t.MayRunAway() {
-				err = render.ValidateParent(t, &parents[i], e.opts.Limits, pool, nil)
+				err = render.ValidateParent(t, &parents[i], e.opts.Limits, pool, nil, nil)
 				if re := (*render.Error)(nil); errors.As(err, &re) {
 					continue
 				}

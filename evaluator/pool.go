@@ -15,7 +15,6 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	utiljson "k8s.io/apimachinery/pkg/util/json"
 
 	"github.com/cuengine/engine/templates"
 )
@@ -25,6 +24,14 @@ const (
 	DefaultProcesses   = 3
 	DefaultMemoryBytes = 512 << 20
 )
+
+// Niceness is the scheduling niceness of every evaluator process: where
+// the CPU is contended, the kernel gives a nice-10 thread about a tenth of
+// what it gives one of the engine's (CFS weights 110 and 1024), so
+// evaluations that run away, or a flood of webhook requests, yield the
+// CPU to the engine's reconciles and to the node's other processes, and
+// run at full speed on an idle CPU.
+const Niceness = 10
 
 // Options size a Pool.
 type Options struct {
@@ -78,6 +85,9 @@ type LimitError struct {
 	Memory  bool
 	Timeout time.Duration
 	Bytes   uint64
+	// Answered is, in a batch, how many objects were answered before the
+	// one stopped.
+	Answered int
 }
 
 func (e *LimitError) Error() string {
@@ -93,6 +103,9 @@ type BusyError struct {
 	Key      Key
 	Reason   string
 	Capacity int
+	// Full: every process was busy with others' evaluations; else the
+	// key's kind or namespace held all the processes it may.
+	Full bool
 }
 
 func (e *BusyError) Error() string {
@@ -143,32 +156,45 @@ func (p *Pool) Evaluate(ctx context.Context, key Key, timeout time.Duration, t *
 			return nil, fmt.Errorf("encoding the observed state: %w", err)
 		}
 	}
-	resp, err := p.do(ctx, key, timeout, t, req)
+	resps, err := p.do(ctx, key, timeout, t, req)
 	if err != nil {
 		return nil, err
 	}
+	resp := resps[0]
 	if resp.Result == nil {
 		return nil, errors.New("evaluator: a response with neither result nor error")
 	}
 	return resp.Result.result()
 }
 
-// Convert is Template.Convert in a process, bounded as Evaluate is.
-func (p *Pool) Convert(ctx context.Context, key Key, timeout time.Duration, t *templates.Template, obj *unstructured.Unstructured, to string) (*unstructured.Unstructured, error) {
-	req, err := newRequest(opConvert, t, obj)
+// Convert is Template.Convert in a process of objects as JSON (raws),
+// all of one template, into JSON: the conversion webhook's, which reads
+// and writes JSON, decodes and encodes nothing more. The objects go in one
+// request, each bounded as one evaluation is; the first that fails ends
+// it, its error returned with the index of the object (all the
+// conversions before it returned too).
+func (p *Pool) Convert(ctx context.Context, key Key, timeout time.Duration, t *templates.Template, raws [][]byte, to string) ([][]byte, int, error) {
+	req := &request{Op: opConvert, Path: t.Path, Hash: t.Hash, To: to, Objects: make([]json.RawMessage, len(raws))}
+	for i, raw := range raws {
+		req.Objects[i] = raw
+	}
+	resps, err := p.do(ctx, key, timeout, t, req)
+	out := make([][]byte, 0, len(raws))
+	for _, resp := range resps {
+		if resp.Error == nil {
+			out = append(out, resp.Object)
+		}
+	}
+	if le := (*LimitError)(nil); errors.As(err, &le) {
+		return out, le.Answered, err
+	}
 	if err != nil {
-		return nil, err
+		return out, len(out), err
 	}
-	req.To = to
-	resp, err := p.do(ctx, key, timeout, t, req)
-	if err != nil {
-		return nil, err
+	if len(out) != len(raws) {
+		return out, len(out), errors.New("evaluator: a response with neither object nor error")
 	}
-	out := map[string]any{}
-	if err := utiljson.Unmarshal(resp.Object, &out); err != nil {
-		return nil, fmt.Errorf("evaluator: decoding the converted object: %w", err)
-	}
-	return &unstructured.Unstructured{Object: out}, nil
+	return out, len(out), nil
 }
 
 // ValidateParent is Template.ValidateParent in a process, bounded as
@@ -190,8 +216,8 @@ func newRequest(op string, t *templates.Template, obj *unstructured.Unstructured
 	return &request{Op: op, Path: t.Path, Hash: t.Hash, Parent: raw}, nil
 }
 
-// do runs req in a process of the pool.
-func (p *Pool) do(ctx context.Context, key Key, timeout time.Duration, t *templates.Template, req *request) (*response, error) {
+// do runs req in a process of the pool: its response, or a batch's.
+func (p *Pool) do(ctx context.Context, key Key, timeout time.Duration, t *templates.Template, req *request) ([]*response, error) {
 	if err := p.acquire(ctx, key); err != nil {
 		return nil, err
 	}
@@ -200,15 +226,15 @@ func (p *Pool) do(ctx context.Context, key Key, timeout time.Duration, t *templa
 	if err != nil {
 		return nil, err
 	}
-	resp, err := proc.run(req, t, timeout, p.opts.MemoryBytes)
+	resps, err := proc.run(req, t, timeout, p.opts.MemoryBytes)
 	p.put(proc)
 	if err != nil {
 		return nil, err
 	}
-	if resp.Error != nil {
-		return nil, resp.Error.err()
+	if last := resps[len(resps)-1]; last.Error != nil {
+		return resps, last.Error.err()
 	}
-	return resp, nil
+	return resps, nil
 }
 
 // acquire takes a share for key: a process of the pool, within the
@@ -220,14 +246,14 @@ func (p *Pool) acquire(ctx context.Context, key Key) error {
 			p.mu.Unlock()
 			return errors.New("the evaluator pool is closed")
 		}
-		why, capacity := "", 0
+		why, capacity, full := "", 0, false
 		switch {
 		case p.kinds[key.Kind] >= p.opts.PerKind:
 			why, capacity = "the evaluations of "+key.Kind+" hold all the processes it may (--evaluator-processes less one)", p.opts.PerKind
 		case p.spaces[key] >= p.opts.PerNamespace:
 			why, capacity = "the evaluations of "+key.Kind+" in namespace "+key.Namespace+" hold all the processes they may", p.opts.PerNamespace
 		case p.busy >= p.opts.Processes:
-			why, capacity = "every process is busy (--evaluator-processes)", p.opts.Processes
+			why, capacity, full = "every process is busy (--evaluator-processes)", p.opts.Processes, true
 		}
 		if why == "" {
 			p.busy++
@@ -241,7 +267,7 @@ func (p *Pool) acquire(ctx context.Context, key Key) error {
 		select {
 		case <-changed:
 		case <-ctx.Done():
-			return &BusyError{Key: key, Reason: why, Capacity: capacity}
+			return &BusyError{Key: key, Reason: why, Capacity: capacity, Full: full}
 		}
 	}
 }
@@ -349,12 +375,14 @@ func (p *Pool) start() (*process, error) {
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("starting an evaluator process (%s): %w", command[0], err)
 	}
-	proc := &process{cmd: cmd, stdin: stdin, enc: json.NewEncoder(stdin), dec: json.NewDecoder(bufio.NewReaderSize(stdout, 1<<16)), known: map[string]bool{}, exited: make(chan struct{})}
+	proc := &process{cmd: cmd, stdin: stdin, enc: json.NewEncoder(stdin), dec: json.NewDecoder(bufio.NewReaderSize(stdout, 1<<16)),
+		rss: OpenResident(strconv.Itoa(cmd.Process.Pid)), known: map[string]bool{}, exited: make(chan struct{})}
 	p.wg.Add(1)
 	go func() {
 		defer p.wg.Done()
 		proc.waitErr = cmd.Wait()
 		close(proc.exited)
+		proc.rss.Close()
 	}()
 	return proc, nil
 }
@@ -377,6 +405,7 @@ type process struct {
 	stdin   io.WriteCloser
 	enc     *json.Encoder
 	dec     *json.Decoder
+	rss     *Resident       // its resident set, opened once
 	known   map[string]bool // template hashes the process holds
 	exited  chan struct{}   // closed once it exited
 	waitErr error           // how it exited; read after exited
@@ -404,67 +433,86 @@ func (proc *process) kill() {
 // the evaluation's timeout, which starts once the template is there.
 const loadTimeout = 2 * time.Minute
 
-// run sends req and waits for its response, for at most timeout and
-// while the process holds at most memory bytes; past either the process
-// is killed. A template the process does not hold yet is sent first, and
-// compiled within loadTimeout.
-func (proc *process) run(req *request, t *templates.Template, timeout time.Duration, memory uint64) (*response, error) {
+// run sends req and waits for its responses (exchange), each for at
+// most timeout and while the process holds at most memory bytes; past
+// either the process is killed. A template the process does not hold yet
+// is sent first, and compiled within loadTimeout.
+func (proc *process) run(req *request, t *templates.Template, timeout time.Duration, memory uint64) ([]*response, error) {
 	if !proc.known[req.Hash] {
 		load := &request{Op: opLoad, Path: req.Path, Hash: req.Hash, Files: t.Files()}
-		resp, err := proc.exchange(load, loadTimeout, memory)
+		resps, err := proc.exchange(load, loadTimeout, memory)
 		if err != nil {
 			return nil, err
 		}
-		if resp.Error != nil {
-			return resp, nil
+		if resps[0].Error != nil {
+			return resps, nil
 		}
 		proc.known[req.Hash] = true
 	}
 	return proc.exchange(req, timeout, memory)
 }
 
-// exchange sends req and waits for its response, bounded as run says.
-func (proc *process) exchange(req *request, timeout time.Duration, memory uint64) (*response, error) {
+// exchange sends req and reads its responses: one, or one per object of
+// a batch (req.Objects) until one that is an error, which ends it. Each
+// response is bounded by timeout from the one before, so a batch gives
+// each object the time one evaluation has; a process past it is killed,
+// and the error (a *LimitError) is the object's after those answered.
+func (proc *process) exchange(req *request, timeout time.Duration, memory uint64) ([]*response, error) {
 	type answer struct {
 		resp *response
 		err  error
 	}
-	done := make(chan answer, 1)
+	want := max(1, len(req.Objects))
+	answers := make(chan answer, want)
+	done := make(chan struct{})
 	go func() { // ends when the process answers, or is killed
+		defer close(done)
 		if err := proc.enc.Encode(req); err != nil {
-			done <- answer{err: err}
+			answers <- answer{err: err}
 			return
 		}
-		var resp response
-		err := proc.dec.Decode(&resp)
-		done <- answer{&resp, err}
+		for range want {
+			var resp response
+			err := proc.dec.Decode(&resp)
+			answers <- answer{&resp, err}
+			if err != nil || resp.Error != nil {
+				return
+			}
+		}
 	}()
 	var timer <-chan time.Time
+	var tm *time.Timer
 	if timeout > 0 {
-		tm := time.NewTimer(timeout)
+		tm = time.NewTimer(timeout)
 		defer tm.Stop()
 		timer = tm.C
 	}
 	tick := time.NewTicker(20 * time.Millisecond)
 	defer tick.Stop()
-	rss := residentReader(proc.cmd.Process.Pid)
-	defer rss.close()
 	var stopped *LimitError
+	resps := make([]*response, 0, want)
 	for stopped == nil {
 		select {
-		case a := <-done:
+		case a := <-answers:
 			if a.err != nil {
 				proc.broken = true
 				proc.kill()
 				<-proc.exited
 				return nil, fmt.Errorf("the evaluator process failed (%v): %w", proc.waitErr, a.err)
 			}
-			return a.resp, nil
+			resps = append(resps, a.resp)
+			if len(resps) == want || a.resp.Error != nil {
+				<-done
+				return resps, nil
+			}
+			if tm != nil {
+				tm.Reset(timeout)
+			}
 		case <-timer:
-			stopped = &LimitError{Timeout: timeout}
+			stopped = &LimitError{Timeout: timeout, Answered: len(resps)}
 		case <-tick.C:
-			if held, ok := rss.read(); ok && held > memory {
-				stopped = &LimitError{Memory: true, Bytes: memory}
+			if held, ok := proc.rss.Bytes(); ok && held > memory {
+				stopped = &LimitError{Memory: true, Bytes: memory, Answered: len(resps)}
 			}
 		}
 	}

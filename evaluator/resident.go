@@ -2,27 +2,33 @@ package evaluator
 
 import (
 	"os"
-	"strconv"
+	"sync"
 )
 
-// resident reads a process's resident set from /proc/PID/statm, where
-// there is one (Linux); elsewhere it knows nothing, and only the timeout
-// and the process's GOMEMLIMIT bound it.
-type resident struct {
+// Resident reads a process's resident set from /proc/PID/statm, where
+// there is one (Linux), as the kernel counts it for the OOM killer;
+// elsewhere it knows nothing. It allocates nothing per read: the engine's
+// watch of its own memory must not wait on a garbage collection. Safe for
+// concurrent use.
+type Resident struct {
+	mu  sync.Mutex
 	f   *os.File
 	buf [256]byte
 }
 
-func residentReader(pid int) *resident {
-	f, _ := os.Open("/proc/" + strconv.Itoa(pid) + "/statm")
-	return &resident{f: f}
+// OpenResident opens the resident set of pid: a process ID, or "self".
+func OpenResident(pid string) *Resident {
+	f, _ := os.Open("/proc/" + pid + "/statm")
+	return &Resident{f: f}
 }
 
-// read returns the resident bytes.
-func (r *resident) read() (uint64, bool) {
+// Bytes returns the resident bytes, false where they cannot be read.
+func (r *Resident) Bytes() (uint64, bool) {
 	if r.f == nil {
 		return 0, false
 	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
 	n, err := r.f.ReadAt(r.buf[:], 0)
 	if n == 0 && err != nil {
 		return 0, false
@@ -42,7 +48,8 @@ func (r *resident) read() (uint64, bool) {
 	return pages * uint64(os.Getpagesize()), digits > 0
 }
 
-func (r *resident) close() {
+// Close closes the file.
+func (r *Resident) Close() {
 	if r.f != nil {
 		_ = r.f.Close()
 	}

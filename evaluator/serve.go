@@ -21,6 +21,7 @@ const keptTemplates = 16
 // It evaluates one request at a time; the pool kills the process to end
 // one that takes too long or holds too much.
 func Serve(in io.Reader, out io.Writer) error {
+	yieldCPU()
 	dec := json.NewDecoder(bufio.NewReaderSize(in, 1<<16))
 	w := bufio.NewWriterSize(out, 1<<16)
 	enc := json.NewEncoder(w)
@@ -54,17 +55,39 @@ func Serve(in io.Reader, out io.Writer) error {
 			if resp == nil && req.Op == opLoad {
 				resp = &response{}
 			}
+			if resp == nil && req.Objects != nil {
+				// A batch: one response per object, each sent as it is
+				// done (the engine times each), until one fails.
+				for _, obj := range req.Objects {
+					resp = handle(t, &request{Op: req.Op, Parent: obj, To: req.To})
+					if err := send(enc, w, resp); err != nil {
+						return err
+					}
+					if resp.Error != nil {
+						break
+					}
+				}
+				continue
+			}
 			if resp == nil {
 				resp = handle(t, &req)
 			}
 		}
-		if err := enc.Encode(resp); err != nil {
-			return fmt.Errorf("writing a response: %w", err)
-		}
-		if err := w.Flush(); err != nil {
-			return fmt.Errorf("writing a response: %w", err)
+		if err := send(enc, w, resp); err != nil {
+			return err
 		}
 	}
+}
+
+// send writes resp and flushes it.
+func send(enc *json.Encoder, w *bufio.Writer, resp *response) error {
+	if err := enc.Encode(resp); err != nil {
+		return fmt.Errorf("writing a response: %w", err)
+	}
+	if err := w.Flush(); err != nil {
+		return fmt.Errorf("writing a response: %w", err)
+	}
+	return nil
 }
 
 // handle runs one request on t.

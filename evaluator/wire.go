@@ -37,8 +37,10 @@ type request struct {
 	// int64) as the engine's objects are.
 	Parent   json.RawMessage `json:"parent"`
 	Observed json.RawMessage `json:"observed,omitempty"`
-	// To is a conversion's version.
-	To string `json:"to,omitempty"`
+	// To is a conversion's version; Objects, in place of Parent, the
+	// objects it converts, one response each, in turn, until one fails.
+	To      string            `json:"to,omitempty"`
+	Objects []json.RawMessage `json:"objects,omitempty"`
 }
 
 type response struct {

@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"os"
 	"runtime/debug"
 	"runtime/metrics"
 	"strconv"
@@ -508,8 +507,8 @@ func Unevaluated(err error) bool {
 // collector is behind is made to help it, and may wait for seconds, which
 // the one that watches the hard bar cannot afford.
 func heldMemory() uint64 {
-	if pages, ok := statm.resident(); ok {
-		return pages * uint64(os.Getpagesize())
+	if held, ok := statm().Bytes(); ok {
+		return held
 	}
 	s := []metrics.Sample{{Name: "/memory/classes/total:bytes"}, {Name: "/memory/classes/heap/released:bytes"}}
 	metrics.Read(s)
@@ -519,42 +518,8 @@ func heldMemory() uint64 {
 	return s[0].Value.Uint64() - s[1].Value.Uint64()
 }
 
-// statm reads the resident pages from /proc/self/statm, opened once,
-// into a buffer of its own.
-var statm = &statmReader{}
-
-type statmReader struct {
-	mu   sync.Mutex
-	once sync.Once
-	f    *os.File
-	buf  [256]byte
-}
-
-func (r *statmReader) resident() (uint64, bool) {
-	r.once.Do(func() { r.f, _ = os.Open("/proc/self/statm") })
-	if r.f == nil {
-		return 0, false
-	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	n, err := r.f.ReadAt(r.buf[:], 0)
-	if n == 0 && err != nil {
-		return 0, false
-	}
-	// "size resident shared ...": the second field.
-	i := 0
-	for i < n && r.buf[i] != ' ' {
-		i++
-	}
-	i++
-	var pages uint64
-	digits := 0
-	for ; i < n && r.buf[i] >= '0' && r.buf[i] <= '9'; i++ {
-		pages = pages*10 + uint64(r.buf[i]-'0')
-		digits++
-	}
-	return pages, digits > 0
-}
+// statm reads the engine's own resident set, opened once.
+var statm = sync.OnceValue(func() *evaluator.Resident { return evaluator.OpenResident("self") })
 
 // liveHeap reads the heap the last garbage collection found live.
 func liveHeap() uint64 {

@@ -118,13 +118,13 @@ func TestValidateIsolated(t *testing.T) {
 	tpl := testTemplate(t, greedyGVK)
 	b := isolatingBudget(t)
 	bad := testParent(greedyGVK, "bad", map[string]any{"count": int64(-1)})
-	want := ValidateParent(tpl, bad, Limits{}, nil, nil)
+	want := ValidateParent(tpl, bad, Limits{}, nil, nil, nil)
 	require.Error(t, want)
 	ended := 0
-	err := ValidateParent(tpl, bad, Limits{}, b.pool, func() { ended++ })
+	err := ValidateParent(tpl, bad, Limits{}, b.pool, nil, func() { ended++ })
 	var te *templates.Error
 	require.ErrorAs(t, err, &te)
 	assert.Equal(t, want.Error(), err.Error())
 	assert.Equal(t, 1, ended)
-	require.NoError(t, ValidateParent(tpl, testParent(greedyGVK, "good", map[string]any{"count": int64(1)}), Limits{}, b.pool, nil))
+	require.NoError(t, ValidateParent(tpl, testParent(greedyGVK, "good", map[string]any{"count": int64(1)}), Limits{}, b.pool, nil, nil))
 }

@@ -11,14 +11,16 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
+
+	"github.com/cuengine/engine/render"
 )
 
 // metricWebhookRefused counts the webhook requests refused by Bounds:
 // "too-large" (the body), "busy" (no slot in time), "kind-busy" (the
-// kind's slots taken).
+// kind's slots taken), "evaluating" (no share of the CPUs in time).
 var metricWebhookRefused = prometheus.NewCounterVec(prometheus.CounterOpts{
 	Name: "engine_webhook_requests_refused_total",
-	Help: "Webhook requests refused by the webhook's bounds: too-large (--webhook-max-request-bytes), busy (--webhook-max-in-flight), kind-busy (--webhook-max-per-kind).",
+	Help: "Webhook requests refused by the webhook's bounds: too-large (--webhook-max-request-bytes), busy (--webhook-max-in-flight), kind-busy (--webhook-max-per-kind), evaluating (--webhook-max-evaluating).",
 }, []string{"why"})
 
 func init() { metrics.Registry.MustRegister(metricWebhookRefused) }
@@ -45,6 +47,16 @@ type Bounds struct {
 	// a kind for its watches, lists and gets at once, so a few always
 	// wait, one per object of a review. Zero: 64 times MaxPerKind.
 	MaxWaiting int
+	// MaxEvaluating bounds the objects evaluated at once in the engine's
+	// own process over every kind, so that webhook requests, however
+	// many, leave the rest of its CPUs to its reconciles. With evaluator
+	// processes, conversions and validations go there (at a lower CPU
+	// priority) and evaluate in the engine only when no process is free
+	// at once. An object takes a share for its evaluation and gives it
+	// back when its evaluation returns (at --evaluation-timeout for one
+	// that runs past it; its kind's slot is held to its end). Shares are
+	// taken in the order asked. Zero: half of GOMAXPROCS, at least 1.
+	MaxEvaluating int
 	// Wait is how long a request waits for a port slot, KindWait how long
 	// an object of a review waits for its kind's. Zero: 2s and 10s (the
 	// apiserver waits 30s for a conversion).
@@ -70,6 +82,9 @@ func (b Bounds) withDefaults() Bounds {
 	if b.MaxWaiting <= 0 {
 		b.MaxWaiting = 64 * b.MaxPerKind
 	}
+	if b.MaxEvaluating <= 0 {
+		b.MaxEvaluating = max(1, runtime.GOMAXPROCS(0)/2)
+	}
 	if b.Wait <= 0 {
 		b.Wait = 2 * time.Second
 	}
@@ -79,14 +94,16 @@ func (b Bounds) withDefaults() Bounds {
 	return b
 }
 
-// gate holds the slots of the port (reading and decoding a request) and
-// of each kind (evaluating it). A request gives its port slot back once
+// gate holds the slots of the port (reading and decoding a request), of
+// each kind (evaluating it), and the shares of the CPUs its evaluations
+// take. A request gives its port slot back once
 // decoded, before it waits for its kind's: requests of a flooded kind wait
 // (at most MaxWaiting of them, then 429 at once) without keeping other
 // kinds' requests from being read.
 type gate struct {
 	bounds Bounds
 	slots  chan struct{}
+	shares chan struct{} // capacity MaxEvaluating
 
 	mu    sync.Mutex // guards kinds and each kindSlots.waiting
 	kinds map[schema.GroupKind]*kindSlots
@@ -99,7 +116,7 @@ type kindSlots struct {
 
 func newGate(b Bounds) *gate {
 	b = b.withDefaults()
-	return &gate{bounds: b, slots: make(chan struct{}, b.MaxInFlight), kinds: map[schema.GroupKind]*kindSlots{}}
+	return &gate{bounds: b, slots: make(chan struct{}, b.MaxInFlight), shares: make(chan struct{}, b.MaxEvaluating), kinds: map[schema.GroupKind]*kindSlots{}}
 }
 
 type portSlotKey struct{}
@@ -156,14 +173,16 @@ func (g *gate) kind(ctx context.Context, gk schema.GroupKind) (release func(), e
 	}
 	ks.waiting++
 	g.mu.Unlock()
-	ctx, cancel := context.WithTimeout(ctx, g.bounds.KindWait)
+	wait, cancel := context.WithTimeout(ctx, g.bounds.KindWait)
 	defer cancel()
 	select {
 	case ks.run <- struct{}{}:
 		err = nil
-	case <-ctx.Done():
-		g.refused("kind-busy")
-		err = g.busyKind(gk)
+	case <-wait.Done():
+		if err = ctx.Err(); err == nil { // not the caller gone: the wait ran out
+			g.refused("kind-busy")
+			err = g.busyKind(gk)
+		}
 	}
 	g.mu.Lock()
 	ks.waiting--
@@ -175,10 +194,39 @@ func (g *gate) kind(ctx context.Context, gk schema.GroupKind) (release func(), e
 	return func() { once.Do(func() { <-ks.run }) }, nil
 }
 
+// share takes one of the CPUs' shares for an object's evaluation, waiting
+// up to KindWait behind the objects that asked before (a channel's
+// waiting senders are served in order); release gives it back (once).
+func (g *gate) share(ctx context.Context) (release func(), err error) {
+	wait, cancel := context.WithTimeout(ctx, g.bounds.KindWait)
+	defer cancel()
+	select {
+	case g.shares <- struct{}{}:
+	case <-wait.Done():
+		if ctx.Err() != nil {
+			return nil, ctx.Err() // the caller gone
+		}
+		g.refused("evaluating")
+		return nil, &busyError{fmt.Sprintf("the engine's webhook is busy: %d evaluations are running, the most it runs at once (--webhook-max-evaluating), and others wait", g.bounds.MaxEvaluating)}
+	}
+	var once sync.Once
+	return func() { once.Do(func() { <-g.shares }) }, nil
+}
+
+// shareOf is share for render: the shares of the request of ctx.
+func (g *gate) shareOf(ctx context.Context) render.Share {
+	return func() (func(), error) { return g.share(ctx) }
+}
+
 // busyKind is the error of a request refused for its kind's slots.
 func (g *gate) busyKind(gk schema.GroupKind) error {
-	return fmt.Errorf("the engine's webhook is busy with %s: %d of its evaluations are running (--webhook-max-per-kind), some perhaps past --evaluation-timeout, and more wait", gk, g.bounds.MaxPerKind)
+	return &busyError{fmt.Sprintf("the engine's webhook is busy with %s: %d of its evaluations are running (--webhook-max-per-kind), some perhaps past --evaluation-timeout, and more wait", gk, g.bounds.MaxPerKind)}
 }
+
+// busyError is a request refused for the engine's room, not for itself.
+type busyError struct{ msg string }
+
+func (e *busyError) Error() string { return e.msg }
 
 func (g *gate) refused(reason string) {
 	metricWebhookRefused.WithLabelValues(reason).Inc()

@@ -90,36 +90,94 @@ func (c *converter) convert(ctx context.Context, req *apiextensionsv1.Conversion
 	if err != nil {
 		return fail("desiredAPIVersion %q: %v", req.DesiredAPIVersion, err)
 	}
-	converted := make([]runtime.RawExtension, 0, len(req.Objects))
+	objs := make([]*unstructured.Unstructured, len(req.Objects))
+	tmpls := make([]*templates.Template, len(req.Objects))
 	for i, raw := range req.Objects {
 		obj := &unstructured.Unstructured{}
 		if err := obj.UnmarshalJSON(raw.Raw); err != nil {
 			return fail("decoding object %d: %v", i, err)
 		}
-		name := describe(obj)
 		gk := obj.GroupVersionKind().GroupKind()
 		if gk.Group != to.Group {
-			return fail("%s: cannot convert to %s, another API group", name, req.DesiredAPIVersion)
+			return fail("%s: cannot convert to %s, another API group", describe(obj), req.DesiredAPIVersion)
 		}
 		t, ok := c.lookup(gk)
 		if !ok {
-			return fail("%s: no template serves %s (the engine has not loaded it, or it was removed)", name, gk)
+			return fail("%s: no template serves %s (the engine has not loaded it, or it was removed)", describe(obj), gk)
 		}
-		ended, err := c.gate.kind(ctx, gk)
-		if err != nil {
-			return fail("%s: %v", name, err)
+		objs[i], tmpls[i] = obj, t
+	}
+	converted := make([]runtime.RawExtension, 0, len(req.Objects))
+	for i := 0; i < len(objs); {
+		// A run of objects of one template and namespace, at most
+		// batchSize, goes to an evaluator process in one request.
+		j := i + 1
+		for j < len(objs) && j-i < batchSize && tmpls[j] == tmpls[i] && objs[j].GetNamespace() == objs[i].GetNamespace() {
+			j++
 		}
-		out, err := render.Convert(t, obj, to.Version, c.limits, c.pool, ended)
-		if err != nil {
-			return fail("%s: %s", name, message(err))
+		if c.pool != nil && j-i > 1 {
+			raws := make([][]byte, j-i)
+			for k := range raws {
+				raws[k] = req.Objects[i+k].Raw
+			}
+			out, failed, err := c.convertBatch(ctx, tmpls[i], objs[i:j], raws, to.Version)
+			if err == nil {
+				for _, b := range out {
+					converted = append(converted, runtime.RawExtension{Raw: b})
+				}
+				i = j
+				continue
+			}
+			if !errors.Is(err, render.ErrNoProcessFree) {
+				return fail("%s: %v", describe(objs[i+failed]), err)
+			}
 		}
-		b, err := out.MarshalJSON()
-		if err != nil {
-			return fail("%s: encoding: %v", name, err)
+		for ; i < j; i++ { // in the engine's process, one at a time
+			b, err := c.convertOne(ctx, tmpls[i], objs[i], req.Objects[i].Raw, to.Version)
+			if err != nil {
+				return fail("%s: %v", describe(objs[i]), err)
+			}
+			converted = append(converted, runtime.RawExtension{Raw: b})
 		}
-		converted = append(converted, runtime.RawExtension{Raw: b})
 	}
 	return &apiextensionsv1.ConversionResponse{UID: req.UID, ConvertedObjects: converted, Result: metav1.Status{Status: metav1.StatusSuccess}}
+}
+
+// batchSize bounds the objects of a review sent to an evaluator process
+// in one request, so that one review does not keep a process from the
+// other kinds' requests for long.
+const batchSize = 100
+
+// convertBatch converts objs (one template's, one namespace's) in an
+// evaluator process under one slot of their kind.
+func (c *converter) convertBatch(ctx context.Context, t *templates.Template, objs []*unstructured.Unstructured, raws [][]byte, version string) ([][]byte, int, error) {
+	ended, err := c.gate.kind(ctx, objs[0].GroupVersionKind().GroupKind())
+	if err != nil {
+		return nil, 0, err
+	}
+	out, failed, err := render.ConvertBatch(t, objs, raws, version, c.limits, c.pool, ended)
+	if errors.Is(err, render.ErrNoProcessFree) {
+		ended()
+		return nil, 0, err
+	}
+	if err != nil {
+		return nil, failed, errors.New(message(err))
+	}
+	return out, 0, nil
+}
+
+// convertOne converts obj (raw as received) to version under its kind's
+// slot (and in the engine's process, a share of its CPUs), encoded.
+func (c *converter) convertOne(ctx context.Context, t *templates.Template, obj *unstructured.Unstructured, raw []byte, version string) ([]byte, error) {
+	ended, err := c.gate.kind(ctx, obj.GroupVersionKind().GroupKind())
+	if err != nil {
+		return nil, err
+	}
+	b, err := render.Convert(t, obj, raw, version, c.limits, c.pool, c.gate.shareOf(ctx), ended)
+	if err != nil {
+		return nil, errors.New(message(err))
+	}
+	return b, nil
 }
 
 // describe names an object in a failure: Kind namespace/name (version).

@@ -81,6 +81,21 @@ func TestConverter(t *testing.T) {
 		assert.Equal(t, metav1.StatusFailure, resp.Result.Status)
 		assert.Equal(t, "Thing x (other.example.com/v1): no template serves Thing.other.example.com (the engine has not loaded it, or it was removed)", resp.Result.Message)
 	})
+	t.Run("with every share of the CPUs taken, the object waits its turn, then fails the review and gives its kind's slot back", func(t *testing.T) {
+		g := newGate(Bounds{MaxEvaluating: 1, MaxPerKind: 1, KindWait: 100 * time.Millisecond})
+		h := g.wrap(&converter{lookup: set.LookupGroupKind, limits: render.Limits{EvaluationTimeout: 5 * time.Second}, gate: g})
+		held, err := g.share(t.Context()) // another kind's evaluation
+		require.NoError(t, err)
+		resp := review(t, h, "apps.example.com/v2", appObject(t, "a", map[string]any{"image": "nginx"}))
+		assert.Equal(t, metav1.StatusFailure, resp.Result.Status)
+		assert.Equal(t, "App apps/a (apps.example.com/v1): the engine's webhook is busy: 1 evaluations are running, the most it runs at once (--webhook-max-evaluating), and others wait", resp.Result.Message)
+		held()
+		resp = review(t, h, "apps.example.com/v2", appObject(t, "a", map[string]any{"image": "nginx"}))
+		assert.Equal(t, metav1.StatusSuccess, resp.Result.Status, "the kind's one slot was given back: %s", resp.Result.Message)
+		again, err := g.share(t.Context())
+		require.NoError(t, err, "the share was given back once converted")
+		again()
+	})
 	t.Run("a request that is not a ConversionReview", func(t *testing.T) {
 		rec := httptest.NewRecorder()
 		h.ServeHTTP(rec, httptest.NewRequest(http.MethodPost, PathConvert, bytes.NewReader([]byte(`{}`))))

@@ -63,9 +63,10 @@ type Options struct {
 	// Limits bound one conversion as they bound one evaluation: the
 	// engine's (render.Limits); zero fields take the defaults.
 	Limits render.Limits
-	// Evaluators, when set, convert and validate the objects of a
-	// template that may run away (render.Convert), as the engine
-	// evaluates them.
+	// Evaluators, when set, convert and validate the objects there, at
+	// a lower CPU priority than the engine's, a review's in batches
+	// (render.Convert, render.ConvertBatch): a flood of requests yields
+	// the CPU to the reconciles.
 	Evaluators *evaluator.Pool
 	// Bounds limit what the port may cost (bounds.go).
 	Bounds Bounds
@@ -125,7 +126,7 @@ func New(mgr manager.Manager, opts Options) (*Server, error) {
 			TLSOpts: tlsOpts,
 		}),
 	}
-	var validate http.Handler = &admission.Webhook{Handler: &validator{lookup: s.lookup, limits: opts.Limits, gate: g, pool: opts.Evaluators}}
+	validate := failWhenBusy(&admission.Webhook{Handler: &validator{lookup: s.lookup, limits: opts.Limits, gate: g, pool: opts.Evaluators}})
 	if opts.ClientCAFile != "" {
 		validate = requireClientCert(validate)
 	}

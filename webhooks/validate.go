@@ -1,6 +1,7 @@
 package webhooks
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -13,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
+	"github.com/cuengine/engine/contract"
 	"github.com/cuengine/engine/evaluator"
 	"github.com/cuengine/engine/render"
 	"github.com/cuengine/engine/templates"
@@ -59,14 +61,77 @@ func (v *validator) Handle(ctx context.Context, req admission.Request) admission
 	}
 	ended, err := v.gate.kind(ctx, gvk.GroupKind())
 	if err != nil {
-		return admission.Errored(http.StatusTooManyRequests, err)
+		return busy(ctx, err)
 	}
-	err = render.ValidateParent(t, obj, v.limits, v.pool, ended)
+	err = render.ValidateParent(t, obj, v.limits, v.pool, v.gate.shareOf(ctx), ended)
 	if err == nil {
 		return admission.Allowed("")
 	}
+	if noRoom(err) {
+		return busy(ctx, err) // nothing was said of the object
+	}
 	return refusal(t, err)
 }
+
+// noRoom reports whether err says the engine had no room to evaluate: its
+// kind's slots or its share of the CPUs taken (a *busyError), or no
+// evaluator process free in time.
+func noRoom(err error) bool {
+	var be *busyError
+	var re *render.Error
+	return errors.As(err, &be) || errors.As(err, &re) && re.Reason == contract.ReasonEvaluationBudgetExceeded
+}
+
+// busyKey carries, in a validation's context, where Handle says that the
+// engine had no room to check the object (failWhenBusy).
+type busyKey struct{}
+
+// busy is the answer to a validation the engine had no room for: it
+// records err for failWhenBusy, which fails the call; without it, a
+// refusal with code 429.
+func busy(ctx context.Context, err error) admission.Response {
+	if p, ok := ctx.Value(busyKey{}).(*error); ok {
+		*p = err
+	}
+	return admission.Errored(http.StatusTooManyRequests, err)
+}
+
+// failWhenBusy serves the admission webhook h, but fails with 429 and
+// Retry-After the call of a validation the engine had no room for (its
+// kind's slots, its share of the CPUs, an evaluator process), as the
+// port's own refusals do: the apiserver retries it, then applies the
+// webhook's failurePolicy, as for an engine that does not answer. An
+// answer, even "not allowed, 429", would refuse the write whatever the
+// policy, for a reason that is not the object's.
+func failWhenBusy(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var refused error
+		buf := &bufferedResponse{header: http.Header{}, code: http.StatusOK}
+		h.ServeHTTP(buf, r.WithContext(context.WithValue(r.Context(), busyKey{}, &refused)))
+		if refused != nil {
+			w.Header().Set("Retry-After", "1")
+			http.Error(w, refused.Error(), http.StatusTooManyRequests)
+			return
+		}
+		for k, v := range buf.header {
+			w.Header()[k] = v
+		}
+		w.WriteHeader(buf.code)
+		_, _ = w.Write(buf.body.Bytes())
+	})
+}
+
+// bufferedResponse holds a response (an AdmissionReview: small) until
+// failWhenBusy knows whether to send it.
+type bufferedResponse struct {
+	header http.Header
+	code   int
+	body   bytes.Buffer
+}
+
+func (b *bufferedResponse) Header() http.Header         { return b.header }
+func (b *bufferedResponse) WriteHeader(code int)        { b.code = code }
+func (b *bufferedResponse) Write(p []byte) (int, error) { return b.body.Write(p) }
 
 // refusal is the answer kubectl prints: each problem as the CUE error
 // reads (file:line:col: parent.spec.x: message), the fields as causes.

@@ -1,8 +1,11 @@
 package webhooks
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"testing"
@@ -14,6 +17,7 @@ import (
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	"github.com/cuengine/engine/templates"
@@ -133,4 +137,48 @@ func TestConfiguration(t *testing.T) {
 	dns, err := opts.dnsName()
 	require.NoError(t, err)
 	assert.Equal(t, "engine-webhook.engine-system.svc", dns)
+}
+
+// TestBusyValidationFailsTheCall: a validation the engine has no room for
+// (its kind's slots taken) fails the HTTP call with 429 and Retry-After,
+// so that the apiserver retries it and then applies the failure policy;
+// an object the templates refuse is still an AdmissionReview that denies.
+func TestBusyValidationFailsTheCall(t *testing.T) {
+	set := loadSet(t)
+	g := newGate(Bounds{MaxPerKind: 1, MaxWaiting: 1, KindWait: 50 * time.Millisecond})
+	h := g.wrap(failWhenBusy(&admission.Webhook{Handler: &validator{lookup: set.Lookup, gate: g}}))
+	post := func(spec map[string]any) *httptest.ResponseRecorder {
+		req := request(t, admissionv1.Create, "Site", site(spec))
+		req.UID = "u-1"
+		body, err := json.Marshal(admissionv1.AdmissionReview{
+			TypeMeta: metav1.TypeMeta{APIVersion: "admission.k8s.io/v1", Kind: "AdmissionReview"},
+			Request:  &req.AdmissionRequest,
+		})
+		require.NoError(t, err)
+		r := httptest.NewRequest(http.MethodPost, PathValidate, bytes.NewReader(body))
+		r.Header.Set("Content-Type", "application/json")
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, r)
+		return rec
+	}
+	refused := post(map[string]any{"region": "eu", "minReplicas": 5, "replicas": 1})
+	require.Equal(t, http.StatusOK, refused.Code)
+	var review admissionv1.AdmissionReview
+	require.NoError(t, json.Unmarshal(refused.Body.Bytes(), &review))
+	assert.False(t, review.Response.Allowed)
+	assert.Equal(t, int32(422), review.Response.Result.Code)
+
+	held, err := g.kind(context.Background(), schema.GroupKind{Group: "test.cuengine.dev", Kind: "Site"})
+	require.NoError(t, err)
+	busy := post(map[string]any{"region": "eu", "minReplicas": 2, "replicas": 3})
+	assert.Equal(t, http.StatusTooManyRequests, busy.Code)
+	assert.Equal(t, "1", busy.Header().Get("Retry-After"))
+	assert.Equal(t, "the engine's webhook is busy with Site.test.cuengine.dev: 1 of its evaluations are running (--webhook-max-per-kind), some perhaps past --evaluation-timeout, and more wait\n", busy.Body.String())
+	held()
+
+	admitted := post(map[string]any{"region": "eu", "minReplicas": 2, "replicas": 3})
+	require.Equal(t, http.StatusOK, admitted.Code)
+	require.NoError(t, json.Unmarshal(admitted.Body.Bytes(), &review))
+	assert.True(t, review.Response.Allowed)
+	assert.Equal(t, "u-1", string(review.Response.UID))
 }

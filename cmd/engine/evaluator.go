@@ -33,7 +33,7 @@ type evaluatorOptions struct {
 }
 
 func (e *evaluatorOptions) addFlags(f *pflag.FlagSet) {
-	f.IntVar(&e.processes, "evaluator-processes", evaluator.DefaultProcesses, "evaluator processes the evaluations that may run away go to (those of a template engine vet warns can grow with a spec field, and of an object whose evaluation ran past --evaluation-timeout before), where one past the timeout or --evaluator-memory is stopped; one kind holds at most all but one, one namespace of a kind all but two (0: everything evaluates in the engine's process, as CUE cannot stop there)")
+	f.IntVar(&e.processes, "evaluator-processes", evaluator.DefaultProcesses, "evaluator processes, at niceness 10, the evaluations that may run away go to (those of a template engine vet warns can grow with a spec field, and of an object whose evaluation ran past --evaluation-timeout before), and the webhook's conversions and validations, where one past the timeout or --evaluator-memory is stopped; one kind holds at most all but one, one namespace of a kind all but two (0: everything evaluates in the engine's process, as CUE cannot stop there)")
 	f.StringVar(&e.memory, "evaluator-memory", "512Mi", "resident memory past which an evaluator process is killed and its evaluation refused (Synced=False EvaluationMemoryExceeded); the engine's memory is at most its own plus --evaluator-processes times this")
 }
 

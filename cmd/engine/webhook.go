@@ -44,6 +44,7 @@ type webhookOptions struct {
 	maxBytes      int64
 	maxInFlight   int
 	maxPerKind    int
+	maxEvaluating int
 }
 
 // devWebhookPort is the webhook's port under engine dev.
@@ -64,6 +65,7 @@ func (w *webhookOptions) addFlags(f *pflag.FlagSet) {
 	f.Int64Var(&w.maxBytes, "webhook-max-request-bytes", webhooks.DefaultMaxRequestBytes, "largest webhook request body read; a larger one is refused (413) before it is read")
 	f.IntVar(&w.maxInFlight, "webhook-max-in-flight", 0, "webhook requests read and decoded at once; more wait up to 2s, then get 429 (0: GOMAXPROCS, at least 2)")
 	f.IntVar(&w.maxPerKind, "webhook-max-per-kind", 0, "conversions and validations of one kind evaluated at once, a slot held until the evaluation ends (past --evaluation-timeout too); 64 times as many objects wait up to 10s each, more get 429 (0: --webhook-max-in-flight, at least 2)")
+	f.IntVar(&w.maxEvaluating, "webhook-max-evaluating", 0, "objects of webhook requests evaluated at once in the engine's own process over every kind (with evaluator processes, only those for which no process is free at once), so that no load on the port takes more of the engine's CPUs than this; the others wait their turn in order, up to 10s, then fail (0: half of GOMAXPROCS, at least 1)")
 	f.StringVar(&w.certManager, "webhook-cert-manager-certificate", "", `cert-manager Certificate ("namespace/name") whose Secret is mounted in --webhook-cert-dir: the engine does not rotate, and cert-manager's cainjector fills the caBundle`)
 }
 
@@ -116,7 +118,7 @@ func (w *webhookOptions) server(ctx context.Context, mgr manager.Manager, set *t
 		CertPoll:               10 * time.Second,
 		Limits:                 limits,
 		Evaluators:             evaluators,
-		Bounds:                 webhooks.Bounds{MaxRequestBytes: w.maxBytes, MaxInFlight: w.maxInFlight, MaxPerKind: w.maxPerKind},
+		Bounds:                 webhooks.Bounds{MaxRequestBytes: w.maxBytes, MaxInFlight: w.maxInFlight, MaxPerKind: w.maxPerKind, MaxEvaluating: w.maxEvaluating},
 		ClientCAFile:           w.clientCA,
 	})
 	if err != nil {
