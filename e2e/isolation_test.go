@@ -28,11 +28,11 @@ children: note: {
 }
 `
 
-// isolationScene writes the Sprawl and Calm templates and installs their
-// CRDs; it returns the templates directory.
+// isolationScene writes the Sprawl, Calm and MyKind (examples/templates)
+// templates and installs their CRDs; it returns the templates directory.
 func isolationScene(t *testing.T) string {
 	t.Helper()
-	dir := t.TempDir()
+	dir := templatesDir(t, "examples/templates/mykind.cue")
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "sprawl.cue"), []byte(sprawlTemplate), 0o644))
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "calm.cue"), []byte(calmTemplate), 0o644))
 	installCRDs(t, dir)
@@ -47,7 +47,8 @@ func isolationScene(t *testing.T) string {
 // killed at the timeout: the engine never exits, the memory of the engine
 // and its evaluators stays under 768 MiB, and while the runaways are being
 // stopped a new parent of another kind, and a Sprawl of another tenant,
-// are each served within 15 s.
+// are each served within 15 s, and a MyKind created 45 s into the attack
+// gets its Deployment within 15 s.
 func TestRunawayTenantIsolated(t *testing.T) {
 	dir := isolationScene(t)
 	for name, limit := range map[string]string{"no-GOMEMLIMIT": "", "GOMEMLIMIT-900MiB": "900MiB"} {
@@ -60,6 +61,7 @@ func TestRunawayTenantIsolated(t *testing.T) {
 			peak := sampleTreeRSS(t, engine)
 
 			applySprawls(t, tenant, "runaway", 20, "quad: 600")
+			attacked := time.Now()
 			eventually(t, "3 runaways stopped and annotated", 2*time.Minute, func(ctx context.Context) (bool, error) {
 				n, err := annotatedRunaways(ctx, tenant)
 				return n >= 3, err
@@ -71,6 +73,25 @@ func TestRunawayTenantIsolated(t *testing.T) {
 				configMapSays(t, other, name, "served", 15*time.Second)
 			}
 			t.Logf("isolation (GOMEMLIMIT=%q): another kind's parent and another tenant's Sprawl served in %s", limit, time.Since(start).Round(100*time.Millisecond))
+
+			// The issue's healthy parent: a MyKind, 45 s into the attack
+			// (the attack's own timing, not a wait for a state), while the
+			// tenant's runaways are still being stopped one at a time.
+			time.Sleep(time.Until(attacked.Add(45 * time.Second)))
+			stopping, err := annotatedRunaways(context.Background(), tenant)
+			require.NoError(t, err)
+			assert.Less(t, stopping, 20, "runaways still being stopped when the MyKind is created")
+			start = time.Now()
+			kubectlApply(t, other, "apiVersion: webapp.my.domain/v1\nkind: MyKind\nmetadata: {name: late}\nspec: {deploymentName: late, replicas: 1}\n")
+			eventually(t, "the late MyKind's Deployment", 15*time.Second, func(ctx context.Context) (bool, error) {
+				_, err := kube.AppsV1().Deployments(other).Get(ctx, "late", metav1.GetOptions{})
+				if apierrors.IsNotFound(err) {
+					return false, nil
+				}
+				return err == nil, err
+			})
+			t.Logf("isolation (GOMEMLIMIT=%q): a MyKind created %s into the attack (%d of 20 runaways stopped) got its Deployment in %s",
+				limit, start.Sub(attacked).Round(time.Second), stopping, time.Since(start).Round(100*time.Millisecond))
 			eventually(t, "every runaway stopped and annotated", 4*time.Minute, func(ctx context.Context) (bool, error) {
 				n, err := annotatedRunaways(ctx, tenant)
 				return n == 20, err
