@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -126,17 +127,21 @@ func configMapSays(t *testing.T, ns, name, note string, within time.Duration) {
 // evaluator processes every 200ms until the returned func is called,
 // which stops it and returns the peak in MiB.
 func sampleTreeRSS(t *testing.T, p *engineProc) func() int64 {
-	var peak int64
+	return samplePeak(t, 200*time.Millisecond, func() (int64, bool) { return treeRSS(p.cmd.Process.Pid) })
+}
+
+// samplePeak calls read every period until the returned func is called,
+// which stops it and returns the largest value read.
+func samplePeak(t *testing.T, period time.Duration, read func() (int64, bool)) func() int64 {
+	var peak atomic.Int64
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		tick := time.NewTicker(200 * time.Millisecond)
+	wg.Go(func() {
+		tick := time.NewTicker(period)
 		defer tick.Stop()
 		for {
-			if rss, ok := treeRSS(p.cmd.Process.Pid); ok {
-				peak = max(peak, rss)
+			if v, ok := read(); ok && v > peak.Load() {
+				peak.Store(v)
 			}
 			select {
 			case <-stop:
@@ -144,11 +149,11 @@ func sampleTreeRSS(t *testing.T, p *engineProc) func() int64 {
 			case <-tick.C:
 			}
 		}
-	}()
+	})
 	var once sync.Once
 	done := func() int64 {
 		once.Do(func() { close(stop); wg.Wait() })
-		return peak
+		return peak.Load()
 	}
 	t.Cleanup(func() { done() })
 	return done

@@ -267,28 +267,7 @@ func bigConversionReview(t *testing.T, ns string, size int) []byte {
 // sampleVmRSS samples pid's VmRSS every 20ms until the returned func,
 // which stops and returns the peak in KiB.
 func sampleVmRSS(t *testing.T, pid int) func() int64 {
-	var peak atomic.Int64
-	stop := make(chan struct{})
-	var wg sync.WaitGroup
-	wg.Go(func() {
-		tick := time.NewTicker(20 * time.Millisecond)
-		defer tick.Stop()
-		for {
-			if kb, ok := statusField(fmt.Sprintf("/proc/%d/status", pid), "VmRSS:"); ok && kb > peak.Load() {
-				peak.Store(kb)
-			}
-			select {
-			case <-stop:
-				return
-			case <-tick.C:
-			}
-		}
+	return samplePeak(t, 20*time.Millisecond, func() (int64, bool) {
+		return statusField(fmt.Sprintf("/proc/%d/status", pid), "VmRSS:")
 	})
-	var once sync.Once
-	done := func() int64 {
-		once.Do(func() { close(stop); wg.Wait() })
-		return peak.Load()
-	}
-	t.Cleanup(func() { done() })
-	return done
 }

@@ -20,13 +20,7 @@ import (
 // TestMain makes the test binary an evaluator process when the pool runs
 // it with the argument "evaluator", as `engine evaluator` is.
 func TestMain(m *testing.M) {
-	if len(os.Args) > 1 && os.Args[1] == "evaluator" {
-		if err := Serve(os.Stdin, os.Stdout); err != nil {
-			os.Stderr.WriteString(err.Error() + "\n")
-			os.Exit(1)
-		}
-		os.Exit(0)
-	}
+	ServeIfChild()
 	os.Exit(m.Run())
 }
 
