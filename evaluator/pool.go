@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -43,6 +44,17 @@ type Options struct {
 	// Go runtime is told three quarters of it as its GOMEMLIMIT. Zero:
 	// DefaultMemoryBytes.
 	MemoryBytes uint64
+	// TotalBytes bounds the memory the engine's process and its
+	// evaluator processes hold together, as the kernel counts it for the
+	// OOM killer (resident sets): `engine run` sets it below the
+	// container's memory limit, so that the kernel never kills the
+	// container, the engine with it, for an evaluation. Past it, idle
+	// processes are stopped first; then the busy process holding the most
+	// is stopped and its evaluation refused (a *LimitError, Total), if it
+	// holds more than its share (TotalBytes over Processes+1): below that
+	// the engine itself holds the memory, and the engine's own bounds
+	// apply. Zero: no such bound.
+	TotalBytes uint64
 	// PerKind bounds the processes the evaluations of one kind hold at
 	// once, so one kind's runaways leave the others a process; PerNamespace
 	// those of one kind in one namespace, so one tenant's leave the kind's
@@ -81,16 +93,24 @@ type Key struct {
 // the process's memory. The process was killed; nothing of the evaluation
 // remains.
 type LimitError struct {
-	// Memory: past Options.MemoryBytes; else past the timeout.
-	Memory  bool
-	Timeout time.Duration
-	Bytes   uint64
+	// Memory: past Options.MemoryBytes, or with Total past
+	// Options.TotalBytes; else past the timeout.
+	Memory, Total bool
+	Timeout       time.Duration
+	// Bytes is the limit passed: the process's (Options.MemoryBytes) or,
+	// with Total, the engine's and its processes' together.
+	Bytes uint64
+	// Held is what the process held when it was stopped for memory.
+	Held uint64
 	// Answered is, in a batch, how many objects were answered before the
 	// one stopped.
 	Answered int
 }
 
 func (e *LimitError) Error() string {
+	if e.Total {
+		return fmt.Sprintf("the engine and its evaluator processes held more than %d MiB together (--evaluator-total-memory), and this evaluation, holding the most (%d MiB), was stopped", e.Bytes>>20, e.Held>>20)
+	}
 	if e.Memory {
 		return fmt.Sprintf("the evaluation held more than %d MiB (--evaluator-memory) and was stopped", e.Bytes>>20)
 	}
@@ -129,13 +149,18 @@ type Pool struct {
 	spaces  map[Key]int
 	idle    []*process
 	all     map[*process]struct{}
+	self    *Resident // the engine's resident set, with TotalBytes
 	closed  bool
 	wg      sync.WaitGroup // the processes' waiters
 }
 
 // New returns a pool; it starts processes when they are first needed.
 func New(opts Options) *Pool {
-	return &Pool{opts: opts.withDefaults(), changed: make(chan struct{}), kinds: map[string]int{}, spaces: map[Key]int{}, all: map[*process]struct{}{}}
+	p := &Pool{opts: opts.withDefaults(), changed: make(chan struct{}), kinds: map[string]int{}, spaces: map[Key]int{}, all: map[*process]struct{}{}}
+	if p.opts.TotalBytes > 0 {
+		p.self = OpenResident("self")
+	}
+	return p
 }
 
 // Options returns the pool's options, defaults filled in.
@@ -226,7 +251,7 @@ func (p *Pool) do(ctx context.Context, key Key, timeout time.Duration, t *templa
 	if err != nil {
 		return nil, err
 	}
-	resps, err := proc.run(req, t, timeout, p.opts.MemoryBytes)
+	resps, err := proc.run(req, t, timeout)
 	p.put(proc)
 	if err != nil {
 		return nil, err
@@ -292,6 +317,7 @@ func (p *Pool) process() (*process, error) {
 	if n := len(p.idle); n > 0 {
 		proc := p.idle[n-1]
 		p.idle = p.idle[:n-1]
+		proc.idling = false
 		p.mu.Unlock()
 		return proc, nil
 	}
@@ -319,7 +345,50 @@ func (p *Pool) put(proc *process) {
 		delete(p.all, proc)
 		return
 	}
+	proc.idling = true
 	p.idle = append(p.idle, proc)
+}
+
+// overTotal says whether proc, busy, is to be stopped for the memory the
+// engine and its processes hold together (Options.TotalBytes): past it,
+// the idle processes are stopped first (and the busy ones spared until a
+// read finds the total past it again), then the busy one holding the most
+// if it holds more than its share. It returns the total.
+func (p *Pool) overTotal(proc *process) (bool, uint64) {
+	if p.self == nil {
+		return false, 0
+	}
+	total, ok := p.self.Bytes()
+	if !ok {
+		return false, 0
+	}
+	p.mu.Lock()
+	var largest *process
+	for q := range p.all {
+		held := q.held.Load()
+		total += held
+		if !q.idling && (largest == nil || held > largest.held.Load()) {
+			largest = q
+		}
+	}
+	if total <= p.opts.TotalBytes {
+		p.mu.Unlock()
+		return false, total
+	}
+	idle := p.idle
+	p.idle = nil
+	for _, q := range idle {
+		delete(p.all, q)
+	}
+	p.mu.Unlock()
+	for _, q := range idle {
+		q.kill()
+	}
+	if len(idle) > 0 {
+		return false, total
+	}
+	share := p.opts.TotalBytes / uint64(p.opts.Processes+1)
+	return largest == proc && proc.held.Load() > share, total
 }
 
 // Start runs until ctx ends, then closes the pool: the pool as a
@@ -346,6 +415,9 @@ func (p *Pool) Close() {
 	p.changed = make(chan struct{})
 	p.mu.Unlock()
 	p.wg.Wait()
+	if p.self != nil {
+		p.self.Close()
+	}
 }
 
 // start starts a process.
@@ -375,7 +447,7 @@ func (p *Pool) start() (*process, error) {
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("starting an evaluator process (%s): %w", command[0], err)
 	}
-	proc := &process{cmd: cmd, stdin: stdin, enc: json.NewEncoder(stdin), dec: json.NewDecoder(bufio.NewReaderSize(stdout, 1<<16)),
+	proc := &process{pool: p, memory: p.opts.MemoryBytes, cmd: cmd, stdin: stdin, enc: json.NewEncoder(stdin), dec: json.NewDecoder(bufio.NewReaderSize(stdout, 1<<16)),
 		rss: OpenResident(strconv.Itoa(cmd.Process.Pid)), known: map[string]bool{}, exited: make(chan struct{})}
 	p.wg.Add(1)
 	go func() {
@@ -401,6 +473,8 @@ func withoutRuntimeTuning(env []string) []string {
 
 // process is one evaluator process; one request at a time.
 type process struct {
+	pool    *Pool
+	memory  uint64 // resident bytes past which it is killed
 	cmd     *exec.Cmd
 	stdin   io.WriteCloser
 	enc     *json.Encoder
@@ -410,6 +484,8 @@ type process struct {
 	exited  chan struct{}   // closed once it exited
 	waitErr error           // how it exited; read after exited
 	broken  bool            // its pipe failed: not reused
+	held    atomic.Uint64   // its resident set at the last read
+	idling  bool            // in the pool's idle list; under the pool's mu
 }
 
 func (proc *process) dead() bool {
@@ -434,13 +510,13 @@ func (proc *process) kill() {
 const loadTimeout = 2 * time.Minute
 
 // run sends req and waits for its responses (exchange), each for at
-// most timeout and while the process holds at most memory bytes; past
-// either the process is killed. A template the process does not hold yet
+// most timeout and while the process holds at most its memory (and the
+// pool's total allows); past either the process is killed. A template the process does not hold yet
 // is sent first, and compiled within loadTimeout.
-func (proc *process) run(req *request, t *templates.Template, timeout time.Duration, memory uint64) ([]*response, error) {
+func (proc *process) run(req *request, t *templates.Template, timeout time.Duration) ([]*response, error) {
 	if !proc.known[req.Hash] {
 		load := &request{Op: opLoad, Path: req.Path, Hash: req.Hash, Files: t.Files()}
-		resps, err := proc.exchange(load, loadTimeout, memory)
+		resps, err := proc.exchange(load, loadTimeout)
 		if err != nil {
 			return nil, err
 		}
@@ -449,7 +525,7 @@ func (proc *process) run(req *request, t *templates.Template, timeout time.Durat
 		}
 		proc.known[req.Hash] = true
 	}
-	return proc.exchange(req, timeout, memory)
+	return proc.exchange(req, timeout)
 }
 
 // exchange sends req and reads its responses: one, or one per object of
@@ -457,7 +533,7 @@ func (proc *process) run(req *request, t *templates.Template, timeout time.Durat
 // response is bounded by timeout from the one before, so a batch gives
 // each object the time one evaluation has; a process past it is killed,
 // and the error (a *LimitError) is the object's after those answered.
-func (proc *process) exchange(req *request, timeout time.Duration, memory uint64) ([]*response, error) {
+func (proc *process) exchange(req *request, timeout time.Duration) ([]*response, error) {
 	type answer struct {
 		resp *response
 		err  error
@@ -511,8 +587,15 @@ func (proc *process) exchange(req *request, timeout time.Duration, memory uint64
 		case <-timer:
 			stopped = &LimitError{Timeout: timeout, Answered: len(resps)}
 		case <-tick.C:
-			if held, ok := proc.rss.Bytes(); ok && held > memory {
-				stopped = &LimitError{Memory: true, Bytes: memory, Answered: len(resps)}
+			held, ok := proc.rss.Bytes()
+			if !ok {
+				continue
+			}
+			proc.held.Store(held)
+			if held > proc.memory {
+				stopped = &LimitError{Memory: true, Bytes: proc.memory, Held: held, Answered: len(resps)}
+			} else if over, _ := proc.pool.overTotal(proc); over {
+				stopped = &LimitError{Memory: true, Total: true, Bytes: proc.pool.opts.TotalBytes, Held: held, Answered: len(resps)}
 			}
 		}
 	}

@@ -200,3 +200,45 @@ func TestShares(t *testing.T) {
 	require.Error(t, err)
 	assert.False(t, errors.As(err, &be))
 }
+
+// TestTotalStopsTheLargest: past Options.TotalBytes (the engine's and its
+// processes' resident sets together), the idle process is stopped first,
+// then the busy one holding the most, well below its own MemoryBytes.
+func TestTotalStopsTheLargest(t *testing.T) {
+	tmpl := greedy(t)
+	const total = 300 << 20
+	p := testPool(t, Options{Processes: 2, MemoryBytes: 4 << 30, TotalBytes: total})
+	spare, err := p.process() // two processes, idle
+	require.NoError(t, err)
+	other, err := p.process()
+	require.NoError(t, err)
+	p.put(spare)
+	p.put(other)
+	runaway := make(chan error, 1)
+	go func() {
+		_, err := p.Evaluate(context.Background(), Key{Kind: "Greedy", Namespace: "tenant-a"}, 10*time.Minute, tmpl, templates.Input{Parent: greedyParent("fat", 100000)})
+		runaway <- err
+	}()
+	require.Eventually(t, func() bool {
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		return p.busy == 1 && len(p.idle) == 1 && p.idle[0] == spare // the runaway took the other
+	}, 10*time.Second, 5*time.Millisecond)
+
+	err = <-runaway
+	var le *LimitError
+	require.ErrorAs(t, err, &le)
+	assert.True(t, le.Memory && le.Total, "stopped for the total, not its own memory: %v", err)
+	assert.Greater(t, le.Held, uint64(total/3), "the process stopped held more than its share")
+	assert.Less(t, le.Held, uint64(4<<30))
+	assert.Contains(t, err.Error(), "(--evaluator-total-memory)")
+	select {
+	case <-spare.exited:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the idle process was not stopped first")
+	}
+
+	res, err := p.Evaluate(context.Background(), Key{Kind: "Greedy", Namespace: "tenant-a"}, 30*time.Second, tmpl, templates.Input{Parent: greedyParent("after", 3)})
+	require.NoError(t, err, "the pool serves on in new processes")
+	assert.Equal(t, int64(18), res.Status["sum"])
+}

@@ -108,7 +108,7 @@ func isolated[T any](limits Limits, fn func(ctx context.Context) (T, error)) (T,
 	switch {
 	case errors.As(err, &le) && le.Memory:
 		err = &Error{Reason: contract.ReasonEvaluationMemoryExceeded, Err: fmt.Errorf(
-			"evaluating the template held more than %d MiB (--evaluator-memory) and was stopped; it is not evaluated again for this object until its spec or the template changes", le.Bytes>>20)}
+			"evaluating the template: %s; it is not evaluated again for this object until its spec or the template changes", le)}
 	case errors.As(err, &le):
 		err = &Error{Reason: contract.ReasonEvaluationTimeout, Err: fmt.Errorf(
 			"evaluating the template took longer than %s (--evaluation-timeout) and was stopped; it is not evaluated again for this object until its spec or the template changes", le.Timeout)}

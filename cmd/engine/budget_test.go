@@ -2,6 +2,8 @@ package main
 
 import (
 	"bytes"
+	"errors"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -97,4 +99,41 @@ func TestEvaluationHeapFlags(t *testing.T) {
 	o.maxEvaluationHeapHard = "lots"
 	_, err = o.evaluationBudget()
 	require.EqualError(t, err, `--max-evaluation-heap-hard: "lots" is not a positive quantity such as 900Mi`)
+}
+
+// TestEvaluatorTotalMemory: --evaluator-total-memory is nine tenths of
+// the container's memory limit by default, none without a limit, and a
+// quantity or 0 when given.
+func TestEvaluatorTotalMemory(t *testing.T) {
+	limit := func(l uint64, err error) func() (uint64, error) { return func() (uint64, error) { return l, err } }
+	for _, c := range []struct {
+		name, flag string
+		limit      func() (uint64, error)
+		want       uint64
+		err        string
+	}{
+		{"auto from a 1 GiB container", "auto", limit(1<<30, nil), 966367641 /* 0.9 GiB */, ""},
+		{"auto from a 512 MiB container", "auto", limit(512<<20, nil), 483183820 /* 0.9 x 512 MiB */, ""},
+		{"auto without a limit", "auto", limit(math.MaxUint64, nil), 0, ""},
+		{"auto without a cgroup", "auto", limit(0, errors.New("no cgroup")), 0, ""},
+		{"given", "900Mi", limit(1<<30, nil), 900 << 20, ""},
+		{"off", "0", limit(1<<30, nil), 0, ""},
+		{"not a quantity", "lots", nil, 0, `--evaluator-total-memory: "lots" is not auto or a quantity such as 900Mi`},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			o := &runOptions{}
+			cmd := &cobra.Command{}
+			o.addFlags(cmd)
+			require.NoError(t, cmd.Flags().Parse([]string{"--evaluator-total-memory", c.flag}))
+			o.evaluators.containerLimit = c.limit
+			pool, err := o.evaluators.pool()
+			if c.err != "" {
+				require.EqualError(t, err, c.err)
+				return
+			}
+			require.NoError(t, err)
+			defer pool.Close()
+			assert.Equal(t, c.want, pool.Options().TotalBytes)
+		})
+	}
 }

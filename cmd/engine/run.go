@@ -137,6 +137,7 @@ version serving.`,
 				return fmt.Errorf("--memory-limit-ratio %v: want a share between 0 and 1", o.memoryLimitRatio)
 			}
 			setMemoryLimit(ctrl.Log.WithName("engine"), o.memoryLimitRatio, memlimit.FromCgroup)
+			o.evaluators.containerLimit = memlimit.FromCgroup
 			cfg, err := o.restConfig()
 			if err != nil {
 				return err
@@ -219,6 +220,10 @@ func (o *runOptions) run(cmd *cobra.Command, cfg *rest.Config) error {
 	evaluators, err := o.evaluators.pool()
 	if err != nil {
 		return err
+	}
+	if evaluators != nil && evaluators.Options().TotalBytes > 0 {
+		ctrl.Log.WithName("engine").Info("the engine and its evaluator processes bounded together (--evaluator-total-memory)",
+			"total", fmt.Sprintf("%dMiB", evaluators.Options().TotalBytes>>20))
 	}
 	if err := o.metrics.validate(); err != nil {
 		return &exitError{code: 2, msg: err.Error()}
