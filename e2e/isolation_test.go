@@ -16,6 +16,9 @@ import (
 	"github.com/stretchr/testify/require"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/cuengine/engine/contract"
 )
 
 // calmTemplate is another kind beside the runaways': a ConfigMap that
@@ -211,4 +214,109 @@ func statusField(path, name string) (int64, bool) {
 		}
 	}
 	return 0, false
+}
+
+var brambles = schema.GroupVersionResource{Group: "bramble.cuengine.dev", Version: "v1", Resource: "brambles"}
+
+// brambleTemplate is sprawlTemplate for a kind of this test's own (no
+// other test's runaways of it remain in the cluster), its ConfigMap
+// carrying the number of the template's edit.
+func brambleTemplate(edit int) string {
+	return fmt.Sprintf(`import "list"
+
+parent: {apiVersion: "bramble.cuengine.dev/v1", kind: "Bramble", spec: {quad: *0 | int & >=0, note: *"" | string}}
+children: note: {
+	apiVersion: "v1"
+	kind:       "ConfigMap"
+	metadata: name: parent.metadata.name
+	data: {note: parent.spec.note, edit: "%d"}
+}
+status: sum: list.Sum([for i in list.Range(0, parent.spec.quad, 1) for j in list.Range(0, parent.spec.quad, 1) {i + j}])
+`, edit)
+}
+
+// TestRunawaysOverTemplateEdits is issue 51's third measure: three
+// runaway parents (quad 600) over four edits of their template, default
+// flags but --evaluation-timeout 3s. Each edit makes every runaway a
+// suspect of the new template, evaluated again in an evaluator process
+// and stopped again at the timeout; another tenant's parent of the kind
+// follows every edit; the memory of the engine and its evaluators during
+// the edits grows by at most 150 MiB over its peak while the runaways were
+// first stopped. (In process, before the evaluator processes, each edit
+// started evaluations nobody could stop: 473 -> 852 MiB.)
+func TestRunawaysOverTemplateEdits(t *testing.T) {
+	const runaways, edits = 3, 4
+	dir := t.TempDir()
+	file := filepath.Join(dir, "bramble.cue")
+	require.NoError(t, os.WriteFile(file, []byte(brambleTemplate(0)), 0o644))
+	installCRDs(t, dir)
+	tenant := namespace(t)
+	other := tenant + "-other"
+	kubectl(t, "create", "namespace", other)
+	engine := startEngine(t, dir, "--evaluation-timeout", "3s")
+
+	var manifest strings.Builder
+	for i := range runaways {
+		fmt.Fprintf(&manifest, "---\napiVersion: bramble.cuengine.dev/v1\nkind: Bramble\nmetadata: {name: runaway-%d}\nspec: {quad: 600}\n", i)
+	}
+	kubectlApply(t, tenant, manifest.String())
+	kubectlApply(t, other, "apiVersion: bramble.cuengine.dev/v1\nkind: Bramble\nmetadata: {name: healthy}\nspec: {note: served}\n")
+	// stopped waits until every runaway carries an overrun annotation
+	// for its generation other than the one it had before, and returns
+	// the annotations.
+	stopped := func(what string, before map[string]string) map[string]string {
+		t.Helper()
+		now := map[string]string{}
+		eventually(t, what, 3*time.Minute, func(ctx context.Context) (bool, error) {
+			list, err := dyn.Resource(brambles).Namespace(tenant).List(ctx, metav1.ListOptions{})
+			if err != nil {
+				return false, err
+			}
+			for _, p := range list.Items {
+				if v := p.GetAnnotations()[contract.AnnotationEvaluationOverran]; annotatedAt(&p) && v != before[p.GetName()] {
+					now[p.GetName()] = v
+				}
+			}
+			return len(now) == runaways, nil
+		})
+		return now
+	}
+	followed := func(edit int) {
+		t.Helper()
+		eventually(t, fmt.Sprintf("the other tenant's Bramble on edit %d", edit), 2*time.Minute, func(ctx context.Context) (bool, error) {
+			cm, err := kube.CoreV1().ConfigMaps(other).Get(ctx, "healthy", metav1.GetOptions{})
+			if apierrors.IsNotFound(err) {
+				return false, nil
+			}
+			return err == nil && cm.Data["edit"] == strconv.Itoa(edit), err
+		})
+	}
+	first := sampleTreeRSS(t, engine)
+	annotations := stopped("the runaways stopped and annotated", nil)
+	followed(0)
+	before := first()
+	// The level to grow from: the peak while the runaways were first
+	// evaluated and stopped, the same work each edit brings again. Before
+	// the evaluator processes each edit added evaluations nobody could
+	// stop to those still running, so the edits' peak climbed above it.
+	peak := sampleTreeRSS(t, engine)
+	for edit := 1; edit <= edits; edit++ {
+		start := time.Now()
+		require.NoError(t, os.WriteFile(file, []byte(brambleTemplate(edit)), 0o644))
+		followed(edit)
+		served := time.Since(start)
+		annotations = stopped(fmt.Sprintf("the runaways stopped again on edit %d", edit), annotations)
+		t.Logf("edit %d: the other tenant's Bramble followed in %s, the %d runaways were stopped again in %s",
+			edit, served.Round(100*time.Millisecond), runaways, time.Since(start).Round(100*time.Millisecond))
+	}
+	select {
+	case <-engine.done:
+		t.Fatalf("the engine exited: %s", tail(engine.log.String(), 20))
+	default:
+	}
+	got := peak()
+	t.Logf("three runaways over %d edits: memory (Pss) of the engine and its evaluator processes at most %d MiB while they were first stopped, at most %d MiB during the edits (%+d)", edits, before, got, got-before)
+	assert.Less(t, got-before, int64(150), "growth over the edits, in MiB")
+	assert.Less(t, got, int64(768), "the engine and its evaluators, in MiB (the bound of TestRunawayTenantIsolated)")
+	assert.NotContains(t, engine.log.String(), "hard bar", "the engine never came near its last resort")
 }
