@@ -314,8 +314,19 @@ func StatusSchema(ctx *cue.Context, top cue.Value, shape *StatusShape) apiextens
 	for name, prop := range engineStatusSchema() {
 		s.Properties[name] = prop
 	}
+	s.Default = &apiextensionsv1.JSON{Raw: []byte(unhandledStatus)}
 	return s
 }
+
+// unhandledStatus is the status of a parent the engine has not written
+// one for yet, the apiserver's default (applied on every read of an object
+// stored without a status): generation 0 observed. Tools that read status
+// the way kstatus does (sigs.k8s.io/cli-utils, Flux's health checks,
+// `kubectl wait`-style waiting) take an object with no status and no
+// conditions for Current, ready; with this one they see an observed
+// generation behind metadata.generation, InProgress, until the engine's
+// first status.
+const unhandledStatus = `{"observedGeneration":0}`
 
 func engineStatusSchema() map[string]apiextensionsv1.JSONSchemaProps {
 	str := apiextensionsv1.JSONSchemaProps{Type: "string"}
