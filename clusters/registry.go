@@ -15,6 +15,8 @@ import (
 	authenticationv1client "k8s.io/client-go/kubernetes/typed/authentication/v1"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/cluster"
+
+	"github.com/cuengine/engine/contract"
 )
 
 // Options configures a Registry.
@@ -294,6 +296,14 @@ func (r *Registry) probe(ctx context.Context, m *member) {
 	cancel()
 	if ctx.Err() != nil {
 		return
+	}
+	// The text goes to the parents' status (ClusterUnreachable): a body
+	// the address answered with in place of a Kubernetes Status is cut
+	// from it, and logged in full at debug level.
+	full := err
+	err = contract.PlainAnswer(err)
+	if err != full {
+		r.opts.Logger.V(1).Info("a workload cluster's answer in full", "cluster", m.target.Name, "error", full.Error())
 	}
 	now := time.Now()
 	r.mu.Lock()

@@ -3,6 +3,10 @@ package clusters
 import (
 	"context"
 	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"sync"
 	"testing"
@@ -122,6 +126,26 @@ func TestRegistryFollowsClusterSecrets(t *testing.T) {
 	assert.Equal(t, 0.0, testutil.ToFloat64(metricUp.WithLabelValues("gone")))
 	_, err = reg.Get("west")
 	require.NoError(t, err, "one cluster down leaves the others")
+
+	// An address that answers every request with an error page (a proxy's,
+	// say): unreachable, the status line said, the page not copied.
+	const errorPage = "<html><body>upstream 10.0.3.7:6443 failed; session=s3cr3t</body></html>"
+	page := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "text/html")
+		w.WriteHeader(http.StatusInternalServerError)
+		_, _ = io.WriteString(w, errorPage)
+	}))
+	defer page.Close()
+	_, err = k.CoreV1().Secrets(ns).Create(ctx, secret("paged", "paged", []byte(kubeconfig(page.URL, "{token: abc}"))), metav1.CreateOptions{})
+	require.NoError(t, err)
+	require.Eventually(t, func() bool {
+		_, err := reg.Get("paged")
+		var u *UnreachableError
+		return errors.As(err, &u) && u.Err.Error() != "not reached yet"
+	}, 30*time.Second, 50*time.Millisecond)
+	_, err = reg.Get("paged")
+	assert.Equal(t, fmt.Sprintf(`cluster "paged" is unreachable: the server answered 500 Internal Server Error with a body that is not a Kubernetes Status (%d bytes, not shown; the engine logs it at debug level)`, len(errorPage)), err.Error())
+	assert.NotContains(t, err.Error(), "s3cr3t")
 
 	// The Secret edited to run a command: refused, naming the Secret.
 	cur, err := k.CoreV1().Secrets(ns).Get(ctx, "west", metav1.GetOptions{})

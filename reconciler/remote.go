@@ -5,15 +5,16 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"maps"
 	"slices"
 	"strings"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/cuengine/engine/contract"
 	"github.com/cuengine/engine/render"
@@ -109,7 +110,7 @@ func (r *Reconciler) readCluster(ctx context.Context, parent *unstructured.Unstr
 		}
 		c, err := r.clusters.Cluster(ctx, name)
 		if err != nil {
-			cl.fail(err)
+			cl.fail(ctx, err)
 			return cl
 		}
 		cl.c = c
@@ -119,7 +120,7 @@ func (r *Reconciler) readCluster(ctx context.Context, parent *unstructured.Unstr
 				continue // not served there: no such object can exist
 			}
 			if err != nil {
-				cl.fail(fmt.Errorf("finding the kind %s: %w", e.Kind, err))
+				cl.fail(ctx, fmt.Errorf("finding the kind %s: %w", e.Kind, err))
 				return cl
 			}
 			kinds = append(kinds, mapping.GroupVersionKind)
@@ -134,13 +135,13 @@ func (r *Reconciler) readCluster(ctx context.Context, parent *unstructured.Unstr
 		}
 		cl.listed[gvk.GroupKind()] = true
 		if err := cl.c.Watch(ctx, gvk); err != nil {
-			cl.fail(fmt.Errorf("watching %s: %w", gvk.Kind, err))
+			cl.fail(ctx, fmt.Errorf("watching %s: %w", gvk.Kind, err))
 			return cl
 		}
 		list := &unstructured.UnstructuredList{}
 		list.SetGroupVersionKind(gvk.GroupVersion().WithKind(gvk.Kind + "List"))
 		if err := cl.c.ListChildren(ctx, list, string(parent.GetUID())); err != nil {
-			cl.fail(fmt.Errorf("listing %s children: %w", gvk.Kind, err))
+			cl.fail(ctx, fmt.Errorf("listing %s children: %w", gvk.Kind, err))
 			return cl
 		}
 		for i := range list.Items {
@@ -154,18 +155,27 @@ func (r *Reconciler) readCluster(ctx context.Context, parent *unstructured.Unstr
 	return cl
 }
 
-// fail records why the cluster cannot be used in this reconcile.
-func (cl *remoteCluster) fail(err error) {
+// fail records why the cluster cannot be used in this reconcile. A body
+// the cluster's address answered with in place of a Kubernetes Status is
+// cut from the text (contract.PlainAnswer), which goes to the parent's
+// status; the whole error goes to the log at debug level.
+func (cl *remoteCluster) fail(ctx context.Context, err error) {
 	var ce *ClusterError
 	var answer apierrors.APIStatus
 	switch {
 	case errors.As(err, &ce):
+		c := *ce
+		ce = &c
 	case errors.As(err, &answer):
 		// The cluster answered (a Namespace not there yet, a conflict):
 		// not unreachable, and said as the apiserver said it.
 		ce = &ClusterError{Cluster: cl.name, Answered: true, Err: fmt.Errorf("in cluster %q: %w", cl.name, err)}
 	default:
 		ce = &ClusterError{Cluster: cl.name, Err: fmt.Errorf("cluster %q is unreachable: %w", cl.name, err)}
+	}
+	if plain := contract.PlainAnswer(ce.Err); plain != ce.Err {
+		log.FromContext(ctx).V(1).Info("a workload cluster's answer in full", "cluster", cl.name, "error", ce.Err.Error())
+		ce.Err = plain
 	}
 	cl.err, cl.c = ce, nil
 }

@@ -29,7 +29,7 @@ func (r *Reconciler) applyRemote(ctx context.Context, parent *unstructured.Unstr
 		n, err := r.applyIn(ctx, parent, cl, rc.inv, st)
 		writes += n
 		if err != nil {
-			cl.fail(err)
+			cl.fail(ctx, err)
 		}
 	}
 	return writes

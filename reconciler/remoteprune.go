@@ -40,7 +40,7 @@ func (r *Reconciler) pruneRemote(ctx context.Context, parent *unstructured.Unstr
 		deletes += n
 		waits = append(waits, w...)
 		if err != nil {
-			cl.fail(err)
+			cl.fail(ctx, err)
 		}
 	}
 	st.recordWaits(waits)
@@ -97,7 +97,7 @@ func (r *Reconciler) deleteRemote(ctx context.Context, parent *unstructured.Unst
 		_, w, err := r.deleteIn(ctx, parent, cl, cl.live)
 		waits = append(waits, w...)
 		if err != nil {
-			cl.fail(err)
+			cl.fail(ctx, err)
 		}
 	}
 	rc.report(st, fmt.Sprintf("; the finalizer is kept until the cluster answers, or the parent is annotated %s=Orphan", contract.AnnotationDeletionPolicy))

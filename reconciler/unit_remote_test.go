@@ -1,6 +1,7 @@
 package reconciler
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"strings"
@@ -118,21 +119,25 @@ func TestReadyNamesClusters(t *testing.T) {
 // cluster that does not answer; one that does not answer still is.
 func TestRemoteAnswerIsNotUnreachable(t *testing.T) {
 	notFound := &remoteCluster{name: "west"}
-	notFound.fail(fmt.Errorf("applying Deployment app in cluster west: %w", apierrors.NewNotFound(schema.GroupResource{Resource: "namespaces"}, "acme")))
+	notFound.fail(context.Background(), fmt.Errorf("applying Deployment app in cluster west: %w", apierrors.NewNotFound(schema.GroupResource{Resource: "namespaces"}, "acme")))
 	forbidden := &remoteCluster{name: "east"}
-	forbidden.fail(fmt.Errorf("listing Deployment children: %w", apierrors.NewForbidden(schema.GroupResource{Group: "apps", Resource: "deployments"}, "", errors.New("no rule"))))
+	forbidden.fail(context.Background(), fmt.Errorf("listing Deployment children: %w", apierrors.NewForbidden(schema.GroupResource{Group: "apps", Resource: "deployments"}, "", errors.New("no rule"))))
 	down := &remoteCluster{name: "north"}
-	down.fail(errors.New("dial tcp 127.0.0.1:1: connect: connection refused"))
+	down.fail(context.Background(), errors.New("dial tcp 127.0.0.1:1: connect: connection refused"))
+	// A proxy's error page, as client-go reports a body that is not a
+	// Status: the status line said, the page not copied.
+	paged := &remoteCluster{name: "south"}
+	paged.fail(context.Background(), fmt.Errorf("listing Deployment children: %w", apierrors.NewGenericServerResponse(500, "GET", schema.GroupResource{Group: "apps", Resource: "deployments"}, "", "<html>token=s3cr3t</html>", 0, true)))
 	rc := &remoteChildren{
 		inv:      render.Inventory{"west:Deployment.apps/acme/app": true},
-		clusters: map[string]*remoteCluster{"west": notFound, "east": forbidden, "north": down},
+		clusters: map[string]*remoteCluster{"west": notFound, "east": forbidden, "north": down, "south": paged},
 	}
 	st := newStatus()
 	rc.report(st, "")
-	require.Len(t, st.problems, 3)
+	require.Len(t, st.problems, 4)
 	byCluster := map[string]problem{}
 	for _, p := range st.problems {
-		for _, name := range []string{"west", "east", "north"} {
+		for _, name := range []string{"west", "east", "north", "south"} {
 			if strings.Contains(p.message, `"`+name+`"`) {
 				byCluster[name] = p
 			}
@@ -146,4 +151,6 @@ func TestRemoteAnswerIsNotUnreachable(t *testing.T) {
 	assert.Contains(t, byCluster["east"].message, `in cluster "east": listing Deployment children: deployments.apps is forbidden`)
 	assert.Equal(t, contract.ReasonClusterUnreachable, byCluster["north"].reason)
 	assert.Contains(t, byCluster["north"].message, `cluster "north" is unreachable: dial tcp`)
+	assert.Equal(t, contract.ReasonNotSynced, byCluster["south"].reason, "a 500 is retried")
+	assert.Equal(t, `in cluster "south": listing Deployment children: the server answered 500 Internal Server Error with a body that is not a Kubernetes Status (25 bytes, not shown; the engine logs it at debug level); the parent's 0 children there are left as they are`, byCluster["south"].message)
 }
