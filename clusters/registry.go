@@ -331,6 +331,31 @@ func (r *Registry) probe(ctx context.Context, m *member) {
 	}
 }
 
+// Unanswered marks the named cluster down now, with err as the reason: a
+// call to it ran past its deadline. Until its next probe answers, Get
+// reports it unreachable at once, so that no other reconcile waits out a
+// deadline of its own on it; the probe that answers brings it back, and
+// OnChange requeues its parents then as on any change.
+func (r *Registry) Unanswered(name string, err error) {
+	r.mu.Lock()
+	m, ok := r.clusters[name]
+	was := ok && m.up
+	if was {
+		m.up, m.err = false, contract.PlainAnswer(err).Error()
+	}
+	var seen time.Time
+	if ok {
+		seen = m.lastSeen
+	}
+	r.mu.Unlock()
+	if !was {
+		return
+	}
+	setMetrics(name, false, seen)
+	r.opts.Logger.Error(contract.PlainAnswer(err), "cluster does not answer a call; it is reported down until its probe answers, and nothing is deleted because of it", "cluster", name)
+	r.opts.OnChange(name)
+}
+
 func (r *Registry) get(name string) (*member, bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()

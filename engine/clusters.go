@@ -220,18 +220,20 @@ func (k kindClusters) Cluster(_ context.Context, name string) (reconciler.Remote
 	case err != nil:
 		return nil, &reconciler.ClusterError{Cluster: name, Err: err}
 	}
-	return remoteCluster{Client: cl.GetClient(), cl: cl, k: k}, nil
+	b := boundedClient{Client: cl.GetClient(), timeout: k.w.e.opts.ClusterCallTimeout, unanswered: func(err error) { reg.Unanswered(name, err) }}
+	return remoteCluster{Client: b, live: boundedReader{Reader: cl.GetAPIReader(), b: b}, cl: cl, k: k}, nil
 }
 
 // remoteCluster implements reconciler.RemoteCluster on a registered
 // cluster.
 type remoteCluster struct {
-	client.Client
-	cl cluster.Cluster
-	k  kindClusters
+	client.Client // a boundedClient
+	live          client.Reader
+	cl            cluster.Cluster
+	k             kindClusters
 }
 
-func (r remoteCluster) Live() client.Reader { return r.cl.GetAPIReader() }
+func (r remoteCluster) Live() client.Reader { return r.live }
 
 // ListChildren implements reconciler.RemoteCluster by the cache's
 // parent-uid index, as for local children: without it, a List by label

@@ -101,6 +101,10 @@ type Options struct {
 	// ClusterProbeEvery is how often each workload cluster is asked
 	// whether it answers; zero takes the registry's default (10s).
 	ClusterProbeEvery time.Duration
+	// ClusterCallTimeout bounds each call to a workload cluster's
+	// apiserver; one past it marks the cluster down until its probe
+	// answers. Zero: DefaultClusterCallTimeout.
+	ClusterCallTimeout time.Duration
 }
 
 // Engine runs one controller per templated parent kind. Templates are
@@ -177,6 +181,9 @@ func New(mgr manager.Manager, opts Options) (*Engine, error) {
 	}
 	if opts.ResourceResync <= 0 {
 		opts.ResourceResync = 10 * time.Minute
+	}
+	if opts.ClusterCallTimeout <= 0 {
+		opts.ClusterCallTimeout = DefaultClusterCallTimeout
 	}
 	opts.Limits = opts.Limits.WithDefaults()
 	if opts.RevisionNamespace == "" {

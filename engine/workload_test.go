@@ -3,7 +3,6 @@ package engine_test
 import (
 	"context"
 	"errors"
-	"io"
 	"net"
 	"net/url"
 	"os"
@@ -315,6 +314,10 @@ type tcpProxy struct {
 	ln    net.Listener
 	conns map[net.Conn]bool
 	wg    sync.WaitGroup
+	// hung: connections are accepted and what they carry is held, in
+	// both directions, until resume (or stop); woken is signalled then.
+	hung  bool
+	woken *sync.Cond
 }
 
 func startProxy(t *testing.T, host string) *tcpProxy {
@@ -328,6 +331,7 @@ func startProxy(t *testing.T, host string) *tcpProxy {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
 	p := &tcpProxy{t: t, addr: ln.Addr().String(), target: target, conns: map[net.Conn]bool{}}
+	p.woken = sync.NewCond(&p.mu)
 	p.serve(ln)
 	t.Cleanup(p.stop)
 	return p
@@ -351,10 +355,50 @@ func (p *tcpProxy) serve(ln net.Listener) {
 			p.mu.Lock()
 			p.conns[in], p.conns[out] = true, true
 			p.mu.Unlock()
-			p.wg.Go(func() { _, _ = io.Copy(out, in); out.Close() })
-			p.wg.Go(func() { _, _ = io.Copy(in, out); in.Close() })
+			p.wg.Go(func() { p.pipe(out, in) })
+			p.wg.Go(func() { p.pipe(in, out) })
 		}
 	})
+}
+
+// pipe copies src to dst, holding each read while the proxy hangs, and
+// closes dst when src ends.
+func (p *tcpProxy) pipe(dst, src net.Conn) {
+	defer dst.Close()
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := src.Read(buf)
+		if n > 0 {
+			p.mu.Lock()
+			for p.hung {
+				p.woken.Wait()
+			}
+			p.mu.Unlock()
+			if _, err := dst.Write(buf[:n]); err != nil {
+				return
+			}
+		}
+		if err != nil {
+			return
+		}
+	}
+}
+
+// hang makes the cluster behind the proxy one that accepts connections
+// and never answers: nothing passes, on the connections open and on new
+// ones, until resume.
+func (p *tcpProxy) hang() {
+	p.mu.Lock()
+	p.hung = true
+	p.mu.Unlock()
+}
+
+// resume lets what hang held pass.
+func (p *tcpProxy) resume() {
+	p.mu.Lock()
+	p.hung = false
+	p.woken.Broadcast()
+	p.mu.Unlock()
 }
 
 // stop closes the listener and every connection, and waits for the
@@ -369,6 +413,8 @@ func (p *tcpProxy) stop() {
 		c.Close()
 	}
 	p.conns = map[net.Conn]bool{}
+	p.hung = false // what was held meets the closed connections
+	p.woken.Broadcast()
 	p.mu.Unlock()
 	p.wg.Wait()
 }
