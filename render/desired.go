@@ -34,6 +34,7 @@ const NoNamespaceOfItsOwn = "a cluster-scoped parent has no namespace of its own
 // template's policy on where children go.
 func Desired(parent *unstructured.Unstructured, pol policy.Policy, scoper Scoper, c templates.Child) (*unstructured.Unstructured, error) {
 	obj := c.Object.DeepCopy()
+	dropNulls(obj.Object)
 	gvk := obj.GroupVersionKind()
 	namespaced, err := scoper.Namespaced(gvk)
 	if err != nil {
@@ -113,4 +114,28 @@ func Desired(parent *unstructured.Unstructured, pol policy.Policy, scoper Scoper
 // garbage collector deletes the child with the parent.
 func controllerRef(parent *unstructured.Unstructured) metav1.OwnerReference {
 	return *metav1.NewControllerRef(parent, parent.GroupVersionKind())
+}
+
+// dropNulls removes every field whose value is null, at any depth (in the
+// structs of lists too), so that a template's null means one thing
+// wherever it is: the field is not set. Server-side apply reads a null in
+// an applied object so, but the engine's own merges did not (labels and
+// annotations read through unstructured's null-coercing getters, where
+// null became ""), nor do a create and the drift check. A list's elements
+// are kept: a null there is a value, not a field.
+func dropNulls(m map[string]any) {
+	for k, v := range m {
+		switch x := v.(type) {
+		case nil:
+			delete(m, k)
+		case map[string]any:
+			dropNulls(x)
+		case []any:
+			for _, e := range x {
+				if em, ok := e.(map[string]any); ok {
+					dropNulls(em)
+				}
+			}
+		}
+	}
 }

@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/cuengine/engine/contract"
 	"github.com/cuengine/engine/templates"
 	"github.com/cuengine/engine/templates/policy"
 )
@@ -101,4 +102,39 @@ func TestRenderBound(t *testing.T) {
 			assert.Equal(t, tc.refused, refused)
 		})
 	}
+}
+
+// TestDesiredNullRemovesTheField: a template's null removes the field,
+// wherever it is (issue 54: a trait that deletes a label by null, in the
+// style of KubeVela's labels trait, left `tier: ""` on the Deployment,
+// the engine's label merge reading null as an empty string, and `tier:
+// null` in its pod template). Elements of a list stay: a null there is
+// not a field.
+func TestDesiredNullRemovesTheField(t *testing.T) {
+	parent := testParent(tenantGVK, "acme", map[string]any{})
+	obj := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "apps/v1", "kind": "Deployment",
+		"metadata": map[string]any{"name": "web", "labels": map[string]any{"app": "web", "tier": nil}, "annotations": nil},
+		"spec": map[string]any{
+			"replicas": nil,
+			"template": map[string]any{
+				"metadata": map[string]any{"labels": map[string]any{"app": "web", "tier": nil}},
+				"spec": map[string]any{"containers": []any{map[string]any{"name": "web", "image": "nginx", "args": []any{"a", nil}, "resources": nil}}},
+			},
+		},
+	}}
+	got, err := Desired(parent, policy.Policy{}, OfflineScoper{}, templates.Child{Name: "web", Object: obj})
+	require.NoError(t, err)
+	labels := got.GetLabels()
+	assert.NotContains(t, labels, "tier", "no empty label in place of the null")
+	assert.Equal(t, "web", labels["app"])
+	podLabels, _, _ := unstructured.NestedMap(got.Object, "spec", "template", "metadata", "labels")
+	assert.Equal(t, map[string]any{"app": "web"}, podLabels)
+	_, found, _ := unstructured.NestedFieldNoCopy(got.Object, "spec", "replicas")
+	assert.False(t, found)
+	container := got.Object["spec"].(map[string]any)["template"].(map[string]any)["spec"].(map[string]any)["containers"].([]any)[0].(map[string]any)
+	assert.NotContains(t, container, "resources")
+	assert.Equal(t, []any{"a", nil}, container["args"], "a list's elements are not fields")
+	assert.NotNil(t, got.GetAnnotations()[contract.AnnotationParent], "the engine's annotations, the template's null notwithstanding")
+	assert.Contains(t, obj.Object["metadata"].(map[string]any)["labels"], "tier", "the template's object is not changed")
 }
