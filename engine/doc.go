@@ -38,15 +38,52 @@
 //     comes back.
 //   - childobjects.go: how the child cache holds each child kind (built-in
 //     kinds typed, read in protobuf; others unstructured).
-//   - crds.go, conversion.go: installing the templates' CRDs, refusing a
-//     change that could break stored objects, and naming the conversion
-//     webhook in those of kinds with several versions.
 //   - migrate.go: moving the stored objects of those kinds to the storage
 //     version (migration.Migrator), as the leader.
+//   - remotecalls.go: every call a reconcile makes to a workload cluster
+//     ends within Options.ClusterCallTimeout, and one that does not marks
+//     the cluster down until its probe answers.
+//   - parentcache.go: the parent cache's transform, which keeps each
+//     parent's spec and status as one JSON string until a reconcile reads
+//     it; parentindex.go: the child caches' parent-uid index and the List
+//     by it (listByParentUID), here and in workload clusters.
+//   - informersync.go: a cache as one controller's watch sees it, waiting
+//     for that watch's informer only, so that one kind whose list fails
+//     does not hold the others' controllers.
+//   - discovery.go: retrying the parents refused for a kind the cluster
+//     did not serve yet, when its CRDs change.
+//   - childschemas.go: the cluster's OpenAPI documents (ClusterSchemas),
+//     cached by their hash, that a load of the templates checks children
+//     of other operators' kinds against.
+//   - crds.go, conversion.go: installing the templates' CRDs, refusing a
+//     change that could break stored objects, and naming the conversion
+//     webhook in those of kinds with several versions;
+//     storedfallback.go: serving a kind from its newest stored revision
+//     when its files' template is too large to store as one.
+//   - heapbar.go: the last resort at the budget's hard heap bar (the
+//     overrunning parents annotated, then the manager stopped for a
+//     restart).
+//   - fence.go: under sharding, every write for a parent checks that the
+//     replica still holds its shard's Lease and the parent its shard.
+//   - metrics.go: the engine's Prometheus metrics, per kind.
 //   - restmapper.go: the manager's REST mapper, remembering the mappings.
 //   - reload.go: Reload, the hot reload of the templates directory.
 //   - stall.go: stall tracking, a kind whose every worker is held too long.
 //   - sharding.go: the sharding gate in front of each kind's reconciler.
+//
+// # From a watch event to the template
+//
+// An event on a parent, or on a child that names it, queues the parent's
+// key on its kind's controller (controllers.go, kindController.run builds
+// it on controller-runtime's controller package, with
+// MaxConcurrentReconciles workers). A worker takes the key and calls the
+// chain run wraps around the kind's reconciler: stall.go's workers.wrap
+// (counting the time each worker is held), then sharding.go's Engine.gate
+// (dropping a key this replica's shard does not own), then
+// reconciler.Reconciler.Reconcile, which picks the parent's template
+// revision (controllers.go's TemplateFor, from package rollout) and
+// evaluates it through package render (in process, or in an evaluator process of package evaluator for
+// a template that may run away).
 //
 // The integration tests (engine_test.go and the others) run the assembled
 // engine against a bare kube-apiserver and etcd from bin/, and skip under

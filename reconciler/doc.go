@@ -17,72 +17,93 @@
 //
 // # One reconcile, step by step
 //
-// Reconcile (reconciler.go) is the table of contents. Each step takes the
-// parent and what the step before it produced, records its findings on the
-// status under construction, and returns a typed outcome:
+// Reconcile (reconciler.go) is the table of contents, and this list
+// follows it in its order. Each step takes the parent and what the step
+// before it produced, records its findings on the status under
+// construction, and returns a typed outcome; the deferred finish
+// (reconciler.go) turns them into the status and the result:
 //
-//  1. deletion.go: a parent being deleted has its external resources deleted
-//     (or orphaned) from the records on it, and the children the garbage
-//     collector cannot reach or that take part in a dependency, dependents
-//     first (order.go: a thing goes once everything that depends on it is
-//     gone, one step per reconcile, each brought by the event of the one
-//     before), then loses its finalizer. It runs first, so a broken
-//     template never blocks a deletion.
-//  2. observe.go: the parent's live children, from the label-selected child
-//     cache (Children; built-in kinds typed, read in protobuf; others
-//     unstructured: the engine's childobjects.go), those provably its own
-//     (render.OwnedOf).
-//  3. settled.go: the same inputs as the last reconcile that changed nothing
-//     (template revision, parent generation and metadata, children's
-//     resource versions) end the reconcile here. Otherwise the children are
-//     read as unstructured (typed ones converted), indexed by kind,
-//     namespace, name and local name (render.LiveChildren).
-//  4. evaluate.go: the template turns the parent and what is observed into
+//  1. paused.go (paused): a parent annotated engine.cuengine.dev/paused:
+//     "true" ends here; nothing is observed, evaluated or written but its
+//     Paused condition. It comes first, so a pause holds a deletion too.
+//  2. deletion.go (reconcileDelete): a parent being deleted has its
+//     external resources deleted (or orphaned) from the records on it, and
+//     the children the garbage collector cannot reach or that take part in
+//     a dependency, dependents first (order.go: a thing goes once
+//     everything that depends on it is gone, one step per reconcile, each
+//     brought by the event of the one before), those in workload clusters
+//     included (remoteprune.go), then loses its finalizer. It runs before
+//     any evaluation, so a broken template never blocks a deletion.
+//  3. observe.go (observe): the parent's live children, from the
+//     label-selected child cache (Children; built-in kinds typed, read in
+//     protobuf; others unstructured: the engine's childobjects.go), those
+//     provably its own (render.OwnedOf).
+//  4. references.go (readReferences): the objects the template reads
+//     (references), each allowed by the policy, a missing one waited for
+//     (ReferenceNotFound) without changing anything.
+//  5. remote.go (observeRemote): the parent's children in each workload
+//     cluster its inventory names, through the Clusters interface; a
+//     cluster that cannot be used is a ClusterError, reported, and nothing
+//     there is touched or forgotten.
+//  6. settled.go (isSettled): the same inputs as the last reconcile that
+//     changed nothing (template revision, parent generation and metadata,
+//     children's and references' resource versions) end the reconcile
+//     here, for a parent with no children in other clusters. Otherwise
+//     the children are read as unstructured (typed ones converted),
+//     indexed by kind, namespace, name and local name
+//     (render.LiveChildren).
+//  7. evaluate.go (evaluate): the template turns the parent, the
+//     references and what is observed, here and in other clusters, into
 //     the desired children (policy enforced, engine labels and owner
 //     reference added), the external resources and the template's status,
 //     through render.Render, under the limits and the engine's one
-//     render.Budget (limits.go), which remembers the parents that went over
-//     one on any path and refuses, for a while, those that overran.
-//  5. resources.go: each provider applies the resources whose names are
-//     recorded on the parent; a new resource only gets a name planned, and a
-//     resource dropped from the template is deleted (providercalls.go counts
-//     the calls).
-//  6. record.go: the one write in the middle of a reconcile. The finalizer
-//     and the name of each resource are stored on the parent before that
-//     resource is ever created, which is what makes a crash at any point
-//     leak nothing. A reconcile that records ends here; the watch event of
-//     the write starts the next one.
-//  7. evaluate.go (reevaluate): when a resource appeared or changed, the
-//     template sees it now, so a child that depends on it is applied in the
-//     same reconcile.
-//  8. apply.go: server-side apply of each child that is missing or drifted,
-//     drift judged as the apiserver stores values (drift.go: a dry-run
-//     apply, its verdict remembered per child version); an object this
-//     parent does not control is never touched, unless its owner granted
-//     it to the parent (adopt.go: its fields taken over from the previous
-//     managers, then applied as a child).
-//  9. prune.go: children the template no longer produces are deleted,
-//     dependents first (order.go), as resources the template dropped are
-//     in step 5.
-//     remote.go, remoteapply.go, remoteprune.go: the children a template
-//     puts in registered workload clusters (a child's cluster field) take
-//     steps 2, 6, 8 and 9 and the deletion apart, through the Clusters interface: read from each
-//     cluster the parent's inventory names, recorded there with their
-//     cluster before they are created, applied create-only, pruned and
-//     deleted by the engine (no owner reference crosses clusters), the
-//     proof of ownership being the inventory and the parent-uid label. A
-//     cluster that cannot be used (ClusterError) is reported
-//     (ClusterUnreachable, ClusterUnknown), and nothing there is touched
-//     or forgotten; the other clusters go on.
-//  10. ready.go: Ready from the template's ready field, or from kstatus on
-//     every child, remote ones included, and the resources' readiness.
-//  11. settled.go (settle), then status.go: after child writes the status
-//     is left to the reconcile their events bring; otherwise the deferred
-//     finish builds it and hands it to the kind's status writer
-//     (statuswriter.go, run by StartStatus), which writes it on goroutines
-//     of its own, once and only if it changed, the latest status of a
-//     parent replacing one not written yet. This is the only status write,
-//     deletion included.
+//     render.Budget (limits.go), which remembers the parents that went
+//     over one on any path and refuses, for a while, those that overran.
+//  8. resources.go (reconcileResources): each provider applies the
+//     resources whose names are recorded on the parent; a new resource
+//     only gets a name planned, and a resource dropped from the template
+//     is deleted (providercalls.go counts the calls);
+//     connectionsecret.go (withConnectionSecrets) adds the Secrets that
+//     carry the resources' connection details to the children.
+//  9. evaluate.go (reevaluate): when a resource appeared or changed, the
+//     template sees it now, so a child that depends on it is applied in
+//     the same reconcile.
+//  10. remote.go (splitRemote): the desired children are split by cluster,
+//     the engine's own going on through the steps below, those of each
+//     workload cluster (a child's cluster field) kept for remoteapply.go
+//     and remoteprune.go.
+//  11. record.go (record): the one write in the middle of a reconcile. The
+//     finalizer, the name of each resource and the inventory of the
+//     children that cannot carry an owner reference (those of other
+//     namespaces and clusters, with their cluster) are stored on the
+//     parent before any of them is ever created, which is what makes a
+//     crash at any point leak nothing. A reconcile that records ends here;
+//     the watch event of the write starts the next one.
+//  12. apply.go (applyChildren): server-side apply of each child that is
+//     missing or drifted, drift judged as the apiserver stores values
+//     (drift.go: a dry-run apply, its verdict remembered per child
+//     version); an object this parent does not control is never touched,
+//     unless its owner granted it to the parent (adopt.go: its fields
+//     taken over from the previous managers, then applied as a child).
+//     remoteapply.go (applyRemote) does the same in each workload cluster,
+//     create-only where the name is free, the proof of ownership being
+//     the inventory and the parent-uid label (no owner reference crosses
+//     clusters).
+//  13. prune.go (prune): children the template no longer produces are
+//     deleted, dependents first (order.go), as resources the template
+//     dropped are in step 8; remoteprune.go (pruneRemote) in the workload
+//     clusters.
+//  14. ready.go (setReady): Ready from the template's ready field, or from
+//     kstatus on every child, remote ones included, and the resources'
+//     readiness.
+//  15. settled.go (settle), then status.go in the deferred finish: after
+//     child writes the status is left to the reconcile their events
+//     bring; otherwise the finish builds it and hands it to the kind's
+//     status writer (statuswriter.go, run by StartStatus), which writes it
+//     on goroutines of its own, once and only if it changed, the latest
+//     status of a parent replacing one not written yet. This is the only
+//     status write, deletion and pause included; a cluster that could not
+//     be used is reported on it (remote.go, report).
 //
 // The status under construction is typed: conditions.go (Synced and
 // Ready; their types and reasons, like every label and annotation the
