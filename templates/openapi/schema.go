@@ -215,6 +215,7 @@ func structSchema(v cue.Value) apiextensionsv1.JSONSchemaProps {
 		es := SchemaOf(elem)
 		s.AdditionalProperties = &apiextensionsv1.JSONSchemaPropsOrBool{Allows: true, Schema: &es}
 	}
+	conditionalFields(v, &s) // conditional.go
 	if s.Properties == nil && s.AdditionalProperties == nil {
 		// An open struct with nothing declared keeps what it is given.
 		s.XPreserveUnknownFields = ptr(true)
@@ -282,6 +283,13 @@ func undecidedStruct(v cue.Value) bool {
 	switch n := v.Syntax(cue.Raw()).(type) {
 	case *ast.StructLit:
 		return true
+	case *ast.Ident, *ast.SelectorExpr:
+		// A reference to a struct (`parent: spec: parameter`, as a
+		// KubeVela definition's glue gives it): the struct it names.
+		if root, path := v.ReferencePath(); len(path.Selectors()) > 0 {
+			_, isStruct := root.LookupPath(path).Syntax(cue.Raw()).(*ast.StructLit)
+			return isStruct
+		}
 	case *ast.File:
 		for _, d := range n.Decls {
 			switch d.(type) {
