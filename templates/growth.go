@@ -9,12 +9,14 @@ import (
 
 	"cuelang.org/go/cue"
 	"cuelang.org/go/cue/ast"
+	"cuelang.org/go/cue/format"
 	"cuelang.org/go/cue/parser"
 
 	"github.com/cuengine/engine/templates/reads"
 )
 
-// GrowthWarnings lists, as file:line:col: messages, each list.Range (or
+// GrowthWarnings lists, as file:line:col: messages, each iteration nested
+// over two lists of the parent (nestedGrowth), and each list.Range (or
 // strings.Repeat) whose
 // arguments read a parent field (parent.spec...) that the schema does not
 // bound from above: a comprehension over it grows with what a parent
@@ -35,6 +37,7 @@ func (t *Template) GrowthWarnings() (out []string) {
 		if err != nil {
 			continue // compile reported it
 		}
+		t.nestedGrowth(f, seen, &out)
 		ast.Walk(f, func(n ast.Node) bool {
 			call, ok := n.(*ast.CallExpr)
 			if !ok {
@@ -62,6 +65,69 @@ func (t *Template) GrowthWarnings() (out []string) {
 		}, nil)
 	}
 	return out
+}
+
+// nestedGrowth warns, at the inner one, of for clauses nested over lists
+// of the parent (`for a in parent.spec.x for b in parent.spec.y`, or a
+// comprehension inside another's body): the evaluation grows with the
+// product of their lengths, which a parent decides up to the size of an
+// object, so that a 3 MiB spec can make it run for hours. A list the
+// schema bounds (list.MaxItems, or a concrete list) does not count; one
+// over a part of an element (`for p in a.ports`) grows with the input, not
+// its square, and does not either.
+func (t *Template) nestedGrowth(f *ast.File, seen map[string]bool, out *[]string) {
+	var outer []string // the parent lists the enclosing for clauses range over
+	var depth []int    // how many each enclosing comprehension added
+	ast.Walk(f, func(n ast.Node) bool {
+		c, ok := n.(*ast.Comprehension)
+		if !ok {
+			return true
+		}
+		added := 0
+		for _, cl := range c.Clauses {
+			fc, ok := cl.(*ast.ForClause)
+			if !ok {
+				continue
+			}
+			for _, path := range parentPaths(fc.Source) {
+				if !t.unboundedList(path) {
+					continue
+				}
+				if len(outer) > 0 {
+					w := fmt.Sprintf("%s: iteration over %s nested in one over %s, which the schema does not bound: the evaluation grows with the product of their lengths, so a parent can make it as large as it likes, and the engine evaluates this template in its evaluator processes, where one past --evaluation-timeout or --evaluator-memory is stopped, at a cost to every evaluation; bound the lists, as in %s: [...] & list.MaxItems(100)",
+						position(t.root, fc.Pos()), path, outer[len(outer)-1], path[strings.LastIndex(path, ".")+1:])
+					if !seen[w] {
+						seen[w] = true
+						*out = append(*out, w)
+					}
+				}
+				outer = append(outer, path)
+				added++
+			}
+		}
+		depth = append(depth, added)
+		return true
+	}, func(n ast.Node) {
+		if _, ok := n.(*ast.Comprehension); ok {
+			outer = outer[:len(outer)-depth[len(depth)-1]]
+			depth = depth[:len(depth)-1]
+		}
+	})
+}
+
+// unboundedList reports whether the parent field at path is a list the
+// schema does not bound in length: neither concrete nor under a
+// list.MaxItems. Unsure is unbounded.
+func (t *Template) unboundedList(path string) bool {
+	v := t.value.LookupPath(cue.ParsePath(path))
+	if !v.Exists() || v.IncompleteKind()&cue.ListKind == 0 {
+		return false
+	}
+	if _, err := v.Len().Int64(); err == nil {
+		return false // a closed list: its length is fixed
+	}
+	b, err := format.Node(v.Syntax(cue.Raw()))
+	return err != nil || !strings.Contains(string(b), "MaxItems(")
 }
 
 // growthCall names fun when it is a call whose result grows with a number

@@ -70,3 +70,40 @@ status: {
 		assert.False(t, tmpl.MayRunAway(), "%s: evaluated in the engine's process", tmpl.Path)
 	}
 }
+
+// TestNestedIterationWarnings: iteration nested over two lists of the
+// parent, in one comprehension or one inside another's body, is flagged at
+// the inner for; over an element's own list, over a list the schema bounds
+// (list.MaxItems), or not nested, it is not.
+func TestNestedIterationWarnings(t *testing.T) {
+	dir := t.TempDir()
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "t.cue"), []byte(`import "list"
+
+parent: {
+	apiVersion: "x.dev/v1"
+	kind:       "Ne"
+	spec: {
+		hosts: [...string]
+		paths: [...string]
+		short: [...string] & list.MaxItems(10)
+		apps: [...{name: string, ports: [...int]}]
+	}
+}
+status: {
+	pairs: len([for h in parent.spec.hosts for p in parent.spec.paths {h + p}])
+	inner: [for h in parent.spec.hosts {[for p in parent.spec.paths {h + p}]}]
+	bounded: len([for h in parent.spec.short for p in parent.spec.short {h + p}])
+	ports: len([for a in parent.spec.apps for p in a.ports {p}])
+	flat: len([for h in parent.spec.hosts {h}])
+}
+`), 0o644))
+	set, err := Load(dir)
+	require.NoError(t, err)
+	tpl := set.Templates()[0]
+	const tail = "which the schema does not bound: the evaluation grows with the product of their lengths, so a parent can make it as large as it likes, and the engine evaluates this template in its evaluator processes, where one past --evaluation-timeout or --evaluator-memory is stopped, at a cost to every evaluation; bound the lists, as in paths: [...] & list.MaxItems(100)"
+	assert.Equal(t, []string{
+		"t.cue:14:41: iteration over parent.spec.paths nested in one over parent.spec.hosts, " + tail,
+		"t.cue:15:39: iteration over parent.spec.paths nested in one over parent.spec.hosts, " + tail,
+	}, tpl.GrowthWarnings())
+	assert.True(t, tpl.MayRunAway())
+}
