@@ -119,7 +119,7 @@ func TestDesiredNullRemovesTheField(t *testing.T) {
 			"replicas": nil,
 			"template": map[string]any{
 				"metadata": map[string]any{"labels": map[string]any{"app": "web", "tier": nil}},
-				"spec": map[string]any{"containers": []any{map[string]any{"name": "web", "image": "nginx", "args": []any{"a", nil}, "resources": nil}}},
+				"spec":     map[string]any{"containers": []any{map[string]any{"name": "web", "image": "nginx", "args": []any{"a", nil}, "resources": nil}}},
 			},
 		},
 	}}

@@ -50,7 +50,7 @@ children: main: {
 	p := &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": "vela.cuengine.dev/v1", "kind": "WebService",
 		"metadata": map[string]any{"name": "web", "namespace": "ns"},
-		"spec": map[string]any{"image": "nginx", "volumes": []any{map[string]any{"name": "data", "mountPath": "/data", "type": "pvc", "claimName": "data-claim"}}},
+		"spec":     map[string]any{"image": "nginx", "volumes": []any{map[string]any{"name": "data", "mountPath": "/data", "type": "pvc", "claimName": "data-claim"}}},
 	}}
 	stored, pruned, err := tm.Admit(p)
 	require.NoError(t, err)
