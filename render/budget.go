@@ -328,6 +328,12 @@ func (c *budgetCall) admit() error {
 	default:
 		err = b.overFresh(heap)
 	}
+	if err != nil && b.pool != nil && !b.halting {
+		// The bars are on what evaluations past the timeout hold in the
+		// engine's process; in an evaluator process one is stopped, so
+		// with a pool no kind waits for others' runaways here.
+		return errOverflow
+	}
 	if err != nil {
 		b.refused.Add(1)
 		metricEvaluationsRefused.WithLabelValues("budget").Inc()
@@ -338,6 +344,12 @@ func (c *budgetCall) admit() error {
 	c.inflight = true
 	return nil
 }
+
+// errOverflow is admit's answer when the budget has no room in the
+// engine's process for an evaluation but there is a pool: the evaluation
+// goes to an evaluator process instead (Render), under the pool's shares
+// of kinds and namespaces.
+var errOverflow = errors.New("no room in the engine's process: evaluated in an evaluator process")
 
 // errOverranBefore refuses an object whose AnnotationEvaluationOverran is
 // current.

@@ -3,6 +3,7 @@ package render
 import (
 	"os"
 	"path/filepath"
+	"strconv"
 	"testing"
 	"time"
 
@@ -121,4 +122,48 @@ func TestValidateIsolated(t *testing.T) {
 	assert.Equal(t, want.Error(), err.Error())
 	assert.Equal(t, 1, ended)
 	require.NoError(t, ValidateParent(tpl, testParent(greedyGVK, "good", map[string]any{"count": int64(1)}), Limits{}, b.pool, nil, nil))
+}
+
+// TestBudgetOverflowsToThePool: a template vet has nothing to say of runs
+// away in the engine's process (its first overrun cannot be foreseen), as
+// many times as the budget allows there; with a pool, the next evaluation
+// of any object, which the budget would refuse ("no evaluation starts
+// until fewer run": one count for the whole engine), is evaluated in an
+// evaluator process instead, so no kind waits for another's runaways.
+func TestBudgetOverflowsToThePool(t *testing.T) {
+	dir := t.TempDir()
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "slow.cue"), []byte(`import "list"
+
+parent: {
+	apiVersion: "unit.cuengine.dev/v1"
+	kind:       "Slow"
+	spec: n: *0 | int & >=0 & <=100000
+}
+status: sum: list.Sum([for i in list.Range(0, parent.spec.n, 1) for j in list.Range(0, parent.spec.n, 1) {i + j}])
+`), 0o644))
+	set, err := templates.Load(dir)
+	require.NoError(t, err)
+	tpl := set.Templates()[0]
+	require.False(t, tpl.MayRunAway())
+	gvk := schema.GroupVersionKind{Group: "unit.cuengine.dev", Version: "v1", Kind: "Slow"}
+	self, err := os.Executable()
+	require.NoError(t, err)
+	pool := evaluator.New(evaluator.Options{Processes: 2, Command: []string{self, "evaluator"}})
+	t.Cleanup(pool.Close)
+	b := NewBudget(BudgetLimits{MaxOverrunning: 1}) // no evaluation starts in process past 2
+	b.Isolate(pool)
+	opts := Options{Limits: Limits{EvaluationTimeout: time.Millisecond}, Budget: b}
+	for i := range 2 {
+		_, err := Render(tpl, testParent(gvk, "runaway-"+strconv.Itoa(i), map[string]any{"n": int64(200)}), nil, opts)
+		var re *Error
+		require.ErrorAs(t, err, &re)
+		require.Equal(t, contract.ReasonEvaluationTimeout, re.Reason)
+	}
+	require.Equal(t, 2, b.Stats().Overrunning, "both run on in the engine's process")
+
+	healthy := testParent(gvk, "healthy", map[string]any{"n": int64(2)})
+	out, err := Render(tpl, healthy, nil, Options{Limits: Limits{EvaluationTimeout: 30 * time.Second}, Budget: b})
+	require.NoError(t, err, "evaluated in an evaluator process, not refused over the budget")
+	assert.Equal(t, int64(4), out.Result.Status["sum"])
+	waitOverrunning(t, b, 0)
 }

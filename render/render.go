@@ -62,10 +62,11 @@ func Render(t *templates.Template, parent *unstructured.Unstructured, observed m
 	var err error
 	if pool := call.isolation(t); pool != nil {
 		out, err = evaluateIsolated(pool, t, parent, observed, opts.Limits.WithDefaults(), call) // isolated.go
+	} else if err = call.admit(); errors.Is(err, errOverflow) {
+		out, err = evaluateIsolated(call.b.pool, t, parent, observed, opts.Limits.WithDefaults(), call) // isolated.go
+	} else if err != nil {
+		return nil, err
 	} else {
-		if err := call.admit(); err != nil {
-			return nil, err
-		}
 		out, err = evaluate(t, parent, observed, opts.Limits.WithDefaults(), call)
 		call.done(err)
 	}
