@@ -10,7 +10,6 @@ import (
 
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
@@ -19,7 +18,6 @@ import (
 	"github.com/cuengine/engine/clusters"
 	"github.com/cuengine/engine/contract"
 	"github.com/cuengine/engine/engine"
-	"github.com/cuengine/engine/internal/localcluster"
 	"github.com/cuengine/engine/templates"
 )
 
@@ -56,16 +54,11 @@ if parent.spec.cluster != "" {
 func TestHangingClusterHoldsNoWorker(t *testing.T) {
 	controlPlane(t)
 	ctx := context.Background()
-	west, err := localcluster.Start(ctx, localcluster.Options{Progress: os.Stderr})
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = west.Stop() })
-	wk, err := client.New(west.Config, client.Options{Scheme: k8s.Scheme()})
-	require.NoError(t, err)
+	west, wk := startWorkload(t)
 	proxy := startProxy(t, west.Config.Host)
 
 	ns := namespace(t)
-	require.NoError(t, k8s.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "west", Labels: map[string]string{contract.LabelCluster: "west"}},
-		Data: map[string][]byte{contract.KeyKubeconfig: kubeconfigVia(t, west.Kubeconfig, proxy.addr)}}))
+	clusterSecret(t, ns, "west", kubeconfigVia(t, west.Kubeconfig, proxy.addr))
 	dir := t.TempDir()
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "spread.cue"), []byte(spreadTemplate), 0o644))
 	set, err := templates.Load(dir)

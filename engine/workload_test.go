@@ -76,18 +76,11 @@ status: cluster: parent.spec.cluster
 func TestWorkloadClusterChildren(t *testing.T) {
 	controlPlane(t)
 	ctx := context.Background()
-	west, err := localcluster.Start(ctx, localcluster.Options{Progress: os.Stderr})
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = west.Stop() })
-	wk, err := client.New(west.Config, client.Options{Scheme: k8s.Scheme()})
-	require.NoError(t, err)
+	west, wk := startWorkload(t)
 	proxy := startProxy(t, west.Config.Host)
 
 	ns := namespace(t)
-	kubeconfig := kubeconfigVia(t, west.Kubeconfig, proxy.addr)
-	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "west", Labels: map[string]string{contract.LabelCluster: "west"}},
-		Data: map[string][]byte{contract.KeyKubeconfig: kubeconfig}}
-	require.NoError(t, k8s.Create(ctx, secret.DeepCopy()))
+	secret := clusterSecret(t, ns, "west", kubeconfigVia(t, west.Kubeconfig, proxy.addr))
 
 	dir := t.TempDir()
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "placement.cue"), []byte(placementTemplate), 0o644))
@@ -437,15 +430,11 @@ func TestWorkloadClusterMove(t *testing.T) {
 	require.NoError(t, err)
 	workload := map[string]client.Client{}
 	for _, name := range []string{"west", "east"} {
-		wc, err := localcluster.Start(ctx, localcluster.Options{Progress: os.Stderr})
-		require.NoError(t, err)
-		t.Cleanup(func() { _ = wc.Stop() })
-		workload[name], err = client.New(wc.Config, client.Options{Scheme: k8s.Scheme()})
-		require.NoError(t, err)
+		var wc *localcluster.Cluster
+		wc, workload[name] = startWorkload(t)
 		kubeconfig, err := os.ReadFile(wc.Kubeconfig)
 		require.NoError(t, err)
-		require.NoError(t, k8s.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: map[string]string{contract.LabelCluster: name}},
-			Data: map[string][]byte{contract.KeyKubeconfig: kubeconfig}}))
+		clusterSecret(t, ns, name, kubeconfig)
 	}
 	dir := t.TempDir()
 	src := strings.Replace(strings.ReplaceAll(placementTemplate, "Placement", "Move"), `clusters: ["west"]`, `clusters: ["west", "east"]`, 1)
@@ -543,4 +532,26 @@ children: note: {cluster: "far", apiVersion: "v1", kind: "ConfigMap", metadata: 
 	eventually(t, "the registry stopped with the last template that needs it", registered(false))
 	eng.SetTemplates(remote)
 	eventually(t, "far registered again", registered(true))
+}
+
+// startWorkload starts a workload control plane for the test and returns
+// it with an administrator's client of it.
+func startWorkload(t *testing.T) (*localcluster.Cluster, client.Client) {
+	t.Helper()
+	wc, err := localcluster.Start(context.Background(), localcluster.Options{Progress: os.Stderr})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = wc.Stop() })
+	c, err := client.New(wc.Config, client.Options{Scheme: k8s.Scheme()})
+	require.NoError(t, err)
+	return wc, c
+}
+
+// clusterSecret registers cluster name in ns with kubeconfig, as the
+// engine reads registrations, and returns the Secret as created.
+func clusterSecret(t *testing.T, ns, name string, kubeconfig []byte) *corev1.Secret {
+	t.Helper()
+	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: map[string]string{contract.LabelCluster: name}},
+		Data: map[string][]byte{contract.KeyKubeconfig: kubeconfig}}
+	require.NoError(t, k8s.Create(context.Background(), secret.DeepCopy()))
+	return secret
 }

@@ -27,7 +27,6 @@ import (
 	"github.com/cuengine/engine/clusters"
 	"github.com/cuengine/engine/contract"
 	"github.com/cuengine/engine/engine"
-	"github.com/cuengine/engine/internal/localcluster"
 	"github.com/cuengine/engine/templates"
 	"github.com/cuengine/engine/templates/rbac"
 )
@@ -71,11 +70,7 @@ children: note: {apiVersion: "v1", kind: "Service", metadata: name: "note", spec
 func TestWorkloadClusterLeastPrivilege(t *testing.T) {
 	controlPlane(t)
 	ctx := context.Background()
-	west, err := localcluster.Start(ctx, localcluster.Options{Progress: os.Stderr})
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = west.Stop() })
-	admin, err := client.New(west.Config, client.Options{Scheme: k8s.Scheme()})
-	require.NoError(t, err)
+	west, admin := startWorkload(t)
 
 	dir := t.TempDir()
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "guarded.cue"), []byte(guardedTemplate), 0o644))

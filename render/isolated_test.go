@@ -65,11 +65,12 @@ func TestIsolatedRunawayStopped(t *testing.T) {
 	assert.Equal(t, want, got, "rendered in a process as in the engine's")
 }
 
-// TestSuspectIsolated: a template vet finds nothing to warn of evaluates
-// in process, but an object whose evaluation ran past the timeout there is
-// a suspect, and its next evaluation (a new generation) goes to a process,
-// where it is stopped rather than left running.
-func TestSuspectIsolated(t *testing.T) {
+// slowTemplate is Slow: an evaluation that grows with spec.n squared, n
+// bounded by the schema (<= 100000), so vet has nothing to say of it and
+// it evaluates in the engine's process, yet one of n in the thousands runs
+// past any short timeout.
+func slowTemplate(t *testing.T) (*templates.Template, schema.GroupVersionKind) {
+	t.Helper()
 	dir := t.TempDir()
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "slow.cue"), []byte(`import "list"
 
@@ -84,7 +85,15 @@ status: sum: list.Sum([for i in list.Range(0, parent.spec.n, 1) for j in list.Ra
 	require.NoError(t, err)
 	tpl := set.Templates()[0]
 	require.False(t, tpl.MayRunAway(), "bounded by its schema: vet has nothing to say")
-	gvk := schema.GroupVersionKind{Group: "unit.cuengine.dev", Version: "v1", Kind: "Slow"}
+	return tpl, schema.GroupVersionKind{Group: "unit.cuengine.dev", Version: "v1", Kind: "Slow"}
+}
+
+// TestSuspectIsolated: a template vet finds nothing to warn of evaluates
+// in process, but an object whose evaluation ran past the timeout there is
+// a suspect, and its next evaluation (a new generation) goes to a process,
+// where it is stopped rather than left running.
+func TestSuspectIsolated(t *testing.T) {
+	tpl, gvk := slowTemplate(t)
 	b := isolatingBudget(t)
 	opts := Options{Limits: Limits{EvaluationTimeout: 200 * time.Millisecond}, Budget: b}
 
@@ -94,7 +103,7 @@ status: sum: list.Sum([for i in list.Range(0, parent.spec.n, 1) for j in list.Ra
 
 	p.SetGeneration(2)
 	p.Object["spec"] = map[string]any{"n": int64(100000)}
-	_, err = Render(tpl, p, nil, opts)
+	_, err := Render(tpl, p, nil, opts)
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "was stopped", "a suspect: evaluated in a process, and stopped")
 	assert.Equal(t, 0, b.Stats().Overrunning)
@@ -131,21 +140,7 @@ func TestValidateIsolated(t *testing.T) {
 // until fewer run": one count for the whole engine), is evaluated in an
 // evaluator process instead, so no kind waits for another's runaways.
 func TestBudgetOverflowsToThePool(t *testing.T) {
-	dir := t.TempDir()
-	require.NoError(t, os.WriteFile(filepath.Join(dir, "slow.cue"), []byte(`import "list"
-
-parent: {
-	apiVersion: "unit.cuengine.dev/v1"
-	kind:       "Slow"
-	spec: n: *0 | int & >=0 & <=100000
-}
-status: sum: list.Sum([for i in list.Range(0, parent.spec.n, 1) for j in list.Range(0, parent.spec.n, 1) {i + j}])
-`), 0o644))
-	set, err := templates.Load(dir)
-	require.NoError(t, err)
-	tpl := set.Templates()[0]
-	require.False(t, tpl.MayRunAway())
-	gvk := schema.GroupVersionKind{Group: "unit.cuengine.dev", Version: "v1", Kind: "Slow"}
+	tpl, gvk := slowTemplate(t)
 	self, err := os.Executable()
 	require.NoError(t, err)
 	pool := evaluator.New(evaluator.Options{Processes: 2, Command: []string{self, "evaluator"}})
