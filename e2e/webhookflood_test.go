@@ -223,7 +223,9 @@ func watchArrivals(t *testing.T, ns string) *arrivals {
 	})
 	require.NoError(t, err)
 	a := &arrivals{seen: map[string]time.Time{}}
+	done := make(chan struct{})
 	go func() {
+		defer close(done)
 		for ev := range w.ResultChan() {
 			if cm, ok := ev.Object.(*corev1.ConfigMap); ok && ev.Type == watch.Added {
 				a.mu.Lock()
@@ -234,7 +236,7 @@ func watchArrivals(t *testing.T, ns string) *arrivals {
 			}
 		}
 	}()
-	t.Cleanup(func() { cancel(); w.Stop(); <-w.Done() })
+	t.Cleanup(func() { cancel(); w.Stop(); <-w.Done(); <-done })
 	return a
 }
 
