@@ -66,5 +66,8 @@ func internalSchema(crd *apiextensionsv1.CustomResourceDefinition) (*apiextensio
 func (t *Template) Constraints() []openapi.Constraint { return t.constraints }
 
 // NeedsAdmission reports whether the template's parents need the engine's
-// validating webhook: their spec has constraints the CRD does not carry.
-func (t *Template) NeedsAdmission() bool { return len(t.constraints) > 0 }
+// validating webhook: their spec has constraints the CRD does not carry,
+// or the kind has several versions, so that an object written in one that
+// does not convert to the hub is refused at its write rather than stored
+// (where it would fail every list of the kind in the hub).
+func (t *Template) NeedsAdmission() bool { return len(t.constraints) > 0 || t.Converts() }

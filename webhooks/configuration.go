@@ -46,11 +46,17 @@ func (o *Options) configuration(set *templates.Set) *admissionregistrationv1.Val
 		if crd.Spec.Scope == "Cluster" {
 			scope = admissionregistrationv1.ClusterScope
 		}
+		var versions []string // each served version, the hub first
+		for _, v := range t.Versions() {
+			if v.Served {
+				versions = append(versions, v.Name)
+			}
+		}
 		rules = append(rules, admissionregistrationv1.RuleWithOperations{
 			Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create, admissionregistrationv1.Update},
 			Rule: admissionregistrationv1.Rule{
 				APIGroups:   []string{t.GVK.Group},
-				APIVersions: []string{t.GVK.Version},
+				APIVersions: versions,
 				Resources:   []string{crd.Spec.Names.Plural},
 				Scope:       &scope,
 			},
@@ -69,6 +75,11 @@ func (o *Options) configuration(set *templates.Set) *admissionregistrationv1.Val
 		cc.Service = &admissionregistrationv1.ServiceReference{Namespace: o.Namespace, Name: o.Service, Path: &path, Port: &port}
 	}
 	failure := o.FailurePolicy
+	// Exact: a write in another version than the hub comes as written and
+	// the engine converts it (validate.go toHub); with Equivalent the
+	// apiserver would also convert the stored old object, and an old
+	// object that does not convert would make every update of it fail.
+	exact := admissionregistrationv1.Exact
 	sideEffects := admissionregistrationv1.SideEffectClassNone
 	timeout := int32(o.Timeout.Seconds())
 	vwc := &admissionregistrationv1.ValidatingWebhookConfiguration{
@@ -82,6 +93,7 @@ func (o *Options) configuration(set *templates.Set) *admissionregistrationv1.Val
 			ClientConfig:            cc,
 			Rules:                   rules,
 			FailurePolicy:           &failure,
+			MatchPolicy:             &exact,
 			SideEffects:             &sideEffects,
 			TimeoutSeconds:          &timeout,
 			AdmissionReviewVersions: []string{"v1"},

@@ -14,7 +14,6 @@ import (
 	"time"
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -126,7 +125,7 @@ func New(mgr manager.Manager, opts Options) (*Server, error) {
 			TLSOpts: tlsOpts,
 		}),
 	}
-	validate := failWhenBusy(&admission.Webhook{Handler: &validator{lookup: s.lookup, limits: opts.Limits, gate: g, pool: opts.Evaluators}})
+	validate := failWhenBusy(&admission.Webhook{Handler: &validator{lookup: s.lookupGroupKind, limits: opts.Limits, gate: g, pool: opts.Evaluators}})
 	if opts.ClientCAFile != "" {
 		validate = requireClientCert(validate)
 	}
@@ -142,14 +141,6 @@ func New(mgr manager.Manager, opts Options) (*Server, error) {
 // the server's Bounds; a conversion handler registers here ("/convert"),
 // before the first SetTemplates.
 func (s *Server) Register(path string, h http.Handler) { s.srv.Register(path, s.gate.wrap(h)) }
-
-func (s *Server) lookup(gvk schema.GroupVersionKind) (*templates.Template, bool) {
-	set := s.set.Load()
-	if set == nil {
-		return nil, false
-	}
-	return set.Lookup(gvk)
-}
 
 // SetTemplates hands the server a newly loaded set: the configuration
 // follows it, and the server starts if a template needs it and it has not

@@ -26,13 +26,15 @@ const PathValidate = "/validate"
 // maxProblems bounds the problems a refusal lists.
 const maxProblems = 10
 
-// templateLookup is the current set's template for a parent kind.
-type templateLookup func(gvk schema.GroupVersionKind) (*templates.Template, bool)
+// groupKindLookup is the current set's template for a parent kind, in
+// whichever version it is written.
+type groupKindLookup func(gk schema.GroupKind) (*templates.Template, bool)
 
 // validator refuses a created or updated parent that breaks its
-// template's CUE schema.
+// template's CUE schema, or, written in another version than the hub,
+// does not convert to the hub.
 type validator struct {
-	lookup templateLookup
+	lookup groupKindLookup
 	limits render.Limits
 	gate   *gate
 	pool   *evaluator.Pool // nil: in process
@@ -46,7 +48,7 @@ func (v *validator) Handle(ctx context.Context, req admission.Request) admission
 		return admission.Allowed("")
 	}
 	gvk := schema.GroupVersionKind{Group: req.Kind.Group, Version: req.Kind.Version, Kind: req.Kind.Kind}
-	t, ok := v.lookup(gvk)
+	t, ok := v.lookup(gvk.GroupKind())
 	if !ok || !t.NeedsAdmission() {
 		// A kind whose template is gone or no longer needs the webhook:
 		// the configuration is about to lose its rule.
@@ -58,6 +60,13 @@ func (v *validator) Handle(ctx context.Context, req admission.Request) admission
 	}
 	if obj.GetDeletionTimestamp() != nil {
 		return admission.Allowed("") // being deleted: nothing to keep out
+	}
+	if gvk.Version != t.GVK.Version {
+		hub, resp, ok := v.toHub(ctx, t, obj, req.Object.Raw)
+		if !ok {
+			return resp
+		}
+		obj = hub
 	}
 	ended, err := v.gate.kind(ctx, gvk.GroupKind())
 	if err != nil {
@@ -71,6 +80,38 @@ func (v *validator) Handle(ctx context.Context, req admission.Request) admission
 		return busy(ctx, err) // nothing was said of the object
 	}
 	return refusal(t, err)
+}
+
+// toHub converts obj, written in another version than the hub, to the
+// hub, as the engine's /convert would: an object that does not convert is
+// refused here, at its write, so that it is never stored to fail every
+// list of its kind in the hub (the engine reads the kind in its storage
+// version and converts itself: engine/storedversion.go, but every other
+// client lists in the hub). The webhook's rule names each served version
+// with matchPolicy Exact: with Equivalent the apiserver would convert the
+// stored old object too before calling, so that an object stored before
+// the rule (or while the webhook was down) could not be fixed, nor its
+// finalizer removed, in any version.
+func (v *validator) toHub(ctx context.Context, t *templates.Template, obj *unstructured.Unstructured, raw []byte) (*unstructured.Unstructured, admission.Response, bool) {
+	ended, err := v.gate.kind(ctx, t.GVK.GroupKind())
+	if err != nil {
+		return nil, busy(ctx, err), false
+	}
+	b, err := render.Convert(t, obj, raw, t.GVK.Version, v.limits, v.pool, v.gate.shareOf(ctx), ended)
+	if err != nil {
+		if noRoom(err) {
+			return nil, busy(ctx, err), false
+		}
+		resp := admission.Denied(fmt.Sprintf("%s: %s", describe(obj), message(err)))
+		resp.Result.Code = http.StatusUnprocessableEntity
+		resp.Result.Reason = metav1.StatusReasonInvalid
+		return nil, resp, false
+	}
+	hub := &unstructured.Unstructured{}
+	if err := hub.UnmarshalJSON(b); err != nil {
+		return nil, admission.Errored(http.StatusInternalServerError, fmt.Errorf("decoding the converted %s: %w", t.GVK.Kind, err)), false
+	}
+	return hub, admission.Response{}, true
 }
 
 // noRoom reports whether err says the engine had no room to evaluate: its

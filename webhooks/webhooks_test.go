@@ -20,6 +20,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
+	"github.com/cuengine/engine/render"
 	"github.com/cuengine/engine/templates"
 )
 
@@ -51,7 +52,7 @@ func site(spec map[string]any) map[string]any {
 
 func TestValidator(t *testing.T) {
 	set := loadSet(t)
-	v := &validator{lookup: set.Lookup, gate: newGate(Bounds{})}
+	v := &validator{lookup: set.LookupGroupKind, gate: newGate(Bounds{})}
 	ctx := context.Background()
 
 	t.Run("a spec that breaks a cross-field constraint is refused", func(t *testing.T) {
@@ -146,7 +147,7 @@ func TestConfiguration(t *testing.T) {
 func TestBusyValidationFailsTheCall(t *testing.T) {
 	set := loadSet(t)
 	g := newGate(Bounds{MaxPerKind: 1, MaxWaiting: 1, KindWait: 50 * time.Millisecond})
-	h := g.wrap(failWhenBusy(&admission.Webhook{Handler: &validator{lookup: set.Lookup, gate: g}}))
+	h := g.wrap(failWhenBusy(&admission.Webhook{Handler: &validator{lookup: set.LookupGroupKind, gate: g}}))
 	post := func(spec map[string]any) *httptest.ResponseRecorder {
 		req := request(t, admissionv1.Create, "Site", site(spec))
 		req.UID = "u-1"
@@ -181,4 +182,44 @@ func TestBusyValidationFailsTheCall(t *testing.T) {
 	require.NoError(t, json.Unmarshal(admitted.Body.Bytes(), &review))
 	assert.True(t, review.Response.Allowed)
 	assert.Equal(t, "u-1", string(review.Response.UID))
+}
+
+// TestValidatorConvertsToTheHub: a kind with several versions gets the
+// webhook, with a rule for each served version and matchPolicy Exact; a
+// write in v1 is converted to the hub by the engine, refused when it does
+// not convert, naming the field and the template's line, and admitted when
+// it does, whatever the object it replaces (a stored object that does not
+// convert can be fixed).
+func TestValidatorConvertsToTheHub(t *testing.T) {
+	set, err := templates.Load("../cmd/engine/testdata/conversion") // hub v2 bounds replicas to 10, v1 does not
+	require.NoError(t, err)
+	v := &validator{lookup: set.LookupGroupKind, limits: render.Limits{EvaluationTimeout: 5 * time.Second}, gate: newGate(Bounds{})}
+	app := func(replicas int) admission.Request {
+		raw, err := json.Marshal(map[string]any{
+			"apiVersion": "apps.example.com/v1", "kind": "App",
+			"metadata": map[string]any{"name": "big", "namespace": "apps"},
+			"spec":     map[string]any{"image": "nginx", "replicas": replicas},
+		})
+		require.NoError(t, err)
+		return admission.Request{AdmissionRequest: admissionv1.AdmissionRequest{
+			Operation: admissionv1.Update,
+			Kind:      metav1.GroupVersionKind{Group: "apps.example.com", Version: "v1", Kind: "App"},
+			Object:    runtime.RawExtension{Raw: raw},
+			OldObject: runtime.RawExtension{Raw: []byte(`{"apiVersion":"apps.example.com/v1","kind":"App","metadata":{"name":"big","namespace":"apps"},"spec":{"image":"nginx","replicas":20}}`)},
+		}}
+	}
+	resp := v.Handle(context.Background(), app(20))
+	assert.False(t, resp.Allowed)
+	assert.Equal(t, int32(422), resp.Result.Code)
+	assert.Equal(t, "App apps/big (apps.example.com/v1): converting v1 to v2: app.cue:18:30: spec.container.replicas: invalid value 20 (out of bound <=10)", resp.Result.Message)
+	resp = v.Handle(context.Background(), app(5))
+	assert.True(t, resp.Allowed, "the fix of an object that does not convert: %v", resp.Result)
+
+	opts := Options{Namespace: "engine-system", Service: "engine-webhook", ServicePort: 443, ConfigurationName: "engine.cuengine.dev", FailurePolicy: admissionregistrationv1.Fail, Timeout: 5 * time.Second}
+	vwc := opts.configuration(set)
+	require.NotNil(t, vwc, "a kind with versions needs the webhook")
+	hook := vwc.Webhooks[0]
+	require.Len(t, hook.Rules, 1)
+	assert.Equal(t, []string{"v2", "v1"}, hook.Rules[0].APIVersions)
+	assert.Equal(t, admissionregistrationv1.Exact, *hook.MatchPolicy)
 }
