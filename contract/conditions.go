@@ -91,6 +91,14 @@ const (
 	// registration was removed: its children there are left as they are,
 	// never deleted because of it.
 	ReasonClusterUnknown = "ClusterUnknown"
+	// ReasonConversionFailed: Stalled True on a parent stored in a version
+	// that does not convert to its template's hub (written before the
+	// engine's webhook refused such writes, or while it was down, or left
+	// behind by a template change): the engine cannot read it as its
+	// template does, so it evaluates, applies and prunes nothing for it
+	// (its children are left as they are) until it is fixed in its stored
+	// version; every other object of the kind is served.
+	ReasonConversionFailed = "ConversionFailed"
 )
 
 // Reasons of the limits (render.Limits), on the Synced condition.

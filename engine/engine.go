@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
 	toolscache "k8s.io/client-go/tools/cache"
@@ -208,7 +209,8 @@ func New(mgr manager.Manager, opts Options) (*Engine, error) {
 	if err != nil {
 		return nil, err
 	}
-	parentsCache, err := newParentCache(mgr, opts.Namespace, opts.Shard)
+	stored := &storedReads{limits: opts.Limits, pool: opts.Evaluators} // storedversion.go
+	parentsCache, err := newParentCache(mgr, opts.Namespace, opts.Shard, stored)
 	if err != nil {
 		return nil, err
 	}
@@ -278,6 +280,12 @@ func New(mgr manager.Manager, opts Options) (*Engine, error) {
 			return nil, err
 		}
 	}
+	stored.setTemplates(func(gvk schema.GroupVersionKind) *templates.Template {
+		if kc := e.kind(gvk); kc != nil {
+			return kc.Template()
+		}
+		return nil
+	})
 	return e, nil
 }
 
@@ -289,28 +297,30 @@ func newChildCache(mgr manager.Manager, namespace, shard string) (cache.Cache, e
 	if shard != "" {
 		set[contract.LabelShard] = shard
 	}
-	return newSelectedCache(mgr, namespace, labels.SelectorFromSet(set), nil)
+	return newSelectedCache(mgr, namespace, labels.SelectorFromSet(set), nil, nil)
 }
 
 // newParentCache returns the cache of the parents, whatever their kind,
 // under sharding only those labelled with the shard: it holds them packed
 // (parentcache.go), to be read through parentCache.
-func newParentCache(mgr manager.Manager, namespace, shard string) (cache.Cache, error) {
+func newParentCache(mgr manager.Manager, namespace, shard string, stored *storedReads) (cache.Cache, error) {
 	selector := labels.Everything()
 	if shard != "" {
 		selector = labels.SelectorFromSet(labels.Set{contract.LabelShard: shard})
 	}
 	strip := cache.TransformStripManagedFields()
+	stored.cfg, stored.httpClient, stored.mapper = mgr.GetConfig(), mgr.GetHTTPClient(), mgr.GetRESTMapper()
+	stored.namespace, stored.selector = namespace, selector
 	return newSelectedCache(mgr, namespace, selector, func(obj any) (any, error) {
 		obj, err := strip(obj)
 		if err != nil {
 			return nil, err
 		}
 		return packParent(obj)
-	})
+	}, stored.newInformer)
 }
 
-func newSelectedCache(mgr manager.Manager, namespace string, selector labels.Selector, transform toolscache.TransformFunc) (cache.Cache, error) {
+func newSelectedCache(mgr manager.Manager, namespace string, selector labels.Selector, transform toolscache.TransformFunc, newInformer func(toolscache.ListerWatcher, runtime.Object, time.Duration, toolscache.Indexers) toolscache.SharedIndexInformer) (cache.Cache, error) {
 	if transform == nil {
 		transform = cache.TransformStripManagedFields()
 	}
@@ -320,6 +330,9 @@ func newSelectedCache(mgr manager.Manager, namespace string, selector labels.Sel
 		Mapper:               mgr.GetRESTMapper(),
 		DefaultLabelSelector: selector,
 		DefaultTransform:     transform,
+	}
+	if newInformer != nil {
+		opts.NewInformer = newInformer
 	}
 	if namespace != "" {
 		opts.DefaultNamespaces = map[string]cache.Config{namespace: {}}

@@ -10,6 +10,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/cuengine/engine/internal/jsonhash"
+	"github.com/cuengine/engine/reconciler"
 )
 
 // The parent cache holds each parent's apiVersion, kind and metadata as
@@ -84,6 +85,9 @@ func unpackParent(u *unstructured.Unstructured) error {
 		return fmt.Errorf("unpacking the cached %s %s: %w", u.GetKind(), client.ObjectKeyFromObject(u), err)
 	}
 	u.Object = m
+	if v := reconciler.UnconvertibleVersion(u); v != "" {
+		u.SetAPIVersion(v) // as stored (storedversion.go): its writes go there
+	}
 	return nil
 }
 

@@ -233,6 +233,9 @@ func (e *Engine) checkLiveParents(ctx context.Context, set *templates.Set) error
 		})
 		bad := 0
 		for i := range parents {
+			if reconciler.UnconvertibleVersion(&parents[i]) != "" {
+				continue // not read in the hub at all: Stalled on its own (storedversion.go)
+			}
 			// Validating a parent evaluates the template for it. For a
 			// template that may run away, with evaluator processes, it is
 			// bounded as an evaluation is, in a process, so that a runaway

@@ -181,6 +181,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 	st := newStatus()
 	defer func() { result, err = r.finish(ctx, parent, st, result, err) }()
 
+	if err := unconvertible(parent, r.gvk.GroupVersion().String()); err != nil && parent.GetDeletionTimestamp() == nil {
+		return ctrl.Result{}, err // unconvertible.go
+	}
 	if contract.Paused(parent) {
 		return r.paused(parent, st) // paused.go
 	}

@@ -208,11 +208,27 @@ func (r *Reconciler) writeStatus(ctx context.Context, parent *unstructured.Unstr
 		return err
 	}
 	j.st, j.onWritten = st, st.onWritten
+	j.version = statusVersion(r.kind.Template(), parent)
 	j.next = nextStatus(parent, j.stored, st)
 	warnProblems(r.recorder, parent, j.stored, st)
 	r.pauseEvents(parent, j.stored, st)
 	r.status.put(client.ObjectKeyFromObject(parent), j, equality.Semantic.DeepEqual(j.stored, j.next))
 	return nil
+}
+
+// statusVersion is the version a parent's status is written through: for
+// a kind stored in another version than the hub, whose conversions leave
+// the status as it is, the stored one, so that the write converts
+// nothing. Through the hub, the apiserver bases the write on its watch
+// cache of the hub's objects, which one object that does not convert
+// leaves stale for every object of the kind (engine/storedversion.go):
+// a parent fixed in its stored version could not have its status
+// written. "" otherwise: the parent's own version.
+func statusVersion(t *templates.Template, parent *unstructured.Unstructured) string {
+	if t == nil || !t.Converts() || t.ConvertsStatus() || parent.GroupVersionKind().Version != t.GVK.Version {
+		return ""
+	}
+	return t.StorageVersion()
 }
 
 // warnProblems records a Warning event per problem when Synced turns False

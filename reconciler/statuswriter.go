@@ -92,6 +92,9 @@ type statusWrite struct {
 	// over prev's base if prev was not stored.
 	base *unstructured.Unstructured
 	prev *statusWrite
+	// version, when set, is the version the status is written through
+	// (statusVersion), not base's.
+	version string
 	// onWritten runs once the status is stored.
 	onWritten func()
 
@@ -289,7 +292,11 @@ func (w *statusWriter) write(ctx context.Context, j *statusWrite) (*unstructured
 	// resource version is all the writer needs of it, where the whole
 	// object would be decoded only to be dropped.
 	reply := &metav1.PartialObjectMetadata{}
-	reply.SetGroupVersionKind(j.base.GroupVersionKind())
+	gvk := j.base.GroupVersionKind()
+	if j.version != "" {
+		gvk.Version = j.version
+	}
+	reply.SetGroupVersionKind(gvk)
 	reply.SetNamespace(j.base.GetNamespace())
 	reply.SetName(j.base.GetName())
 	reply.SetResourceVersion(j.base.GetResourceVersion())

@@ -67,9 +67,9 @@ func (e *unitEnv) rememberedOverLimit(parent *unstructured.Unstructured) error {
 // evaluated again (no second background evaluation); another parent of the
 // kind is reconciled meanwhile; a spec change is evaluated again.
 func TestEvaluationTimeout(t *testing.T) {
-	// quad 130 takes seconds (minutes under -race on a busy machine); a
+	// quad 200 takes seconds (minutes under -race on a busy machine); a
 	// parent of count 1 takes milliseconds. The timeout sits far from both.
-	hostile := unitParent(unitGreedy, "hostile", map[string]any{"quad": int64(130)})
+	hostile := unitParent(unitGreedy, "hostile", map[string]any{"quad": int64(200)})
 	trivial := unitParent(unitGreedy, "trivial", map[string]any{})
 	e := newUnitEnv(t, unitGreedy, hostile, trivial)
 	e.r.limits = render.Limits{EvaluationTimeout: 300 * time.Millisecond}

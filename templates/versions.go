@@ -68,6 +68,21 @@ func (t *Template) Versions() []Version {
 // names the engine's conversion webhook.
 func (t *Template) Converts() bool { return t.versions != nil && len(t.versions.list) > 1 }
 
+// ConvertsStatus reports whether a conversion of the versions block gives
+// a status of its own (out.status), so that the status differs by version;
+// without one, every version carries the hub's status as it is.
+func (t *Template) ConvertsStatus() bool {
+	if t.versions == nil {
+		return false
+	}
+	for _, o := range t.versions.others {
+		if o.toHub.LookupPath(pathOutStat).Exists() || o.fromHub.LookupPath(pathOutStat).Exists() {
+			return true
+		}
+	}
+	return false
+}
+
 // StorageVersion is the version etcd holds the kind's objects in.
 func (t *Template) StorageVersion() string {
 	for _, v := range t.Versions() {

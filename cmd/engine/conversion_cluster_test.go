@@ -31,35 +31,9 @@ import (
 // the engine's /convert, on the CRD the engine installs; the CA is
 // injected by the rotator.
 func TestConversionOnCluster(t *testing.T) {
-	if testing.Short() {
-		t.Skip("needs a control plane (run without -short)")
-	}
-	cluster, err := localcluster.Start(context.Background(), localcluster.Options{Progress: os.Stderr})
-	require.NoError(t, err, "starting the control plane (run `make assets` first)")
-	t.Cleanup(func() { assert.NoError(t, cluster.Stop()) })
-	c, err := client.New(cluster.Config, client.Options{Scheme: newScheme()})
-	require.NoError(t, err)
+	wc, appCUE := newConversionCluster(t)
+	c := wc.c
 	ctx := context.Background()
-	for _, ns := range []string{"engine-system", "apps"} {
-		require.NoError(t, c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}))
-	}
-	assets, err := localcluster.AssetsDir()
-	require.NoError(t, err)
-	port := freePort(t)
-	// The templates in a directory of the test's, edited as it goes: v1
-	// stored at first.
-	tmpl := t.TempDir()
-	require.NoError(t, os.CopyFS(tmpl, os.DirFS("testdata/conversion")))
-	appCUE := filepath.Join(tmpl, "app.cue")
-	edit(t, appCUE, "v2: storage: true", "v2: {}")
-	edit(t, appCUE, "v1: {\n", "v1: {\n\t\tstorage: true\n")
-	wc := &webhookCluster{
-		c: c, kubeconfig: cluster.Kubeconfig, kubectlBin: filepath.Join(assets, "kubectl"), dir: t.TempDir(),
-		args: []string{"run", "--templates", tmpl, "--kubeconfig", cluster.Kubeconfig, "--install-crds",
-			"--metrics-bind-address", "0", "--health-probe-bind-address", "0",
-			"--webhook-port", fmt.Sprint(port), "--webhook-url", fmt.Sprintf("https://localhost:%d", port),
-			"--webhook-namespace", "engine-system", "--webhook-cert-dir", t.TempDir()},
-	}
 	stop := wc.startEngine(t)
 
 	crd := &apiextensionsv1.CustomResourceDefinition{}
@@ -71,37 +45,13 @@ func TestConversionOnCluster(t *testing.T) {
 		return conv != nil && conv.Webhook != nil && conv.Webhook.ClientConfig != nil && len(conv.Webhook.ClientConfig.CABundle) > 0, nil
 	})
 	assert.Equal(t, apiextensionsv1.WebhookConverter, crd.Spec.Conversion.Strategy)
-	assert.Equal(t, fmt.Sprintf("https://localhost:%d/convert", port), *crd.Spec.Conversion.Webhook.ClientConfig.URL)
+	assert.Regexp(t, `^https://localhost:\d+/convert$`, *crd.Spec.Conversion.Webhook.ClientConfig.URL)
 	assert.Equal(t, []string{"v1"}, crd.Status.StoredVersions)
 
-	apply := func(name, manifest string) (string, error) {
-		path := filepath.Join(wc.dir, name+".yaml")
-		require.NoError(t, os.WriteFile(path, []byte(manifest), 0o644))
-		return wc.kubectl("apply", "-f", path)
-	}
-	v1App := func(name string, replicas int) string {
-		return fmt.Sprintf("apiVersion: apps.example.com/v1\nkind: App\nmetadata:\n  name: %s\n  namespace: apps\nspec:\n  image: nginx:1.27\n  replicas: %d\n", name, replicas)
-	}
-
-	// The first write needs the webhook: the apiserver may not reach it
-	// (or trust its CA) for a moment.
-	var out string
-	waitCtx, cancel := context.WithTimeout(ctx, time.Minute)
-	defer cancel()
-	err = wait.PollUntilContextCancel(waitCtx, 200*time.Millisecond, true, func(context.Context) (bool, error) {
-		out, err = apply("web", v1App("web", 3))
-		return err == nil, nil
-	})
-	require.NoError(t, err, "creating an App in v1; last kubectl output:\n%s", out)
+	apply := func(name, manifest string) (string, error) { return wc.applyManifest(t, name, manifest) }
+	out := wc.firstApply(t, "web", v1App("web", 3))
 	assert.Contains(t, out, "apps.example.com/v1 App is deprecated; use apps.example.com/v2", "the deprecation warning")
-
-	get := func(version, name string) map[string]any {
-		out, err := wc.kubectl("get", "apps."+version+".apps.example.com", "-n", "apps", name, "-o", "json")
-		require.NoError(t, err, out)
-		var obj map[string]any
-		require.NoError(t, json.Unmarshal([]byte(out[strings.Index(out, "{"):]), &obj), out)
-		return obj
-	}
+	get := func(version, name string) map[string]any { return wc.getApp(t, version, name) }
 	t.Run("read in v2 and in v1, the same App", func(t *testing.T) {
 		v2 := get("v2", "web")
 		assert.Equal(t, "apps.example.com/v2", v2["apiVersion"])
@@ -196,7 +146,9 @@ func TestConversionOnCluster(t *testing.T) {
 	t.Run("a v1 App that does not fit v2 is refused, naming the field", func(t *testing.T) {
 		out, err := apply("big", v1App("big", 20))
 		require.Error(t, err)
-		assert.Contains(t, out, "conversion webhook for apps.example.com/v1, Kind=App failed: App apps/big (apps.example.com/v1): converting v1 to v2: app.cue:18:30: spec.container.replicas: invalid value 20 (out of bound <=10)\n")
+		// Refused by the validating webhook, which converts to the hub
+		// before the apiserver would for storage.
+		assert.Contains(t, out, `admission webhook "parents.engine.cuengine.dev" denied the request: App apps/big (apps.example.com/v1): converting v1 to v2: app.cue:18:30: spec.container.replicas: invalid value 20 (out of bound <=10)`)
 		err = c.Get(ctx, client.ObjectKey{Namespace: "apps", Name: "big"}, &appsv1.Deployment{})
 		assert.True(t, apierrors.IsNotFound(err), "nothing made of it: %v", err)
 		get("v1", "web") // and the others still read
@@ -248,4 +200,78 @@ func TestConversionOnCluster(t *testing.T) {
 		})
 		assert.Equal(t, "Warning: apps.example.com/v1 App is deprecated; use apps.example.com/v2\nnginx:1.27", out, "converted from v2, stored")
 	})
+}
+
+// newConversionCluster is a control plane with the namespaces engine-system
+// and apps, and the engine's arguments for the templates of
+// testdata/conversion, copied into a directory of the test's with v1
+// stored; appCUE is the copy's app.cue, to edit.
+func newConversionCluster(t *testing.T) (wc *webhookCluster, appCUE string) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("needs a control plane (run without -short)")
+	}
+	cluster, err := localcluster.Start(context.Background(), localcluster.Options{Progress: os.Stderr})
+	require.NoError(t, err, "starting the control plane (run `make assets` first)")
+	t.Cleanup(func() { assert.NoError(t, cluster.Stop()) })
+	c, err := client.New(cluster.Config, client.Options{Scheme: newScheme()})
+	require.NoError(t, err)
+	for _, ns := range []string{"engine-system", "apps"} {
+		require.NoError(t, c.Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}))
+	}
+	assets, err := localcluster.AssetsDir()
+	require.NoError(t, err)
+	port := freePort(t)
+	tmpl := t.TempDir()
+	require.NoError(t, os.CopyFS(tmpl, os.DirFS("testdata/conversion")))
+	appCUE = filepath.Join(tmpl, "app.cue")
+	edit(t, appCUE, "v2: storage: true", "v2: {}")
+	edit(t, appCUE, "v1: {\n", "v1: {\n\t\tstorage: true\n")
+	return &webhookCluster{
+		c: c, kubeconfig: cluster.Kubeconfig, kubectlBin: filepath.Join(assets, "kubectl"), dir: t.TempDir(),
+		args: []string{"run", "--templates", tmpl, "--kubeconfig", cluster.Kubeconfig, "--install-crds",
+			"--metrics-bind-address", "0", "--health-probe-bind-address", "0",
+			"--webhook-port", fmt.Sprint(port), "--webhook-url", fmt.Sprintf("https://localhost:%d", port),
+			"--webhook-namespace", "engine-system", "--webhook-cert-dir", t.TempDir()},
+	}, appCUE
+}
+
+// v1App is the manifest of an App in v1.
+func v1App(name string, replicas int) string {
+	return fmt.Sprintf("apiVersion: apps.example.com/v1\nkind: App\nmetadata:\n  name: %s\n  namespace: apps\nspec:\n  image: nginx:1.27\n  replicas: %d\n", name, replicas)
+}
+
+// applyManifest is kubectl apply of manifest, written as name.yaml.
+func (wc *webhookCluster) applyManifest(t *testing.T, name, manifest string) (string, error) {
+	t.Helper()
+	path := filepath.Join(wc.dir, name+".yaml")
+	require.NoError(t, os.WriteFile(path, []byte(manifest), 0o644))
+	return wc.kubectl("apply", "-f", path)
+}
+
+// firstApply applies manifest until it is admitted: the first write of a
+// kind with versions needs the webhook, which the apiserver may not reach
+// (or trust the CA of) for a moment.
+func (wc *webhookCluster) firstApply(t *testing.T, name, manifest string) string {
+	t.Helper()
+	var out string
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	err := wait.PollUntilContextCancel(ctx, 200*time.Millisecond, true, func(context.Context) (bool, error) {
+		var err error
+		out, err = wc.applyManifest(t, name, manifest)
+		return err == nil, nil
+	})
+	require.NoError(t, err, "applying %s; last kubectl output:\n%s", name, out)
+	return out
+}
+
+// getApp is kubectl get of the App name in version, decoded.
+func (wc *webhookCluster) getApp(t *testing.T, version, name string) map[string]any {
+	t.Helper()
+	out, err := wc.kubectl("get", "apps."+version+".apps.example.com", "-n", "apps", name, "-o", "json")
+	require.NoError(t, err, out)
+	var obj map[string]any
+	require.NoError(t, json.Unmarshal([]byte(out[strings.Index(out, "{"):]), &obj), out)
+	return obj
 }
