@@ -116,6 +116,7 @@ type Engine struct {
 	children cache.Cache  // children only: label-selected by managed-by=engine (and the shard)
 	objects  childObjects // how children are held in it: typed or unstructured, set by Start
 	parents  cache.Cache  // the parents, packed and read whole (parentcache.go); under sharding the shard's
+	stored   *storedReads // how the parent informers read kinds stored in another version (storedversion.go)
 	writer   client.Client
 	// statusWriter writes the parents' statuses, and hands the warnings
 	// of each write to the reconciler (reconciler.NewStatusClient).
@@ -248,6 +249,7 @@ func New(mgr manager.Manager, opts Options) (*Engine, error) {
 		opts:         opts,
 		children:     childCache,
 		parents:      parentCache{parentsCache},
+		stored:       stored,
 		writer:       mgr.GetClient(),
 		apiReader:    mgr.GetAPIReader(),
 		scoper:       render.MapperScoper{Mapper: mgr.GetRESTMapper()},
@@ -280,12 +282,6 @@ func New(mgr manager.Manager, opts Options) (*Engine, error) {
 			return nil, err
 		}
 	}
-	stored.setTemplates(func(gvk schema.GroupVersionKind) *templates.Template {
-		if kc := e.kind(gvk); kc != nil {
-			return kc.Template()
-		}
-		return nil
-	})
 	return e, nil
 }
 
@@ -458,6 +454,7 @@ func (e *Engine) SetTemplates(set *templates.Set) {
 		logger.Info("template removed: stopping its controller, leaving its children in place", "kind", contract.KindString(gvk), "template", t.Path)
 		stopped = append(stopped, kc)
 		delete(e.kinds, gvk)
+		e.stored.kinds.Delete(gvk)
 	}
 	metricRevision.Reset()
 	for gvk, t := range wanted {
@@ -470,6 +467,7 @@ func (e *Engine) SetTemplates(set *templates.Set) {
 		}
 		kc := newKindController(e, t)
 		e.kinds[gvk] = kc
+		e.stored.kinds.Store(gvk, kc)
 		kc.start(e.ctx)
 	}
 }
