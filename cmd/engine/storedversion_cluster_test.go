@@ -28,7 +28,8 @@ import (
 // objects of the kind exist and where their migration stands: first v1
 // while it is still the storage version (nothing migrated), then v1 after
 // a migration to v2 that could not finish (one App in v1 does not convert
-// to v2). The CRD keeps serving v1 throughout.
+// to v2 once the hub's bound is lowered). The CRD keeps serving v1
+// throughout.
 func TestRemovingAStoredVersionIsRefusedOnCluster(t *testing.T) {
 	if testing.Short() {
 		t.Skip("needs a control plane (run without -short)")
@@ -50,6 +51,10 @@ func TestRemovingAStoredVersionIsRefusedOnCluster(t *testing.T) {
 	require.NoError(t, err)
 	edit(t, appCUE, "v2: storage: true", "v2: {}")
 	edit(t, appCUE, "v1: {\n", "v1: {\n\t\tstorage: true\n")
+	// The hub admits 20 replicas until the first edit below, so that app-3
+	// is admitted (the webhook converts writes to the hub) and then stays
+	// stored in v1 without converting.
+	edit(t, appCUE, "replicas: *1 | int & >=0 & <=10", "replicas: *1 | int & >=0 & <=30")
 	// Only v2, stored: the versions block gone.
 	from, to := strings.Index(string(original), "versions: {"), strings.Index(string(original), "children: deployment:")
 	require.Positive(t, from)
@@ -58,8 +63,10 @@ func TestRemovingAStoredVersionIsRefusedOnCluster(t *testing.T) {
 
 	port := freePort(t)
 	// The engine reconciles only engine-system, so that the Apps in apps
-	// stay stored as they were created.
-	cmd := exec.Command(os.Args[0], "run", "--templates", tmpl, "--kubeconfig", cluster.Kubeconfig, "--install-crds", "--namespace", "engine-system",
+	// stay stored as they were created. Forced CRD changes let the hub's
+	// bound narrow back to 10; a version still stored is refused all the
+	// same.
+	cmd := exec.Command(os.Args[0], "run", "--templates", tmpl, "--kubeconfig", cluster.Kubeconfig, "--install-crds", "--force-crd-changes", "--namespace", "engine-system",
 		"--metrics-bind-address", "0", "--health-probe-bind-address", "0",
 		"--webhook-port", fmt.Sprint(port), "--webhook-url", fmt.Sprintf("https://localhost:%d", port),
 		"--webhook-namespace", "engine-system", "--webhook-cert-dir", t.TempDir())
@@ -86,7 +93,7 @@ func TestRemovingAStoredVersionIsRefusedOnCluster(t *testing.T) {
 		conv := crd.Spec.Conversion
 		return conv != nil && conv.Webhook.ClientConfig != nil && len(conv.Webhook.ClientConfig.CABundle) > 0, nil
 	})
-	// Three Apps that convert, and one whose 20 replicas v2 refuses.
+	// Three Apps that convert, and one whose 20 replicas v2 will refuse.
 	for i, replicas := range []int64{1, 2, 3, 20} {
 		app := &unstructured.Unstructured{Object: map[string]any{
 			"apiVersion": "apps.example.com/v1", "kind": "App",
