@@ -31,6 +31,8 @@ func TestWireValues(t *testing.T) {
 		{contract.Finalizer, "engine.cuengine.dev/finalizer"},
 		{contract.AnnotationResourcePrefix, "resources.engine.cuengine.dev/"},
 		{contract.AnnotationInventory, "engine.cuengine.dev/inventory"},
+		{contract.AnnotationInventoryProofs, "engine.cuengine.dev/inventory-proofs"},
+		{contract.AnnotationCreateToken, "engine.cuengine.dev/create-token"},
 		{contract.AnnotationAdoptBy, "engine.cuengine.dev/adopt-by"},
 		{contract.AnnotationDeletionPolicy, "engine.cuengine.dev/deletion-policy"},
 		{contract.AnnotationTemplateRevision, "engine.cuengine.dev/template-revision"},

@@ -64,6 +64,22 @@ const (
 	// that cannot carry an owner reference to it: those in other namespaces and
 	// cluster-scoped ones. An entry is recorded before the child is created.
 	AnnotationInventory = "engine.cuengine.dev/inventory"
+	// AnnotationInventoryProofs on a parent is a JSON object: for each entry
+	// of AnnotationInventory, how the engine knows the object there is the
+	// one it created, "uid:" and the object's UID
+	// once it has seen it, "token:" and the SHA-256 of the
+	// AnnotationCreateToken it creates it with until then. Labels can be
+	// copied by anyone who may create an object; a UID or a token no one
+	// else knows cannot.
+	AnnotationInventoryProofs = "engine.cuengine.dev/inventory-proofs"
+	// AnnotationCreateToken, on a child the engine creates without an
+	// owner reference (in another namespace, cluster-scoped, in a workload
+	// cluster), is a secret of the engine's process (an HMAC of the parent's
+	// UID and the child's inventory entry) whose hash the parent's
+	// AnnotationInventoryProofs records before the create: it proves the
+	// object the engine's create made, should the engine stop before it
+	// records the object's UID.
+	AnnotationCreateToken = "engine.cuengine.dev/create-token"
 	// AnnotationAdoptBy, on an existing object that holds a child's name,
 	// grants it to a parent: its value names the parent in ParentRef's
 	// format, or is the parent's UID. Only someone who may write the object

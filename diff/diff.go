@@ -215,7 +215,7 @@ func (d *Differ) diffChild(ctx context.Context, parent, obj, live *unstructured.
 // can produce: the labelled objects that are provably its own.
 func (d *Differ) children(ctx context.Context, t *templates.Template, parent *unstructured.Unstructured) ([]*unstructured.Unstructured, error) {
 	var out []*unstructured.Unstructured
-	inv := render.InventoryOf(parent)
+	inv, proofs := render.InventoryOf(parent), render.ProofsOf(parent)
 	for _, gvk := range t.ChildKinds() {
 		list := &unstructured.UnstructuredList{}
 		list.SetGroupVersionKind(gvk.GroupVersion().WithKind(gvk.Kind + "List"))
@@ -226,7 +226,7 @@ func (d *Differ) children(ctx context.Context, t *templates.Template, parent *un
 			return nil, fmt.Errorf("listing %s: %w", gvk.Kind, err)
 		}
 		for i := range list.Items {
-			if render.IsOurs(parent, &list.Items[i], inv) {
+			if render.IsOurs(parent, &list.Items[i], inv, proofs) {
 				out = append(out, &list.Items[i])
 			}
 		}

@@ -44,7 +44,8 @@ var previousManagers = []string{
 // taken over (a conflict: the reconcile retries).
 //
 // The engine's forced apply that follows sets the controller reference,
-// labels and applied hash, and prunes what the previous managers set and
+// labels and applied hash (and, on an object that cannot carry an owner
+// reference, the create token its inventory proof holds: applyObject), and prunes what the previous managers set and
 // the template does not, as for any child; what the template renders as it
 // is live is not written again, so a Deployment keeps its pods.
 func (r *Reconciler) takeOver(ctx context.Context, parent, live *unstructured.Unstructured) (*unstructured.Unstructured, error) {

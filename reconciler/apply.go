@@ -30,13 +30,14 @@ func (r *Reconciler) applyChildren(ctx context.Context, parent *unstructured.Uns
 	writes := 0
 	seen := make([]types.UID, 0, len(desired))
 	for _, d := range desired {
+		adopted := "" // the token an object adopted here is proven by, if it needs one
 		if err := r.children.Watch(ctx, d.GroupVersionKind()); err != nil {
 			return writes, err
 		}
 		hash := render.AppliedHash(d)
 		cur := live.Get(d)
 		if cur == nil {
-			created, taken, err := r.createChild(ctx, d, hash)
+			created, taken, err := r.createChild(ctx, parent, d, hash)
 			if err != nil {
 				if r.applyRefused(err, st) {
 					continue
@@ -71,6 +72,7 @@ func (r *Reconciler) applyChildren(ctx context.Context, parent *unstructured.Uns
 					return writes, err
 				}
 				writes++
+				adopted = createToken(parent, d)
 			}
 		}
 		seen = append(seen, cur.GetUID())
@@ -81,12 +83,12 @@ func (r *Reconciler) applyChildren(ctx context.Context, parent *unstructured.Uns
 			return writes, err
 		}
 		var obj *unstructured.Unstructured // what is applied, made once
-		if cur.GetAnnotations()[contract.AnnotationAppliedHash] == hash {
+		if adopted == "" && cur.GetAnnotations()[contract.AnnotationAppliedHash] == hash {
 			if r.applied.holds(key, cur, hash) || contains(cur.Object, d.Object) {
 				continue // already as desired: no write
 			}
 			// Not literally as desired: as the apiserver stores it?
-			obj = render.WithAppliedHash(d, hash)
+			obj = applyObject(d, cur, hash, "")
 			same, err := r.storedAsDesired(ctx, obj, cur)
 			if err != nil {
 				err = fmt.Errorf("applying %s %s (dry run): %w", d.GetKind(), d.GetName(), err)
@@ -101,7 +103,7 @@ func (r *Reconciler) applyChildren(ctx context.Context, parent *unstructured.Uns
 			}
 		}
 		if obj == nil {
-			obj = render.WithAppliedHash(d, hash)
+			obj = applyObject(d, cur, hash, adopted)
 		}
 		if err := r.apply(ctx, obj); err != nil {
 			err = fmt.Errorf("applying %s %s: %w", d.GetKind(), d.GetName(), err)
@@ -122,6 +124,34 @@ func (r *Reconciler) applyChildren(ctx context.Context, parent *unstructured.Uns
 	return writes, nil
 }
 
+// createToken is the token a child of the engine's cluster is created or
+// adopted with when it carries no owner reference (render.Proofs); ""
+// for one that does, whose owner reference is the proof.
+func createToken(parent, d *unstructured.Unstructured) string {
+	if len(d.GetOwnerReferences()) > 0 {
+		return ""
+	}
+	return render.CreateToken(parent, render.InventoryKey(d))
+}
+
+// applyObject is what is applied of the desired child d over its live
+// object cur: d with its applied hash, and the create token cur carries,
+// if any, so that the apply does not take away the proof of an object
+// whose UID the parent does not hold yet (render.Proofs); or token, when
+// given: that of an object just adopted, which the apply gives it.
+func applyObject(d, cur *unstructured.Unstructured, hash, token string) *unstructured.Unstructured {
+	obj := render.WithAppliedHash(d, hash)
+	if token == "" {
+		token = cur.GetAnnotations()[contract.AnnotationCreateToken]
+	}
+	if token != "" {
+		annotations := obj.GetAnnotations()
+		annotations[contract.AnnotationCreateToken] = token
+		obj.SetAnnotations(annotations)
+	}
+	return obj
+}
+
 // createOnlyVersion is the resource version a new child is applied with. A
 // resource version in an apply is a precondition on the existing object,
 // and none has this one (resource versions are storage revisions, far
@@ -133,11 +163,18 @@ func (r *Reconciler) applyChildren(ctx context.Context, parent *unstructured.Uns
 const createOnlyVersion = "18446744073709551615" // max uint64
 
 // createChild applies the desired child obj, with its applied hash, only
-// if no object has its name. It returns the object created, with the uid
-// and resource version of the apply's reply, when it did, and otherwise the
-// conflict that says the name is taken; any other error is the apply's.
-func (r *Reconciler) createChild(ctx context.Context, obj *unstructured.Unstructured, hash string) (created *unstructured.Unstructured, taken, err error) {
+// if no object has its name; one without an owner reference carries the
+// token whose hash the parent's inventory proofs hold (render.Pending). It
+// returns the object created, with the uid and resource version of the
+// apply's reply, when it did, and otherwise the conflict that says the
+// name is taken; any other error is the apply's.
+func (r *Reconciler) createChild(ctx context.Context, parent, obj *unstructured.Unstructured, hash string) (created *unstructured.Unstructured, taken, err error) {
 	create := render.WithAppliedHash(obj, hash)
+	if token := createToken(parent, obj); token != "" {
+		annotations := create.GetAnnotations()
+		annotations[contract.AnnotationCreateToken] = token
+		create.SetAnnotations(annotations)
+	}
 	create.SetResourceVersion(createOnlyVersion)
 	err = r.apply(ctx, create)
 	switch {

@@ -87,8 +87,10 @@
 //     taken over from the previous managers, then applied as a child).
 //     remoteapply.go (applyRemote) does the same in each workload cluster,
 //     create-only where the name is free, the proof of ownership being
-//     the inventory and the parent-uid label (no owner reference crosses
-//     clusters).
+//     the inventory, the parent-uid label and the entry's proof
+//     (render.Proofs: a child without an owner reference, here or there,
+//     is created with a token whose hash the parent holds, then known by
+//     its UID; no owner reference crosses clusters).
 //  13. prune.go (prune): children the template no longer produces are
 //     deleted, dependents first (order.go), as resources the template
 //     dropped are in step 8; remoteprune.go (pruneRemote) in the workload

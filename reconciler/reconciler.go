@@ -234,9 +234,11 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 	local := r.splitRemote(ctx, parent, eval, remote) // remote.go
 	defer remote.report(st, "")
 
-	inv := render.NextInventory(local.children, live)
-	maps.Copy(inv, remote.inventory())
-	if recorded, err := r.record(ctx, parent, plan, inv, st); recorded || err != nil { // record.go
+	inv, proofs := render.NextInventory(parent, local.children, live)
+	remoteInv, remoteProofs := remote.inventory(parent) // remote.go
+	maps.Copy(inv, remoteInv)
+	maps.Copy(proofs, remoteProofs)
+	if recorded, err := r.record(ctx, parent, plan, inv, proofs, st); recorded || err != nil { // record.go
 		return ctrl.Result{}, err
 	}
 	writes, err := r.applyChildren(ctx, parent, local.children, live, st) // apply.go

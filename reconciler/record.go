@@ -19,7 +19,8 @@ import (
 // the middle of a reconcile: the finalizer, the record of every external
 // resource (its physical name, settings and deletion policy) before that
 // resource is first created, and the inventory of the children that cannot
-// carry an owner reference, before they are created. This order is what
+// carry an owner reference, before they are created (with, for those in
+// workload clusters, the proof of each: render.Proofs). This order is what
 // makes a crash harmless: a resource or such a child is created only once
 // the parent already names it, so whatever dies between the two, the next
 // reconcile finds the name and adopts or deletes the object instead of
@@ -28,7 +29,7 @@ import (
 // The write is optimistic-locked, so a concurrent change fails it instead
 // of being overwritten. When it writes, the reconcile ends: the parent
 // changed under it, and the watch event of this write starts the next one.
-func (r *Reconciler) record(ctx context.Context, parent *unstructured.Unstructured, plan *resourcePlan, inv render.Inventory, st *status) (bool, error) {
+func (r *Reconciler) record(ctx context.Context, parent *unstructured.Unstructured, plan *resourcePlan, inv render.Inventory, proofs render.Proofs, st *status) (bool, error) {
 	// A parent with the finalizer always carries an inventory, so that
 	// ownership of its children is never decided by labels (render.IsOurs).
 	finalizer := plan.finalizer || len(inv) > 0 || controllerutil.ContainsFinalizer(parent, contract.Finalizer)
@@ -46,6 +47,11 @@ func (r *Reconciler) record(ctx context.Context, parent *unstructured.Unstructur
 	}
 	if finalizer {
 		annotations[contract.AnnotationInventory] = inv.Encode()
+		if len(proofs) > 0 {
+			annotations[contract.AnnotationInventoryProofs] = proofs.Encode()
+		} else {
+			delete(annotations, contract.AnnotationInventoryProofs)
+		}
 	}
 	setAnnotations := !maps.Equal(annotations, parent.GetAnnotations())
 	if !addFinalizer && !setAnnotations {

@@ -68,6 +68,7 @@ func (e *ClusterError) Unwrap() error { return e.Err }
 // holds that is provably the parent's, and what the template puts there.
 type remoteChildren struct {
 	inv      render.Inventory
+	proofs   render.Proofs
 	clusters map[string]*remoteCluster
 }
 
@@ -76,7 +77,8 @@ type remoteCluster struct {
 	name string
 	c    RemoteCluster // nil when err
 	err  *ClusterError
-	// live are the parent's children there, proven (render.IsOursRemote).
+	// live are the parent's children there, proven (render.IsOursRemote,
+	// with the inventory's proofs).
 	live []*unstructured.Unstructured
 	// desired and held are the template's children there: to apply, and
 	// waiting for a dependency (kept, not applied).
@@ -90,7 +92,7 @@ type remoteCluster struct {
 // skipped in silence: its children are kept in the inventory and nothing
 // there is touched.
 func (r *Reconciler) observeRemote(ctx context.Context, parent *unstructured.Unstructured) *remoteChildren {
-	rc := &remoteChildren{inv: render.InventoryOf(parent), clusters: map[string]*remoteCluster{}}
+	rc := &remoteChildren{inv: render.InventoryOf(parent), proofs: render.ProofsOf(parent), clusters: map[string]*remoteCluster{}}
 	for name := range rc.inv.Remote() {
 		r.readCluster(ctx, parent, rc, name, nil)
 	}
@@ -147,7 +149,7 @@ func (r *Reconciler) readCluster(ctx context.Context, parent *unstructured.Unstr
 		for i := range list.Items {
 			obj := &list.Items[i]
 			obj.SetGroupVersionKind(gvk)
-			if render.IsOursRemote(parent, name, obj, rc.inv) {
+			if render.IsOursRemote(parent, name, obj, rc.inv, rc.proofs) {
 				cl.live = append(cl.live, obj)
 			}
 		}
@@ -261,21 +263,37 @@ func (r *Reconciler) splitRemote(ctx context.Context, parent *unstructured.Unstr
 }
 
 // inventory is the part of the parent's next inventory in workload
-// clusters: every child the template puts there (recorded before it is
-// created) and every one there not pruned yet; a cluster that cannot be
-// read keeps its entries as they are.
-func (rc *remoteChildren) inventory() render.Inventory {
+// clusters, and its proofs (render.Proofs): every child the template puts
+// there (recorded before it is created, with the hash of the token it is
+// created with, render.Pending) and every one there not pruned yet (by
+// its UID once seen, or without proof when an older engine recorded it
+// so: proving those again would write every such parent at an upgrade);
+// a cluster that cannot be read keeps its entries and their proofs as
+// they are.
+func (rc *remoteChildren) inventory(parent *unstructured.Unstructured) (render.Inventory, render.Proofs) {
 	down := map[string]bool{}
 	next := render.Inventory{}
+	proofs := render.Proofs{}
 	for name, cl := range rc.clusters {
 		if cl.err != nil {
 			down[name] = true
+			continue
 		}
-		for _, d := range cl.desired {
-			next[render.RemoteKey(name, d)] = true
+		seen := map[string]bool{}
+		for _, c := range cl.live {
+			key := render.RemoteKey(name, c)
+			next[key], seen[key] = true, true
+			if _, proven := rc.proofs[key]; proven {
+				proofs[key] = render.Seen(c)
+			} // else recorded without proof, and kept so: no write at upgrade
 		}
-		for _, c := range append(slices.Clip(cl.live), cl.held...) {
-			next[render.RemoteKey(name, c)] = true
+		for _, d := range append(slices.Clip(cl.desired), cl.held...) {
+			key := render.RemoteKey(name, d)
+			if seen[key] {
+				continue
+			}
+			next[key] = true
+			proofs[key] = render.Pending(parent, key)
 		}
 	}
 	// A cluster the inventory names that is neither read nor wanted
@@ -287,8 +305,11 @@ func (rc *remoteChildren) inventory() render.Inventory {
 	}
 	for key := range rc.inv.RemoteEntries(down) {
 		next[key] = true
+		if proof, ok := rc.proofs[key]; ok {
+			proofs[key] = proof
+		}
 	}
-	return next
+	return next, proofs
 }
 
 // report puts each cluster that could not be used on the status: a

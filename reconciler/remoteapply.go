@@ -26,7 +26,7 @@ func (r *Reconciler) applyRemote(ctx context.Context, parent *unstructured.Unstr
 		if cl.c == nil {
 			continue
 		}
-		n, err := r.applyIn(ctx, parent, cl, rc.inv, st)
+		n, err := r.applyIn(ctx, parent, cl, rc, st)
 		writes += n
 		if err != nil {
 			cl.fail(ctx, err)
@@ -36,7 +36,7 @@ func (r *Reconciler) applyRemote(ctx context.Context, parent *unstructured.Unstr
 }
 
 // applyIn applies the desired children of one cluster.
-func (r *Reconciler) applyIn(ctx context.Context, parent *unstructured.Unstructured, cl *remoteCluster, inv render.Inventory, st *status) (int, error) {
+func (r *Reconciler) applyIn(ctx context.Context, parent *unstructured.Unstructured, cl *remoteCluster, rc *remoteChildren, st *status) (int, error) {
 	live := map[render.ChildKey]*unstructured.Unstructured{}
 	for _, c := range cl.live {
 		live[render.KeyOf(c)] = c
@@ -48,7 +48,7 @@ func (r *Reconciler) applyIn(ctx context.Context, parent *unstructured.Unstructu
 		hash := render.AppliedHash(d)
 		cur := live[render.KeyOf(d)]
 		if cur == nil {
-			created, taken, err := createIn(ctx, cl.c, d, hash)
+			created, taken, err := createIn(ctx, cl.c, d, hash, render.CreateToken(parent, render.RemoteKey(cl.name, d)))
 			switch {
 			case err != nil && r.applyRefused(err, st):
 				continue
@@ -69,7 +69,9 @@ func (r *Reconciler) applyIn(ctx context.Context, parent *unstructured.Unstructu
 				}
 				return writes, err
 			}
-			if !render.IsOursRemote(parent, cl.name, holder, inv) {
+			// The inventory the reconcile started from, and its proofs:
+			// the pending token recorded before this create.
+			if !render.IsOursRemote(parent, cl.name, holder, rc.inv, rc.proofs) {
 				st.fail(contract.ReasonChildConflict, terminalError(contract.ReasonChildConflict,
 					fmt.Errorf("%s %s in cluster %s exists and is not this parent's: it is left untouched", d.GetKind(), describeKey(d), cl.name)))
 				continue
@@ -79,7 +81,7 @@ func (r *Reconciler) applyIn(ctx context.Context, parent *unstructured.Unstructu
 		if cur.GetAnnotations()[contract.AnnotationAppliedHash] == hash && contains(cur.Object, d.Object) {
 			continue // as desired: no write
 		}
-		obj := render.WithAppliedHash(d, hash)
+		obj := applyObject(d, cur, hash, "")
 		if err := cl.c.Apply(ctx, client.ApplyConfigurationFromUnstructured(obj), client.FieldOwner(contract.FieldManager), client.ForceOwnership); err != nil {
 			err = fmt.Errorf("applying %s %s in cluster %s: %w", d.GetKind(), d.GetName(), cl.name, err)
 			if r.applyRefused(err, st) {
@@ -113,9 +115,13 @@ func describeKey(obj *unstructured.Unstructured) string {
 }
 
 // createIn creates a child in a workload cluster only if no object has
-// its name there (createOnlyVersion, as createChild).
-func createIn(ctx context.Context, c client.Client, obj *unstructured.Unstructured, hash string) (created *unstructured.Unstructured, taken, err error) {
+// its name there (createOnlyVersion, as createChild), with the token whose
+// hash the parent's inventory proofs hold (render.Pending).
+func createIn(ctx context.Context, c client.Client, obj *unstructured.Unstructured, hash, token string) (created *unstructured.Unstructured, taken, err error) {
 	create := render.WithAppliedHash(obj, hash)
+	annotations := create.GetAnnotations()
+	annotations[contract.AnnotationCreateToken] = token
+	create.SetAnnotations(annotations)
 	create.SetResourceVersion(createOnlyVersion)
 	err = c.Apply(ctx, client.ApplyConfigurationFromUnstructured(create), client.FieldOwner(contract.FieldManager), client.ForceOwnership)
 	switch {

@@ -31,8 +31,12 @@ func remoteObj(apiVersion, kind, ns, name, local string) *unstructured.Unstructu
 // cannot be read keeps its entries as they are, so a cluster down or
 // removed never makes the engine forget what it put there.
 func TestRemoteInventory(t *testing.T) {
+	parent := &unstructured.Unstructured{}
+	parent.SetUID("p-1")
 	app := remoteObj("apps/v1", "Deployment", "acme", "app", "app")
+	app.SetUID("app-1")
 	old := remoteObj("v1", "ConfigMap", "acme", "old", "old")
+	old.SetUID("old-1")
 	ns := remoteObj("v1", "Namespace", "", "acme", "ns")
 	rc := &remoteChildren{
 		inv: render.Inventory{
@@ -41,18 +45,25 @@ func TestRemoteInventory(t *testing.T) {
 			"north:Namespace//x":      true,
 			"ConfigMap/default/local": true,
 		},
+		proofs: render.Proofs{"east:Namespace//acme": "uid:ns-9", "west:ConfigMap/acme/gone": "uid:gone-1", "west:Deployment.apps/acme/app": "token:x"},
 		clusters: map[string]*remoteCluster{
 			"west":  {name: "west", live: []*unstructured.Unstructured{app, old}, desired: []*unstructured.Unstructured{app}},
 			"east":  {name: "east", err: &ClusterError{Cluster: "east", Err: errors.New("down")}},
 			"south": {name: "south", desired: []*unstructured.Unstructured{ns}},
 		},
 	}
+	inv, proofs := rc.inventory(parent)
 	assert.Equal(t, render.Inventory{
 		"west:Deployment.apps/acme/app": true, "west:ConfigMap/acme/old": true, // live, the second not pruned yet
 		"east:Namespace//acme": true, "east:Deployment.apps/acme/app": true, // down: kept as they are
 		"north:Namespace//x":    true, // not read at all: kept
 		"south:Namespace//acme": true, // recorded before it is created
-	}, rc.inventory())
+	}, inv)
+	assert.Equal(t, render.Proofs{
+		"west:Deployment.apps/acme/app": "uid:app-1",                                     // seen: its create's token replaced by its UID; old has none, as an older engine left it
+		"east:Namespace//acme":          "uid:ns-9",                                      // down: kept; its Deployment had none, and gets none
+		"south:Namespace//acme":         render.Pending(parent, "south:Namespace//acme"), // the token it will be created with
+	}, proofs)
 }
 
 // TestRemoteReport: a cluster that does not answer is a transient

@@ -48,7 +48,7 @@ func HolderOf(ctx context.Context, reader client.Reader, parent, desired *unstru
 		return Holder{}, fmt.Errorf("reading %s %s: %w", desired.GetKind(), desired.GetName(), err)
 	}
 	h := Holder{Live: live}
-	if IsOurs(parent, live, InventoryOf(parent)) {
+	if IsOurs(parent, live, InventoryOf(parent), ProofsOf(parent)) {
 		return h, nil
 	}
 	taken := fmt.Sprintf("%s %s/%s exists and is not controlled by this %s", desired.GetKind(), desired.GetNamespace(), desired.GetName(), parent.GetKind())

@@ -67,8 +67,8 @@ type OwnedChildren []client.Object
 // (IsOurs). An object that only carries the labels is invisible to every
 // later step: it is never adopted, pruned or counted in the status.
 func OwnedOf(parent *unstructured.Unstructured, list []client.Object) OwnedChildren {
-	inv := InventoryOf(parent)
-	return slices.DeleteFunc(list, func(c client.Object) bool { return !IsOurs(parent, c, inv) })
+	inv, proofs := InventoryOf(parent), ProofsOf(parent)
+	return slices.DeleteFunc(list, func(c client.Object) bool { return !IsOurs(parent, c, inv, proofs) })
 }
 
 // Read returns the children as unstructured, for the steps that read

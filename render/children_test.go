@@ -81,21 +81,34 @@ func TestOwnedOf(t *testing.T) {
 
 // TestNextInventory: the inventory records the desired children without
 // an owner reference and the live ones without a controller, sorted, []
-// when empty.
+// when empty; its proofs are the token's hash for a child not created
+// yet, the UID of one seen, and none for one an older engine recorded
+// without.
 func TestNextInventory(t *testing.T) {
 	parent := testParent(tenantGVK, "acme", map[string]any{})
+	parent.SetAnnotations(map[string]string{contract.AnnotationInventoryProofs: Proofs{"ConfigMap/tenant-acme/new": "token:x"}.Encode()})
 	desired := []*unstructured.Unstructured{
 		owned(parent, labelled(parent, testNamespace, "local", "a")),
 		labelled(parent, "tenant-acme", "settings", "b"),
+		labelled(parent, "tenant-acme", "new", "d"),
 	}
+	fresh := labelled(parent, "tenant-acme", "new", "d")
+	fresh.SetUID("new-1")
 	live := NewLiveChildren([]*unstructured.Unstructured{
 		owned(parent, labelled(parent, testNamespace, "local", "a")),
 		labelled(parent, "tenant-acme", "old", "c"),
+		fresh,
 	})
-	inv := NextInventory(desired, live)
-	assert.Equal(t, `["ConfigMap/tenant-acme/old","ConfigMap/tenant-acme/settings"]`, inv.Encode())
+	inv, proofs := NextInventory(parent, desired, live)
+	assert.Equal(t, `["ConfigMap/tenant-acme/new","ConfigMap/tenant-acme/old","ConfigMap/tenant-acme/settings"]`, inv.Encode())
+	assert.Equal(t, Proofs{
+		"ConfigMap/tenant-acme/settings": Pending(parent, "ConfigMap/tenant-acme/settings"),
+		"ConfigMap/tenant-acme/new":      "uid:new-1",
+	}, proofs)
 	assert.Equal(t, `[]`, Inventory{}.Encode())
-	assert.Equal(t, `[]`, NextInventory(nil, NewLiveChildren(nil)).Encode())
+	inv, proofs = NextInventory(parent, nil, NewLiveChildren(nil))
+	assert.Equal(t, `[]`, inv.Encode())
+	assert.Empty(t, proofs)
 }
 
 // TestLiveChildren: a desired child is matched to the live object of the

@@ -32,7 +32,9 @@
 //     (reconciler/errors.go);
 //   - the live-children index: which listed objects are provably the
 //     parent's own (OwnedOf, IsOurs: an owner reference, or the parent's
-//     Inventory for children that cannot carry one; labels prove nothing),
+//     Inventory for children that cannot carry one, with each entry's
+//     Proofs, proof.go: the hash of the token the engine creates the child
+//     with, then its UID; labels prove nothing),
 //     their content as unstructured (OwnedChildren.Read), matched to the
 //     desired children by ChildKey (KeyOf, ObjectKeyOf), and what the
 //     template sees as observed (LiveChildren.Observed: the children by

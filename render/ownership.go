@@ -14,13 +14,14 @@ import (
 )
 
 // Inventory is the set of children recorded on a parent (in its
-// contract.AnnotationInventory annotation), by inventoryKey; nil when the
+// contract.AnnotationInventory annotation), by InventoryKey; nil when the
 // parent carries no inventory at all. It proves ownership of the children
 // that cannot carry an owner reference to the parent (IsOurs).
 type Inventory map[string]bool
 
-// inventoryKey names an object in an inventory (contract.ObjectRef).
-func inventoryKey(obj client.Object) string {
+// InventoryKey names an object of the engine's own cluster in an
+// inventory (contract.ObjectRef).
+func InventoryKey(obj client.Object) string {
 	return contract.ObjectRef(obj.GetObjectKind().GroupVersionKind().GroupKind(), obj.GetNamespace(), obj.GetName())
 }
 
@@ -51,15 +52,15 @@ func (inv Inventory) Encode() string {
 // IsOurs reports whether obj is provably one of the parent's children.
 // Labels alone prove nothing (anyone who may create an object may write
 // them); the proof is a controller owner reference to the parent, or, for
-// an object that cannot carry one, the parent's inventory and the parent's
-// UID label together. The inventory names a child before it is created, so
-// alone it would claim an object someone else made under that name; the
-// engine creates its children with the label, and whoever labels an object
-// so may as well grant it (contract.AnnotationAdoptBy). A parent that has
-// the engine's finalizer but no inventory yet was created by an engine that
+// an object that cannot carry one, the parent's inventory, the parent's
+// UID label and the entry's proof together (Proofs: the UID the engine
+// saw, or the token it created the object with). The inventory names a
+// child before it is created, so alone it would claim an object someone
+// else made under that name, labelled or not. A parent that has the
+// engine's finalizer but no inventory yet was created by an engine that
 // kept none: its labelled objects are trusted until its first reconcile
 // records the inventory.
-func IsOurs(parent *unstructured.Unstructured, obj client.Object, inv Inventory) bool {
+func IsOurs(parent *unstructured.Unstructured, obj client.Object, inv Inventory, proofs Proofs) bool {
 	if ref := metav1.GetControllerOfNoCopy(obj); ref != nil {
 		return ref.UID == parent.GetUID()
 	}
@@ -67,23 +68,34 @@ func IsOurs(parent *unstructured.Unstructured, obj client.Object, inv Inventory)
 	if inv == nil {
 		return controllerutil.ContainsFinalizer(parent, contract.Finalizer) && labelled
 	}
-	return inv[inventoryKey(obj)] && labelled
+	key := InventoryKey(obj)
+	return inv[key] && labelled && proofs.Proves(key, obj)
 }
 
-// NextInventory is the inventory the parent must carry: every desired child
-// without an owner reference (recorded before it is created), and every
-// live one not pruned yet.
-func NextInventory(desired []*unstructured.Unstructured, live *LiveChildren) Inventory {
-	next := Inventory{}
-	for _, d := range desired {
-		if len(d.GetOwnerReferences()) == 0 {
-			next[inventoryKey(d)] = true
-		}
-	}
+// NextInventory is the inventory the parent must carry, and its proofs:
+// every desired child without an owner reference (recorded before it is
+// created, with the hash of the token it is created with: Pending), and
+// every live one not pruned yet (by its UID once seen; one an older
+// engine recorded without proof is kept so, since proving it again would
+// write every such parent at an upgrade).
+func NextInventory(parent *unstructured.Unstructured, desired []*unstructured.Unstructured, live *LiveChildren) (Inventory, Proofs) {
+	old := ProofsOf(parent)
+	next, proofs := Inventory{}, Proofs{}
 	for _, c := range live.list {
-		if metav1.GetControllerOfNoCopy(c) == nil {
-			next[inventoryKey(c)] = true
+		if metav1.GetControllerOfNoCopy(c) != nil {
+			continue
+		}
+		key := InventoryKey(c)
+		next[key] = true
+		if _, proven := old[key]; proven {
+			proofs[key] = Seen(c)
 		}
 	}
-	return next
+	for _, d := range desired {
+		if key := InventoryKey(d); len(d.GetOwnerReferences()) == 0 && !next[key] {
+			next[key] = true
+			proofs[key] = Pending(parent, key)
+		}
+	}
+	return next, proofs
 }

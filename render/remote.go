@@ -27,14 +27,16 @@ func RemoteKey(cluster string, obj client.Object) string {
 
 // IsOursRemote reports whether obj, found in the workload cluster, is
 // provably one of the parent's children. No owner reference can cross
-// clusters, so the proof is always the parent's inventory and its UID
-// label together: the inventory names the child (with its cluster)
-// before it is created, the label says the engine created it for this
-// parent. Labels alone, or an inventory entry alone, prove nothing.
-func IsOursRemote(parent *unstructured.Unstructured, cluster string, obj client.Object, inv Inventory) bool {
+// clusters, and labels can be copied, so the proof is the parent's
+// inventory naming the child (with its cluster), its UID label, and the
+// entry's proof (Proofs): the UID the engine saw, or the token it created
+// the object with. An object someone else put at the name, however
+// labelled, is not the parent's.
+func IsOursRemote(parent *unstructured.Unstructured, cluster string, obj client.Object, inv Inventory, proofs Proofs) bool {
+	key := RemoteKey(cluster, obj)
 	return metav1.GetControllerOfNoCopy(obj) == nil &&
 		obj.GetLabels()[contract.LabelParentUID] == string(parent.GetUID()) &&
-		inv[RemoteKey(cluster, obj)]
+		inv[key] && proofs.Proves(key, obj)
 }
 
 // RemoteEntry is one inventory entry of a workload cluster.
