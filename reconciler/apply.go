@@ -145,11 +145,20 @@ func applyObject(d, cur *unstructured.Unstructured, hash, token string) *unstruc
 		token = cur.GetAnnotations()[contract.AnnotationCreateToken]
 	}
 	if token != "" {
-		annotations := obj.GetAnnotations()
-		annotations[contract.AnnotationCreateToken] = token
-		obj.SetAnnotations(annotations)
+		setAnnotation(obj, contract.AnnotationCreateToken, token)
 	}
 	return obj
+}
+
+// setAnnotation sets one annotation of obj, an object of the engine's own
+// making (a copy of a desired child).
+func setAnnotation(obj *unstructured.Unstructured, key, value string) {
+	annotations := obj.GetAnnotations()
+	if annotations == nil {
+		annotations = map[string]string{}
+	}
+	annotations[key] = value
+	obj.SetAnnotations(annotations)
 }
 
 // createOnlyVersion is the resource version a new child is applied with. A
@@ -171,9 +180,7 @@ const createOnlyVersion = "18446744073709551615" // max uint64
 func (r *Reconciler) createChild(ctx context.Context, parent, obj *unstructured.Unstructured, hash string) (created *unstructured.Unstructured, taken, err error) {
 	create := render.WithAppliedHash(obj, hash)
 	if token := createToken(parent, obj); token != "" {
-		annotations := create.GetAnnotations()
-		annotations[contract.AnnotationCreateToken] = token
-		create.SetAnnotations(annotations)
+		setAnnotation(create, contract.AnnotationCreateToken, token)
 	}
 	create.SetResourceVersion(createOnlyVersion)
 	err = r.apply(ctx, create)

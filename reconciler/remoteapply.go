@@ -119,9 +119,7 @@ func describeKey(obj *unstructured.Unstructured) string {
 // hash the parent's inventory proofs hold (render.Pending).
 func createIn(ctx context.Context, c client.Client, obj *unstructured.Unstructured, hash, token string) (created *unstructured.Unstructured, taken, err error) {
 	create := render.WithAppliedHash(obj, hash)
-	annotations := create.GetAnnotations()
-	annotations[contract.AnnotationCreateToken] = token
-	create.SetAnnotations(annotations)
+	setAnnotation(create, contract.AnnotationCreateToken, token)
 	create.SetResourceVersion(createOnlyVersion)
 	err = c.Apply(ctx, client.ApplyConfigurationFromUnstructured(create), client.FieldOwner(contract.FieldManager), client.ForceOwnership)
 	switch {
