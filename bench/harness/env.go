@@ -11,7 +11,9 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -119,6 +121,49 @@ func (e *env) controlPlaneCPU() (time.Duration, bool, error) {
 	}
 	cpu, err := cpuOf(e.controlPlane)
 	return cpu, err == nil, err
+}
+
+// updateCRDs replaces the cluster's CRDs with crds, as an upgrade applies
+// the new engine's, and waits until each is Established again. Its
+// requests are the harness's own.
+func (e *env) updateCRDs(ctx context.Context, crds []*apiextensionsv1.CustomResourceDefinition) error {
+	cfg := rest.CopyConfig(e.cluster.Config)
+	cfg.QPS, cfg.Burst = harnessQPS, harnessQPS
+	cfg.Wrap(e.own.wrap)
+	cs, err := apiextensionsclient.NewForConfig(cfg)
+	if err != nil {
+		return err
+	}
+	api := cs.ApiextensionsV1().CustomResourceDefinitions()
+	for _, crd := range crds {
+		live, err := api.Get(ctx, crd.Name, metav1.GetOptions{})
+		if err != nil {
+			return fmt.Errorf("reading CRD %s: %w", crd.Name, err)
+		}
+		next := crd.DeepCopy()
+		next.ResourceVersion = live.ResourceVersion
+		if _, err := api.Update(ctx, next, metav1.UpdateOptions{}); err != nil {
+			return fmt.Errorf("updating CRD %s: %w", crd.Name, err)
+		}
+	}
+	waitCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	return wait.PollUntilContextCancel(waitCtx, 100*time.Millisecond, true, func(ctx context.Context) (bool, error) {
+		for _, crd := range crds {
+			live, err := api.Get(ctx, crd.Name, metav1.GetOptions{})
+			if err != nil {
+				return false, nil
+			}
+			established := false
+			for _, c := range live.Status.Conditions {
+				established = established || (c.Type == apiextensionsv1.Established && c.Status == apiextensionsv1.ConditionTrue)
+			}
+			if !established {
+				return false, nil
+			}
+		}
+		return true, nil
+	})
 }
 
 // stop stops the control plane.

@@ -61,6 +61,11 @@ type Config struct {
 	// EngineBin is the engine binary; empty means bin/engine under Root.
 	// Another build (such as main's) gives the before of a change.
 	EngineBin string
+	// UpgradeFrom, with Scale, is an earlier engine binary: the engine
+	// runs first as it, with the CRDs it generates, and its restart is an
+	// upgrade to EngineBin (its CRDs updated first, as the upgrade steps
+	// of docs/operations.md do).
+	UpgradeFrom string
 	// Clients is the harness's request concurrency.
 	Clients int
 	// Controllers lists the controllers to run (Engine, Reference, Kro,
@@ -98,6 +103,7 @@ type Harness struct {
 	cfg     Config
 	log     *logger
 	crds    []*apiextensionsv1.CustomResourceDefinition // MyKind's, from the engine
+	oldCRDs []*apiextensionsv1.CustomResourceDefinition // from Config.UpgradeFrom
 	kroCRDs []*apiextensionsv1.CustomResourceDefinition // kro's own
 	kroVer  string                                      // kro's version
 	// bins maps a controller binary to the copy the runs execute.
@@ -220,6 +226,15 @@ func newHarness(ctx context.Context, cfg Config) (*Harness, error) {
 	}
 	h.crds = crds
 	bins := []string{engineBin, filepath.Join(cfg.Root, "bin", Reference)}
+	if cfg.UpgradeFrom != "" {
+		if !cfg.Scale {
+			return nil, fmt.Errorf("an upgrade (-upgrade-from) is measured by the scale benchmark only (-scale)")
+		}
+		if h.oldCRDs, err = loadCRDs(ctx, cfg.UpgradeFrom, cfg.Templates); err != nil {
+			return nil, err
+		}
+		bins = append(bins, cfg.UpgradeFrom)
+	}
 	if slices.Contains(cfg.Controllers, Kro) || slices.Contains(cfg.Controllers, KroDefaults) {
 		kroBin := filepath.Join(cfg.Root, "bin", "kro")
 		if _, err := os.Stat(kroBin); err != nil {

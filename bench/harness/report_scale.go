@@ -77,7 +77,11 @@ func (r *Report) writeScale(w io.Writer) {
 			}
 		}
 		slices.Sort(keys)
-		fmt.Fprintf(w, "- %s restart requests (watches excluded): %s.\n", res.controller, strings.Join(keys, ", "))
+		what := "restart"
+		if res.upgradedFrom != "" {
+			what = "upgrade (restart from " + res.upgradedFrom + ", its CRDs updated first)"
+		}
+		fmt.Fprintf(w, "- %s %s requests (watches excluded): %s.\n", res.controller, what, strings.Join(keys, ", "))
 	}
 }
 

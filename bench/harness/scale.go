@@ -58,8 +58,10 @@ type scaleResult struct {
 	cpu        time.Duration // start to settled after the creates
 	rss, anon  int64         // peaks at settled, bytes
 	warm       usage         // after the warm-up
-	requests   counts        // controller requests, creates to settled
-	restart    restartResult
+	// upgradedFrom is the earlier engine the restart upgraded from, if any.
+	upgradedFrom string
+	requests     counts // controller requests, creates to settled
+	restart      restartResult
 }
 
 // restartResult is the restart with N parents in place.
@@ -111,12 +113,22 @@ func (h *Harness) scaleSpec(name string) (controllerSpec, *string) {
 // scaleController measures one controller at scale, then its restart.
 func (h *Harness) scaleController(ctx context.Context, name string) (res *scaleResult, err error) {
 	h.log.printf("=== %s at scale: N=%d, fresh control plane", name, h.cfg.N)
-	e, err := h.startEnv(ctx, h.crds)
+	upgrade := name == Engine && h.cfg.UpgradeFrom != ""
+	crds := h.crds
+	if upgrade {
+		crds = h.oldCRDs
+	}
+	e, err := h.startEnv(ctx, crds)
 	if err != nil {
 		return nil, err
 	}
 	defer func() { err = errors.Join(err, e.stop()) }()
 	spec, addr := h.scaleSpec(name)
+	first := spec
+	if upgrade {
+		first.bin = h.bins[h.cfg.UpgradeFrom]
+		h.log.printf("  first as %s, then upgraded to %s", h.cfg.UpgradeFrom, h.cfg.EngineBin)
+	}
 	if *addr, err = freeAddress(); err != nil {
 		return nil, fmt.Errorf("no free port for the metrics: %w", err)
 	}
@@ -128,7 +140,7 @@ func (h *Harness) scaleController(ctx context.Context, name string) (res *scaleR
 			return nil, fmt.Errorf("copying the templates: %w", err)
 		}
 	}
-	g, wl, _, err := h.startUp(ctx, e, spec, templates, base)
+	g, wl, _, err := h.startUp(ctx, e, first, templates, base)
 	stopped := false
 	if g != nil {
 		defer func() {
@@ -174,6 +186,13 @@ func (h *Harness) scaleController(ctx context.Context, name string) (res *scaleR
 	stopped = true
 	if err := g.stop(); err != nil {
 		return res, err
+	}
+	if upgrade {
+		h.log.printf("  upgrade: updating the CRDs to %s's", h.cfg.EngineBin)
+		if err := e.updateCRDs(ctx, h.crds); err != nil {
+			return res, err
+		}
+		res.upgradedFrom = h.cfg.UpgradeFrom
 	}
 	if *addr, err = freeAddress(); err != nil {
 		return res, fmt.Errorf("no free port for the metrics: %w", err)

@@ -52,6 +52,7 @@ func run() int {
 	flag.DurationVar(&cfg.PhaseTimeout, "phase-timeout", 10*time.Minute, "bound on each phase")
 	flag.DurationVar(&cfg.ReloadTimeout, "reload-timeout", 30*time.Second, "phase (e) is n/a when no Deployment changes within this")
 	flag.StringVar(&cfg.EngineBin, "engine-bin", "", "engine binary (default bin/engine; another build gives a before and after)")
+	flag.StringVar(&cfg.UpgradeFrom, "upgrade-from", "", "with -scale: an earlier engine binary the engine runs as first (with its CRDs); the restart is then the upgrade to -engine-bin, its CRDs updated first")
 	flag.StringVar(&cfg.Templates, "templates", "", "engine templates directory (default examples/templates)")
 	flag.Func("engine-env", "KEY=VALUE added to the engine's environment, repeatable (e.g. -engine-env=GOMEMLIMIT=921MiB, what the chart sets under a 1Gi memory limit)", func(v string) error {
 		if !strings.Contains(v, "=") {
