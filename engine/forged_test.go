@@ -102,11 +102,7 @@ func TestForgedRemoteChildIsAConflict(t *testing.T) {
 	}
 	untouched("after the move")
 
-	require.NoError(t, k8s.Delete(ctx, p.DeepCopy()))
-	eventuallyWithin(t, "the parent gone", time.Minute, func(ctx context.Context) (bool, error) {
-		err := k8s.Get(ctx, client.ObjectKeyFromObject(p), &unstructured.Unstructured{Object: map[string]any{"apiVersion": gvk.GroupVersion().String(), "kind": gvk.Kind}})
-		return apierrors.IsNotFound(err), client.IgnoreNotFound(err)
-	})
+	deleteParent(t, p)
 	untouched("after the parent's deletion")
 	nsObj := &corev1.Namespace{}
 	require.NoError(t, wk.Get(ctx, client.ObjectKey{Name: name}, nsObj))
@@ -168,10 +164,19 @@ func TestForgedClusterScopedChildIsAConflict(t *testing.T) {
 		assert.Equal(t, forged.ResourceVersion, got.ResourceVersion, "%s: the engine wrote the forged Namespace", when)
 	}
 	untouched("after the change")
-	require.NoError(t, k8s.Delete(ctx, p.DeepCopy()))
+	deleteParent(t, p)
+	untouched("after the parent's deletion")
+}
+
+// deleteParent deletes the parent and waits until it is gone, its
+// finalizer done.
+func deleteParent(t *testing.T, p *unstructured.Unstructured) {
+	t.Helper()
+	require.NoError(t, k8s.Delete(context.Background(), p.DeepCopy()))
 	eventuallyWithin(t, "the parent gone", time.Minute, func(ctx context.Context) (bool, error) {
-		err := k8s.Get(ctx, client.ObjectKeyFromObject(p), &unstructured.Unstructured{Object: map[string]any{"apiVersion": gvk.GroupVersion().String(), "kind": gvk.Kind}})
+		got := &unstructured.Unstructured{}
+		got.SetGroupVersionKind(p.GroupVersionKind())
+		err := k8s.Get(ctx, client.ObjectKeyFromObject(p), got)
 		return apierrors.IsNotFound(err), client.IgnoreNotFound(err)
 	})
-	untouched("after the parent's deletion")
 }
