@@ -92,7 +92,10 @@ func NextInventory(parent *unstructured.Unstructured, desired []*unstructured.Un
 		}
 	}
 	for _, d := range desired {
-		if key := InventoryKey(d); len(d.GetOwnerReferences()) == 0 && !next[key] {
+		if len(d.GetOwnerReferences()) > 0 {
+			continue // the owner reference is the proof: not recorded
+		}
+		if key := InventoryKey(d); !next[key] {
 			next[key] = true
 			proofs[key] = Pending(parent, key)
 		}

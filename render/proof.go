@@ -6,7 +6,6 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
-	"maps"
 	"strings"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -39,8 +38,11 @@ const (
 // that does not parse proves nothing: every entry is then unproven by it,
 // which is not the same as no proof at all (Proven).
 func ProofsOf(parent *unstructured.Unstructured) Proofs {
-	raw, ok := parent.GetAnnotations()[contract.AnnotationInventoryProofs]
-	if !ok {
+	// Read in place: GetAnnotations copies every annotation, and this runs
+	// on every reconcile.
+	v, ok, _ := unstructured.NestedFieldNoCopy(parent.Object, "metadata", "annotations", contract.AnnotationInventoryProofs)
+	raw, isString := v.(string)
+	if !ok || !isString {
 		return nil
 	}
 	p := Proofs{}
@@ -112,6 +114,3 @@ func CreateToken(parent *unstructured.Unstructured, key string) string {
 	mac.Write([]byte(string(parent.GetUID()) + "\x00" + key))
 	return hex.EncodeToString(mac.Sum(nil))
 }
-
-// Clone copies the proofs; nil stays nil.
-func (p Proofs) Clone() Proofs { return maps.Clone(p) }
