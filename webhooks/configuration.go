@@ -4,12 +4,15 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"time"
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/wait"
+	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/cuengine/engine/contract"
@@ -106,9 +109,18 @@ func (o *Options) configuration(set *templates.Set) *admissionregistrationv1.Val
 	return vwc
 }
 
+// matchNothing holds a configuration back: a webhook with a condition
+// that is false is never called.
+var matchNothing = admissionregistrationv1.MatchCondition{Name: "ca-bundle-pending", Expression: "false"}
+
 // syncConfiguration applies the configuration for set (server-side apply:
 // the caBundle, written by the rotator or the cainjector, is theirs and
 // kept), or deletes it when no template needs admission.
+//
+// A configuration without a caBundle would refuse every write to its
+// kinds (the apiserver does not trust the serving certificate) until the
+// CA is injected: so while it has none, it is applied matching nothing,
+// and in full once the CA is there, or after caWait without it.
 func (o *Options) syncConfiguration(ctx context.Context, c client.Client, set *templates.Set) error {
 	vwc := o.configuration(set)
 	if vwc == nil {
@@ -118,6 +130,60 @@ func (o *Options) syncConfiguration(ctx context.Context, c client.Client, set *t
 		}
 		return nil
 	}
+	injected, err := o.caInjected(ctx, c)
+	if err != nil {
+		return err
+	}
+	if !injected {
+		held := vwc.DeepCopy()
+		held.Webhooks[0].MatchConditions = append(held.Webhooks[0].MatchConditions, matchNothing)
+		if err := o.apply(ctx, c, held); err != nil {
+			return err
+		}
+		wctx, cancel := context.WithTimeout(ctx, o.caWait())
+		err := wait.PollUntilContextCancel(wctx, 100*time.Millisecond, true, func(ctx context.Context) (bool, error) {
+			return o.caInjected(ctx, c)
+		})
+		cancel()
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		if err != nil {
+			ctrl.LoggerFrom(ctx).Error(err, "no CA injected into the webhook configuration: applying it anyway, writes to its kinds fail until one is",
+				"configuration", o.ConfigurationName, "waited", o.caWait())
+		}
+	}
+	return o.apply(ctx, c, vwc)
+}
+
+// caWait bounds the wait for the CA's injection.
+func (o *Options) caWait() time.Duration {
+	if o.CAWait > 0 {
+		return o.CAWait
+	}
+	return 30 * time.Second
+}
+
+// caInjected says whether the configuration exists with a caBundle.
+func (o *Options) caInjected(ctx context.Context, c client.Client) (bool, error) {
+	vwc := &admissionregistrationv1.ValidatingWebhookConfiguration{}
+	err := c.Get(ctx, client.ObjectKey{Name: o.ConfigurationName}, vwc)
+	if apierrors.IsNotFound(err) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("reading ValidatingWebhookConfiguration %s: %w", o.ConfigurationName, err)
+	}
+	for _, w := range vwc.Webhooks {
+		if w.Name == webhookName {
+			return len(w.ClientConfig.CABundle) > 0, nil
+		}
+	}
+	return false, nil
+}
+
+// apply writes vwc by server-side apply, as the engine.
+func (o *Options) apply(ctx context.Context, c client.Client, vwc *admissionregistrationv1.ValidatingWebhookConfiguration) error {
 	raw, err := runtime.DefaultUnstructuredConverter.ToUnstructured(vwc)
 	if err != nil {
 		return err

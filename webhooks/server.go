@@ -59,6 +59,10 @@ type Options struct {
 	// CertPoll how often the Secret is copied into CertDir.
 	RotationCheck time.Duration
 	CertPoll      time.Duration
+	// CAWait bounds how long a new configuration waits, matching
+	// nothing, for its CA to be injected (syncConfiguration); 30 seconds
+	// when zero.
+	CAWait time.Duration
 	// Limits bound one conversion as they bound one evaluation: the
 	// engine's (render.Limits); zero fields take the defaults.
 	Limits render.Limits

@@ -214,7 +214,7 @@ func newConversionCluster(t *testing.T) (wc *webhookCluster, appCUE string) {
 	cluster, err := localcluster.Start(context.Background(), localcluster.Options{Progress: os.Stderr})
 	require.NoError(t, err, "starting the control plane (run `make assets` first)")
 	t.Cleanup(func() { assert.NoError(t, cluster.Stop()) })
-	c, err := client.New(cluster.Config, client.Options{Scheme: newScheme()})
+	c, err := client.NewWithWatch(cluster.Config, client.Options{Scheme: newScheme()})
 	require.NoError(t, err)
 	for _, ns := range []string{"engine-system", "apps"} {
 		require.NoError(t, c.Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}))

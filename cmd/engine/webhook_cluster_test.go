@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -33,7 +34,7 @@ import (
 // as its own process (the test binary as the CLI), serving the webhook on
 // localhost as under engine dev.
 type webhookCluster struct {
-	c          client.Client
+	c          client.WithWatch
 	kubeconfig string
 	kubectlBin string
 	args       []string
@@ -52,7 +53,7 @@ func startWebhookCluster(t *testing.T) *webhookCluster {
 	cluster, err := localcluster.Start(context.Background(), localcluster.Options{CRDs: []*apiextensionsv1.CustomResourceDefinition{site.CRD()}, Progress: os.Stderr})
 	require.NoError(t, err, "starting the control plane (run `make assets` first)")
 	t.Cleanup(func() { assert.NoError(t, cluster.Stop()) })
-	c, err := client.New(cluster.Config, client.Options{Scheme: newScheme()})
+	c, err := client.NewWithWatch(cluster.Config, client.Options{Scheme: newScheme()})
 	require.NoError(t, err)
 	for _, ns := range []string{"engine-system", "apps"} {
 		require.NoError(t, c.Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}))
@@ -154,10 +155,36 @@ const crossFieldRefusal = "The request is invalid: spec.replicas: site.cue:11:27
 func TestWebhookOnCluster(t *testing.T) {
 	wc := startWebhookCluster(t)
 	ctx := context.Background()
+	// Every version of the configuration the apiserver sees, from before
+	// the engine starts: one that calls the webhook without the CA would
+	// refuse writes (x509: certificate signed by unknown authority).
+	watch, err := wc.c.Watch(ctx, &admissionregistrationv1.ValidatingWebhookConfigurationList{})
+	require.NoError(t, err)
+	defer watch.Stop()
 	stop := wc.startEngine(t)
 	eventuallyCluster(t, "the webhook configured, its CA injected", func(ctx context.Context) (bool, error) {
 		ca, err := wc.caBundle(ctx)
 		return len(ca) > 0, err
+	})
+	t.Run("the configuration calls the webhook only once it has the CA", func(t *testing.T) {
+		timeout := time.After(30 * time.Second)
+		for {
+			select {
+			case <-timeout:
+				t.Fatal("no version of the configuration with the CA and without the hold was watched")
+			case ev := <-watch.ResultChan():
+				vwc, ok := ev.Object.(*admissionregistrationv1.ValidatingWebhookConfiguration)
+				require.True(t, ok, "%T", ev.Object)
+				require.Len(t, vwc.Webhooks, 1)
+				w := vwc.Webhooks[0]
+				held := slices.ContainsFunc(w.MatchConditions, func(c admissionregistrationv1.MatchCondition) bool { return c.Expression == "false" })
+				if held {
+					continue
+				}
+				require.NotEmpty(t, w.ClientConfig.CABundle, "version %s calls the webhook without the CA", vwc.ResourceVersion)
+				return
+			}
+		}
 	})
 
 	t.Run("a cross-field constraint refuses kubectl apply", func(t *testing.T) {
