@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/cuengine/engine/contract"
+	"github.com/cuengine/engine/internal/jsoncmp"
 )
 
 // Drift is judged as the apiserver stores values, not as the template
@@ -21,7 +22,7 @@ import (
 // form: 0.5 CPU as "500m", "1024Mi" as "1Gi", and without the empty values
 // it drops (args: [], an env entry's value: "", hostNetwork: false,
 // annotations: {}). So a live child that does not literally contain the
-// desired one (apply.go's contains) has not drifted for that: a server-side
+// desired one (jsoncmp.Contains) has not drifted for that: a server-side
 // dry-run apply of the desired child, as the engine applies it, says what
 // the apiserver would make of it, and the child has drifted only when the
 // live object differs from that on a field the engine applies
@@ -169,7 +170,9 @@ func sameAsApplied(applied, live *unstructured.Unstructured) bool {
 // a field, "k:{...}" the item of a list with those keys, "v:..." the item
 // of a set with that value, "i:n" the item at an index, "." the node
 // itself. A path absent from both is the same; a leaf, a field owned as a
-// whole (a scalar, an atomic list or map), is compared whole.
+// whole (a scalar, an atomic list or map), is compared whole. Values
+// compare as jsoncmp.Equal, numbers by value: a key of the field set
+// decodes as float64 where the cache's objects hold int64.
 func sameFields(set map[string]any, have, want any) bool {
 	for k, sub := range set {
 		if k == "." {
@@ -185,7 +188,7 @@ func sameFields(set map[string]any, have, want any) bool {
 		}
 		children, _ := sub.(map[string]any)
 		if leaf(children) {
-			if !equalValues(hv, wv) {
+			if !jsoncmp.Equal(hv, wv, jsoncmp.AsFloat64) {
 				return false
 			}
 			continue
@@ -246,7 +249,7 @@ func member(container any, element string) (any, bool, error) {
 		}
 		list, _ := container.([]any)
 		for _, item := range list {
-			if equalValues(item, want) {
+			if jsoncmp.Equal(item, want, jsoncmp.AsFloat64) {
 				return item, true, nil
 			}
 		}
@@ -267,47 +270,9 @@ func member(container any, element string) (any, bool, error) {
 
 func hasKeys(item, keys map[string]any) bool {
 	for k, v := range keys {
-		if iv, ok := item[k]; !ok || !equalValues(iv, v) {
+		if iv, ok := item[k]; !ok || !jsoncmp.Equal(iv, v, jsoncmp.AsFloat64) {
 			return false
 		}
 	}
 	return true
-}
-
-// equalValues reports whether two unstructured values are equal, numbers
-// by value (JSON gives float64 where the cache's objects have int64).
-func equalValues(a, b any) bool {
-	switch av := a.(type) {
-	case map[string]any:
-		bv, ok := b.(map[string]any)
-		if !ok || len(av) != len(bv) {
-			return false
-		}
-		for k, x := range av {
-			y, ok := bv[k]
-			if !ok || !equalValues(x, y) {
-				return false
-			}
-		}
-		return true
-	case []any:
-		bv, ok := b.([]any)
-		if !ok || len(av) != len(bv) {
-			return false
-		}
-		for i := range av {
-			if !equalValues(av[i], bv[i]) {
-				return false
-			}
-		}
-		return true
-	case int64:
-		return numberEqual(b, float64(av))
-	case int:
-		return numberEqual(b, float64(av))
-	case float64:
-		return numberEqual(b, av)
-	default:
-		return a == b
-	}
 }

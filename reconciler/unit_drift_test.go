@@ -173,30 +173,6 @@ func TestSameAsApplied(t *testing.T) {
 	}
 }
 
-func TestEqualValues(t *testing.T) {
-	for _, tc := range []struct {
-		a, b any
-		same bool
-	}{
-		{int64(1), float64(1), true},
-		{1, int64(1), true},
-		{float64(0.5), float64(0.5), true},
-		{int64(1), "1", false},
-		{"500m", "500m", true},
-		{nil, nil, true},
-		{nil, map[string]any{}, false},
-		{[]any{}, nil, false},
-		{map[string]any{"a": int64(1)}, map[string]any{"a": float64(1)}, true},
-		{map[string]any{"a": int64(1)}, map[string]any{"a": int64(1), "b": "x"}, false},
-		{[]any{"a", "b"}, []any{"b", "a"}, false},
-		{true, true, true},
-		{true, false, false},
-	} {
-		assert.Equal(t, tc.same, equalValues(tc.a, tc.b), "%#v == %#v", tc.a, tc.b)
-		assert.Equal(t, tc.same, equalValues(tc.b, tc.a), "%#v == %#v", tc.b, tc.a)
-	}
-}
-
 // TestAppliedVersionsIsSmall: the engine remembers a version for every
 // child it applied, so the cost per parent is paid by every parent in the
 // cache. One child per parent, for 20000 parents, holds under 300 bytes a
