@@ -13,6 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/cuengine/engine/contract"
+	"github.com/cuengine/engine/internal/jsoncmp"
 	"github.com/cuengine/engine/render"
 )
 
@@ -84,7 +85,7 @@ func (r *Reconciler) applyChildren(ctx context.Context, parent *unstructured.Uns
 		}
 		var obj *unstructured.Unstructured // what is applied, made once
 		if adopted == "" && cur.GetAnnotations()[contract.AnnotationAppliedHash] == hash {
-			if r.applied.holds(key, cur, hash) || contains(cur.Object, d.Object) {
+			if r.applied.holds(key, cur, hash) || jsoncmp.Contains(cur.Object, d.Object, jsoncmp.AsFloat64) {
 				continue // already as desired: no write
 			}
 			// Not literally as desired: as the apiserver stores it?
@@ -228,53 +229,9 @@ func (r *Reconciler) applyRefused(err error, st *status) bool {
 	return true
 }
 
-// contains reports whether every field of want is present with the same
-// value in have: the live object may carry more (defaults, status), but
-// nothing the engine applied may have drifted.
+// contains reports whether the live object have holds the desired want
+// as applyChildren judges it (jsoncmp.Contains, numbers as float64s), for
+// remoteapply.go and leftfields.go, which call it by this name.
 func contains(have, want any) bool {
-	switch w := want.(type) {
-	case map[string]any:
-		h, ok := have.(map[string]any)
-		if !ok {
-			return false
-		}
-		for k, wv := range w {
-			hv, ok := h[k]
-			if !ok || !contains(hv, wv) {
-				return false
-			}
-		}
-		return true
-	case []any:
-		h, ok := have.([]any)
-		if !ok || len(h) != len(w) {
-			return false
-		}
-		for i := range w {
-			if !contains(h[i], w[i]) {
-				return false
-			}
-		}
-		return true
-	case int64:
-		return numberEqual(have, float64(w))
-	case float64:
-		return numberEqual(have, w)
-	case int:
-		return numberEqual(have, float64(w))
-	default:
-		return have == want
-	}
-}
-
-func numberEqual(have any, want float64) bool {
-	switch h := have.(type) {
-	case int64:
-		return float64(h) == want
-	case float64:
-		return h == want
-	case int:
-		return float64(h) == want
-	}
-	return false
+	return jsoncmp.Contains(have, want, jsoncmp.AsFloat64)
 }

@@ -153,37 +153,6 @@ func classReason(err error) string {
 	return reason
 }
 
-// TestContains: a live object contains the desired one when every
-// desired field is there with the same value, numbers compared by value.
-func TestContains(t *testing.T) {
-	for _, tc := range []struct {
-		name       string
-		have, want any
-		ok         bool
-	}{
-		{"equal", map[string]any{"a": "x"}, map[string]any{"a": "x"}, true},
-		{"more on the live object", map[string]any{"a": "x", "status": map[string]any{"b": true}}, map[string]any{"a": "x"}, true},
-		{"a field missing", map[string]any{"b": "x"}, map[string]any{"a": "x"}, false},
-		{"a field drifted", map[string]any{"a": "y"}, map[string]any{"a": "x"}, false},
-		{"nested drift", map[string]any{"spec": map[string]any{"replicas": int64(5)}}, map[string]any{"spec": map[string]any{"replicas": int64(1)}}, false},
-		{"int64 and float64", map[string]any{"n": float64(1)}, map[string]any{"n": int64(1)}, true},
-		{"float64 and int64", map[string]any{"n": int64(1)}, map[string]any{"n": float64(1)}, true},
-		{"int and int64", map[string]any{"n": int64(2)}, map[string]any{"n": 2}, true},
-		{"number and string", map[string]any{"n": "1"}, map[string]any{"n": int64(1)}, false},
-		{"lists item by item", []any{map[string]any{"a": "x", "b": "y"}}, []any{map[string]any{"a": "x"}}, true},
-		{"lists of another length", []any{"a", "b"}, []any{"a"}, false},
-		{"list and map", map[string]any{"a": "x"}, []any{"a"}, false},
-		{"map and scalar", "x", map[string]any{"a": "x"}, false},
-		{"bool", true, true, true},
-		{"nil", nil, nil, true},
-		{"empty map in nothing", nil, map[string]any{}, false},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			assert.Equal(t, tc.ok, contains(tc.have, tc.want))
-		})
-	}
-}
-
 // TestSafeMessage: messages are printable and bounded to maxMessage
 // bytes, cut at a rune boundary.
 func TestSafeMessage(t *testing.T) {
