@@ -228,10 +228,3 @@ func (r *Reconciler) applyRefused(err error, st *status) bool {
 	st.fail(contract.ReasonApplyFailed, terminalError(contract.ReasonApplyFailed, err))
 	return true
 }
-
-// contains reports whether the live object have holds the desired want
-// as applyChildren judges it (jsoncmp.Contains, numbers as float64s), for
-// remoteapply.go and leftfields.go, which call it by this name.
-func contains(have, want any) bool {
-	return jsoncmp.Contains(have, want, jsoncmp.AsFloat64)
-}

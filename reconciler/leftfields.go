@@ -9,6 +9,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/cuengine/engine/contract"
+	"github.com/cuengine/engine/internal/jsoncmp"
 	"github.com/cuengine/engine/render"
 )
 
@@ -26,7 +27,7 @@ func (r *Reconciler) keepingLive(ctx context.Context, parent types.NamespacedNam
 	if !hasShared(d) || cur.GetManagedFields() != nil {
 		return kept, nil
 	}
-	if cur.GetAnnotations()[contract.AnnotationAppliedHash] == hash && (r.applied.holds(parent, cur, hash) || contains(cur.Object, kept.Object)) {
+	if cur.GetAnnotations()[contract.AnnotationAppliedHash] == hash && (r.applied.holds(parent, cur, hash) || jsoncmp.Contains(cur.Object, kept.Object, jsoncmp.AsFloat64)) {
 		return kept, nil // no apply: the keys it would keep do not matter
 	}
 	fresh := &unstructured.Unstructured{}

@@ -12,6 +12,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/cuengine/engine/contract"
+	"github.com/cuengine/engine/internal/jsoncmp"
 	"github.com/cuengine/engine/render"
 )
 
@@ -78,7 +79,7 @@ func (r *Reconciler) applyIn(ctx context.Context, parent *unstructured.Unstructu
 			}
 			cur = holder
 		}
-		if cur.GetAnnotations()[contract.AnnotationAppliedHash] == hash && contains(cur.Object, d.Object) {
+		if cur.GetAnnotations()[contract.AnnotationAppliedHash] == hash && jsoncmp.Contains(cur.Object, d.Object, jsoncmp.AsFloat64) {
 			continue // as desired: no write
 		}
 		obj := applyObject(d, cur, hash, "")
