@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/KimMachineGun/automemlimit/memlimit"
+	"github.com/go-logr/logr"
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
@@ -21,17 +22,13 @@ import (
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
-	"k8s.io/client-go/tools/leaderelection/resourcelock"
 	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/cache"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	"github.com/cuengine/engine/engine"
+	"github.com/cuengine/engine/evaluator"
 	"github.com/cuengine/engine/render"
-	"github.com/cuengine/engine/sharding"
 	"github.com/cuengine/engine/templates"
-	"github.com/cuengine/engine/templates/watch"
 )
 
 // runOptions are the flags of `engine run` (and of `engine dev`, which runs
@@ -174,17 +171,54 @@ func (o *runOptions) apiConfig(cfg *rest.Config) *rest.Config {
 }
 
 // run starts the manager and the engine and blocks until the command's
-// context ends.
+// context ends: it loads the templates, decodes the flags that take more
+// than parsing, builds the manager and then the engine on it, and starts
+// the manager with the runnables every replica runs.
 func (o *runOptions) run(cmd *cobra.Command, cfg *rest.Config) error {
 	ctx := cmd.Context()
 	cfg = o.apiConfig(cfg)
 	logger := ctrl.Log.WithName("engine")
-	// Children of kinds neither built in nor the templates' own are
-	// checked against the cluster's OpenAPI schemas, at start and at every
-	// reload.
-	cluster, err := engine.NewClusterSchemas(cfg)
+	loaded, err := o.loadTemplates(cfg, logger)
 	if err != nil {
 		return err
+	}
+	flags, err := o.decodeFlags()
+	if err != nil {
+		return err
+	}
+	mgr, member, err := o.buildManager(cfg, flags.shard, logger)
+	if err != nil {
+		return err
+	}
+	eng, plugins, err := o.buildEngine(ctx, cfg, mgr, member, flags, loaded, logger)
+	if err != nil {
+		return err
+	}
+	if err := o.addRunnables(ctx, mgr, eng, plugins, loaded, logger); err != nil {
+		return err
+	}
+	logger.Info("starting", "templates", loaded.set.Root, "kinds", len(loaded.set.Templates()), "leaderElect", o.leaderElect || o.sharding, "shard", flags.shard.id)
+	err = mgr.Start(ctx)
+	if x := eng.HeapExceeded(); x != nil {
+		return &exitError{code: exitHeapExceeded, msg: "error: " + x.Error()}
+	}
+	return err
+}
+
+// loadedTemplates are the templates `engine run` starts with.
+type loadedTemplates struct {
+	set     *templates.Set
+	loadErr error                 // why the directory loaded only in part (set serves the rest), nil when whole
+	schemas templates.LoadOptions // how every reload loads them too
+}
+
+// loadTemplates loads --templates. Children of kinds neither built in nor
+// the templates' own are checked against the cluster's OpenAPI schemas, at
+// start and at every reload.
+func (o *runOptions) loadTemplates(cfg *rest.Config, logger logr.Logger) (loadedTemplates, error) {
+	cluster, err := engine.NewClusterSchemas(cfg)
+	if err != nil {
+		return loadedTemplates{}, err
 	}
 	schemas := templates.LoadOptions{Cluster: cluster}
 	set, loadErr := templates.LoadWith(o.templates, schemas)
@@ -193,168 +227,48 @@ func (o *runOptions) run(cmd *cobra.Command, cfg *rest.Config) error {
 		// newest stored revision, the failure reported as a reload's.
 		var le *templates.LoadError
 		if !errors.As(loadErr, &le) || le.Servable == nil {
-			return &exitError{code: 1, msg: "templates: " + loadErr.Error()}
+			return loadedTemplates{}, &exitError{code: 1, msg: "templates: " + loadErr.Error()}
 		}
 		set = le.Servable
 	}
 	for _, u := range set.Unchecked() {
 		logger.Info("child kind has no schema; its children are not checked", "template", u.Template, "child", u.Child, "kind", u.Kind.String())
 	}
-	if cfg.QPS == 0 {
-		cfg.QPS = -1 // as controller-runtime does: the apiserver's priority and fairness limits
-	}
-	// The engine never reads managed fields: not keeping them in the cache
-	// saves most of an applied object's memory.
-	cacheOpts := cache.Options{DefaultTransform: cache.TransformStripManagedFields()}
-	if o.namespace != "" {
-		cacheOpts.DefaultNamespaces = map[string]cache.Config{o.namespace: {}}
-	}
+	return loadedTemplates{set: set, loadErr: loadErr, schemas: schemas}, nil
+}
+
+// runFlags are the flags of `engine run` that take more than parsing,
+// decoded.
+type runFlags struct {
+	shard      shardConfig
+	budget     render.BudgetLimits
+	evaluators *evaluator.Pool // nil with --evaluator-processes=0
+}
+
+// decodeFlags decodes and checks the flags that take more than parsing:
+// the shard, the evaluation budget, the evaluator processes and the
+// metrics server's.
+func (o *runOptions) decodeFlags() (runFlags, error) {
 	shard, err := o.shard()
 	if err != nil {
-		return err
+		return runFlags{}, err
 	}
 	budget, err := o.evaluationBudget()
 	if err != nil {
-		return err
+		return runFlags{}, err
 	}
 	evaluators, err := o.evaluators.pool()
 	if err != nil {
-		return err
+		return runFlags{}, err
 	}
 	if evaluators != nil && evaluators.Options().TotalBytes > 0 {
 		ctrl.Log.WithName("engine").Info("the engine and its evaluator processes bounded together (--evaluator-total-memory)",
 			"total", fmt.Sprintf("%dMiB", evaluators.Options().TotalBytes>>20))
 	}
 	if err := o.metrics.validate(); err != nil {
-		return &exitError{code: 2, msg: err.Error()}
+		return runFlags{}, &exitError{code: 2, msg: err.Error()}
 	}
-	var (
-		member         *sharding.Member
-		direct         client.Client
-		leaderLock     resourcelock.Interface
-		leaderIdentity string
-		fence          engine.Fence
-	)
-	if o.sharding {
-		if member, direct, err = o.newMember(cfg, newScheme(), shard); err != nil {
-			return err
-		}
-		fence = member
-		host, _ := os.Hostname()
-		leaderIdentity = sharding.NewIdentity(cmp.Or(host, "engine"))
-		if leaderLock, err = o.leaderLock(cfg, shard.namespace, leaderIdentity); err != nil {
-			return err
-		}
-	}
-	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
-		Scheme:                        newScheme(),
-		MapperProvider:                engine.NewRESTMapper,
-		Cache:                         cacheOpts,
-		Metrics:                       o.metrics.serverOptions(logger),
-		HealthProbeBindAddress:        "0", // served by probeServer, with reasons
-		PprofBindAddress:              o.pprofAddr,
-		LeaderElection:                o.leaderElect || o.sharding,
-		LeaderElectionID:              o.leaderElectionID,
-		LeaderElectionNamespace:       o.leaderElectionNamespace,
-		LeaderElectionReleaseOnCancel: true,
-		// Under sharding, the lock whose holder identity the sharder's
-		// fence checks; else the manager's own.
-		LeaderElectionResourceLockInterface: leaderLock,
-		LeaseDuration:                       &o.leaseDuration,
-		RenewDeadline:                       &o.renewDeadline,
-		RetryPeriod:                         &o.retryPeriod,
-	})
-	if err != nil {
-		return fmt.Errorf("creating manager: %w", err)
-	}
-	analyzer, err := o.prometheus.analyzer(ctx, cfg)
-	if err != nil {
-		return err
-	}
-	registry, plugins, err := newProviders(logger, o.providerDir, o.providerPing)
-	if err != nil {
-		return err
-	}
-	// Every replica runs the plugins' supervisors, so a new leader or
-	// shard owner finds a plugin it needs up or starting at its first call.
-	for _, p := range plugins {
-		if err := mgr.Add(everyReplica(p.Run)); err != nil {
-			return err
-		}
-	}
-	// The webhook checks parents against the set the engine serves: it
-	// is built below, before the manager (and so the notifier) starts.
-	var admission *hooks
-	clusterSource, err := o.clusterSource(mgr.GetConfig())
-	if err != nil {
-		return err
-	}
-	eng, err := engine.New(mgr, engine.Options{
-		OnServed:                func(ctx context.Context, set *templates.Set) { admission.serve(ctx, set) },
-		MaxConcurrentReconciles: o.maxConcurrentReconciles,
-		Namespace:               o.namespace,
-		Providers:               registry,
-		RequeueQPS:              o.requeueQPS,
-		ResourceResync:          o.resourceResync,
-		InstallCRDs:             o.installCRDs,
-		ForceCRDChanges:         o.forceCRDs,
-		ConversionWebhook:       o.webhook.conversion(func() *hooks { return admission }),
-		Limits:                  o.limits,
-		EvaluationBudget:        budget,
-		Evaluators:              evaluators,
-		RevisionNamespace:       cmp.Or(o.revisionNamespace, o.leaderElectionNamespace, podNamespace(), "default"),
-		RevisionHistoryLimit:    o.revisionHistoryLimit,
-		Shard:                   shard.id,
-		Fence:                   fence,
-		Analyzer:                analyzer,
-		Clusters:                clusterSource,
-	})
-	if err != nil {
-		return err
-	}
-	if o.sharding {
-		if err := o.addSharding(mgr, eng, member, direct, leaderIdentity); err != nil {
-			return err
-		}
-	}
-	eng.SetTemplates(set)
-	admission, err = o.webhook.server(ctx, mgr, set, o.limits, evaluators)
-	if err != nil {
-		return err
-	}
-	if loadErr != nil {
-		eng.Reload(ctrl.LoggerInto(ctx, logger), watch.ReloadEvent{Err: loadErr})
-	}
-	watcher, err := watch.New(set.Root, set, watch.Options{
-		Rescan: o.rescanInterval,
-		OnReload: func(ev watch.ReloadEvent) {
-			eng.Reload(ctrl.LoggerInto(ctx, logger), ev)
-		},
-		Schemas: schemas,
-	})
-	if err != nil {
-		return err
-	}
-	// Every replica follows the directory, so a new leader serves the latest
-	// and every replica's readiness reflects the files.
-	if err := mgr.Add(everyReplica(watcher.Run)); err != nil {
-		return err
-	}
-	if o.probeAddr != "0" && o.probeAddr != "" {
-		ping, err := apiserverReady(mgr.GetConfig())
-		if err != nil {
-			return err
-		}
-		if err := mgr.Add(&probeServer{addr: o.probeAddr, eng: eng, apiserver: ping, plugins: pluginsHealth(plugins), pluginLines: linesOf(pluginsStatus(plugins), clusterLines(eng))}); err != nil {
-			return err
-		}
-	}
-	logger.Info("starting", "templates", set.Root, "kinds", len(set.Templates()), "leaderElect", o.leaderElect || o.sharding, "shard", shard.id)
-	err = mgr.Start(ctx)
-	if x := eng.HeapExceeded(); x != nil {
-		return &exitError{code: exitHeapExceeded, msg: "error: " + x.Error()}
-	}
-	return err
+	return runFlags{shard: shard, budget: budget, evaluators: evaluators}, nil
 }
 
 // exitHeapExceeded is the exit status of `engine run` stopped at the hard
