@@ -88,123 +88,21 @@ var (
 // template's policy.clusters allows a workload cluster, read access to
 // the Secrets that register the clusters (in ClustersNamespace).
 func Generate(set *templates.Set, opts Options) *Roles {
-	parents := map[string][]string{}
-	children := map[string][]string{}
-	referenced := map[string][]string{}
-	var crds, converting []string
-	for _, t := range set.Templates() {
-		plural := t.CRD().Spec.Names.Plural
-		parents[t.GVK.Group] = append(parents[t.GVK.Group], plural, plural+"/status", plural+"/finalizers")
-		crds = append(crds, t.CRD().Name)
-		if t.Converts() {
-			converting = append(converting, t.CRD().Name)
-		}
-		for _, gvk := range t.ChildKinds() {
-			children[gvk.Group] = append(children[gvk.Group], resourceOf(gvk))
-		}
-		for _, gvk := range t.ReferenceKinds() {
-			referenced[gvk.Group] = append(referenced[gvk.Group], resourceOf(gvk))
-		}
-	}
-	// A referenced Secret or ConfigMap that no template produces is read
-	// only in the namespaces the references reach, when each is known.
-	inNamespaces := map[string][]rbacv1.PolicyRule{}
-	var notes []string
-	for _, gvk := range namespacedReferenceKinds {
-		res := resourceOf(gvk)
-		if !slices.Contains(referenced[gvk.Group], res) || slices.Contains(children[gvk.Group], res) {
-			continue
-		}
-		namespaces, why := referenceNamespaces(set, gvk)
-		if len(why) > 0 {
-			if gvk.Kind == "Secret" {
-				notes = append(notes, fmt.Sprintf("Secrets are granted get, list and watch in every namespace: %s; give such a reference a literal metadata.namespace (or, for a cluster-scoped parent, list its namespaces in policy: crossNamespace) to grant only those namespaces", strings.Join(why, "; ")))
-			}
-			continue
-		}
-		referenced[gvk.Group] = slices.DeleteFunc(referenced[gvk.Group], func(r string) bool { return r == res })
-		for _, ns := range namespaces {
-			inNamespaces[ns] = append(inNamespaces[ns], rbacv1.PolicyRule{APIGroups: []string{gvk.Group}, Resources: []string{res}, Verbs: []string{"get", "list", "watch"}})
-		}
-	}
+	kinds := kindsOf(set)
+	inNamespaces, notes := namespacedReferences(set, kinds.children, kinds.referenced)
 	// The Secrets that register the workload clusters, in their namespace
 	// only, when a template may put children in one.
 	if cns := cmp.Or(opts.ClustersNamespace, opts.Namespace); cns != "-" && allowsClusters(set) &&
 		!slices.ContainsFunc(inNamespaces[cns], func(r rbacv1.PolicyRule) bool { return sameRule(r, clusterSecrets) }) {
 		inNamespaces[cns] = append(inNamespaces[cns], clusterSecrets)
 	}
-	var rules []rbacv1.PolicyRule
-	for _, group := range slices.Sorted(maps.Keys(parents)) {
-		res := slices.Compact(slices.Sorted(slices.Values(parents[group])))
-		var main, status, finalizers []string
-		for _, r := range res {
-			switch {
-			case strings.HasSuffix(r, "/status"):
-				status = append(status, r)
-			case strings.HasSuffix(r, "/finalizers"):
-				finalizers = append(finalizers, r)
-			default:
-				main = append(main, r)
-			}
-		}
-		rules = append(rules,
-			rbacv1.PolicyRule{APIGroups: []string{group}, Resources: main, Verbs: []string{"get", "list", "watch", "update", "patch"}},
-			rbacv1.PolicyRule{APIGroups: []string{group}, Resources: status, Verbs: []string{"get", "update", "patch"}},
-			rbacv1.PolicyRule{APIGroups: []string{group}, Resources: finalizers, Verbs: []string{"update"}},
-		)
-	}
-	for _, group := range slices.Sorted(maps.Keys(children)) {
-		rules = append(rules, rbacv1.PolicyRule{APIGroups: []string{group}, Resources: slices.Compact(slices.Sorted(slices.Values(children[group]))),
-			Verbs: allVerbs})
-	}
-	for _, group := range slices.Sorted(maps.Keys(referenced)) {
-		// Read only; a kind that is also a child kind has its rule above.
-		res := slices.DeleteFunc(slices.Compact(slices.Sorted(slices.Values(referenced[group]))), func(r string) bool {
-			return slices.Contains(children[group], r)
-		})
-		if len(res) > 0 {
-			rules = append(rules, rbacv1.PolicyRule{APIGroups: []string{group}, Resources: res, Verbs: []string{"get", "list", "watch"}})
-		}
-	}
-	rules = append(rules,
-		rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"events"}, Verbs: []string{"create", "patch"}},
-		rbacv1.PolicyRule{APIGroups: []string{"events.k8s.io"}, Resources: []string{"events"}, Verbs: []string{"create", "patch"}},
-		// Who may read /metrics (engine run --metrics-secure): the
-		// apiserver authenticates the scraper's token and authorizes it.
-		rbacv1.PolicyRule{APIGroups: []string{"authentication.k8s.io"}, Resources: []string{"tokenreviews"}, Verbs: []string{"create"}},
-		rbacv1.PolicyRule{APIGroups: []string{"authorization.k8s.io"}, Resources: []string{"subjectaccessreviews"}, Verbs: []string{"create"}},
+	rules := slices.Concat(
+		parentRules(kinds.parents),
+		childRules(kinds.children),
+		referenceRules(kinds.referenced, kinds.children),
+		engineRules(),
+		crdRules(kinds.crds, kinds.converting, opts.InstallCRDs),
 	)
-	// The engine watches the CRDs' metadata, to retry the parents refused
-	// for a kind the cluster did not serve once its CRD is installed.
-	crdRead := []string{"get", "list", "watch"}
-	if opts.InstallCRDs {
-		crdRead = append(crdRead, "create")
-	}
-	rules = append(rules, rbacv1.PolicyRule{APIGroups: []string{"apiextensions.k8s.io"}, Resources: []string{"customresourcedefinitions"}, Verbs: crdRead})
-	if opts.InstallCRDs {
-		// RBAC cannot name the object of a create, a list or a watch (the
-		// cache reads CRDs through an informer); updates and patches (a
-		// server-side apply) are limited to the templates' own CRDs.
-		rules = append(rules,
-			rbacv1.PolicyRule{APIGroups: []string{"apiextensions.k8s.io"}, Resources: []string{"customresourcedefinitions"}, Verbs: []string{"update", "patch"},
-				ResourceNames: slices.Compact(slices.Sorted(slices.Values(crds)))},
-		)
-	} else if len(converting) > 0 {
-		// The certificate rotator keeps the caBundle of the conversion
-		// webhook of the kinds with several versions.
-		rules = append(rules,
-			rbacv1.PolicyRule{APIGroups: []string{"apiextensions.k8s.io"}, Resources: []string{"customresourcedefinitions"}, Verbs: []string{"update", "patch"},
-				ResourceNames: slices.Sorted(slices.Values(converting))},
-		)
-	}
-	if len(converting) > 0 {
-		// The storage migration trims the status.storedVersions of the
-		// CRDs of the kinds with several versions.
-		rules = append(rules,
-			rbacv1.PolicyRule{APIGroups: []string{"apiextensions.k8s.io"}, Resources: []string{"customresourcedefinitions/status"}, Verbs: []string{"update"},
-				ResourceNames: slices.Sorted(slices.Values(converting))},
-		)
-	}
 
 	labels := map[string]string{"app.kubernetes.io/name": "engine", "app.kubernetes.io/managed-by": "engine"}
 	subjects := []rbacv1.Subject{{Kind: "ServiceAccount", Name: opts.ServiceAccount, Namespace: opts.Namespace}}
@@ -212,25 +110,9 @@ func Generate(set *templates.Set, opts Options) *Roles {
 	out := &Roles{
 		ClusterRole:        role,
 		ClusterRoleBinding: binding,
+		Notes:              notes,
 	}
-	// The leader election Lease and the shards' Leases.
-	leases := rbacv1.PolicyRule{APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"}, Verbs: readWrite}
-	// The templates' revisions and their rollouts (package revisions).
-	revisions := rbacv1.PolicyRule{APIGroups: []string{"apps"}, Resources: []string{"controllerrevisions"}, Verbs: allVerbs}
-	byNamespace := []namespaceRules{{opts.Namespace, []rbacv1.PolicyRule{leases, revisions}}}
-	if rns := cmp.Or(opts.RevisionNamespace, opts.Namespace); rns != opts.Namespace {
-		byNamespace = []namespaceRules{{opts.Namespace, []rbacv1.PolicyRule{leases}}, {rns, []rbacv1.PolicyRule{revisions}}}
-	}
-	for _, ns := range slices.Sorted(maps.Keys(inNamespaces)) {
-		i := slices.IndexFunc(byNamespace, func(n namespaceRules) bool { return n.ns == ns })
-		if i < 0 {
-			i = len(byNamespace)
-			byNamespace = append(byNamespace, namespaceRules{ns: ns})
-		}
-		byNamespace[i].rules = append(byNamespace[i].rules, inNamespaces[ns]...)
-	}
-	out.Notes = notes
-	for _, n := range byNamespace {
+	for _, n := range namespaceRoles(opts, inNamespaces) {
 		out.Roles = append(out.Roles, &rbacv1.Role{
 			TypeMeta:   metav1.TypeMeta{APIVersion: "rbac.authorization.k8s.io/v1", Kind: "Role"},
 			ObjectMeta: metav1.ObjectMeta{Name: opts.Name, Namespace: n.ns, Labels: labels},
