@@ -10,11 +10,8 @@ import (
 	"sync/atomic"
 	"time"
 
-	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
-	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/events"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -175,62 +172,16 @@ type Engine struct {
 // the manager; controllers start when the manager starts (after leader
 // election when enabled).
 func New(mgr manager.Manager, opts Options) (*Engine, error) {
-	if opts.MaxConcurrentReconciles <= 0 {
-		opts.MaxConcurrentReconciles = 4
-	}
-	if opts.RequeueQPS <= 0 {
-		opts.RequeueQPS = 200
-	}
-	if opts.ResourceResync <= 0 {
-		opts.ResourceResync = 10 * time.Minute
-	}
-	if opts.ClusterCallTimeout <= 0 {
-		opts.ClusterCallTimeout = DefaultClusterCallTimeout
-	}
-	opts.Limits = opts.Limits.WithDefaults()
-	if opts.RevisionNamespace == "" {
-		opts.RevisionNamespace = "default"
-	}
-	if opts.RevisionHistoryLimit <= 0 {
-		opts.RevisionHistoryLimit = 10
-	}
-	if opts.StallAfter == 0 {
-		opts.StallAfter = DefaultStallAfter
-	}
-	if opts.Providers == nil {
-		opts.Providers = providers.NewRegistry()
-	}
+	opts = opts.withDefaults()
 	for _, name := range opts.Providers.Names() {
 		reconciler.InitProviderMetrics(name)
 	}
 	if opts.Shard != "" && opts.Fence == nil {
 		return nil, fmt.Errorf("sharding needs the shard's fence")
 	}
-	childCache, err := newChildCache(mgr, opts.Namespace, opts.Shard)
+	caches, err := addCaches(mgr, opts)
 	if err != nil {
 		return nil, err
-	}
-	stored := &storedReads{limits: opts.Limits, pool: opts.Evaluators} // storedversion.go
-	parentsCache, err := newParentCache(mgr, opts.Namespace, opts.Shard, stored)
-	if err != nil {
-		return nil, err
-	}
-	if opts.Shard == "" {
-		// Started with the leader's runnables; the parents on every
-		// replica, as the manager's cache that held them before.
-		if err := mgr.Add(childCache); err != nil {
-			return nil, err
-		}
-		if err := mgr.Add(everyReplicaCache{parentsCache}); err != nil {
-			return nil, err
-		}
-	} else {
-		// Every replica reconciles: its caches start with the manager's.
-		for _, c := range []cache.Cache{childCache, parentsCache} {
-			if err := mgr.Add(everyReplicaCache{c}); err != nil {
-				return nil, err
-			}
-		}
 	}
 	statusWriter, err := reconciler.NewStatusClient(mgr.GetConfig(), client.Options{
 		Scheme: mgr.GetScheme(), Mapper: mgr.GetRESTMapper(), HTTPClient: mgr.GetHTTPClient(),
@@ -247,9 +198,9 @@ func New(mgr manager.Manager, opts Options) (*Engine, error) {
 		refs:         newReferenceCache(dc, mgr.GetRESTMapper(), mgr.GetAPIReader(), opts.Namespace),
 		statusWriter: statusWriter,
 		opts:         opts,
-		children:     childCache,
-		parents:      parentCache{parentsCache},
-		stored:       stored,
+		children:     caches.children,
+		parents:      parentCache{caches.parents},
+		stored:       caches.stored,
 		writer:       mgr.GetClient(),
 		apiReader:    mgr.GetAPIReader(),
 		scoper:       render.MapperScoper{Mapper: mgr.GetRESTMapper()},
@@ -267,80 +218,66 @@ func New(mgr manager.Manager, opts Options) (*Engine, error) {
 	}
 	if opts.Evaluators != nil {
 		e.budget.Isolate(opts.Evaluators)
-		if err := mgr.Add(opts.Evaluators); err != nil { // closed, its processes waited for, when the manager stops
-			return nil, err
-		}
 	}
-	if err := mgr.Add(e); err != nil {
+	if err := e.addRunnables(); err != nil {
 		return nil, err
-	}
-	if err := mgr.Add(heapBar{e}); err != nil {
-		return nil, err
-	}
-	if opts.OnServed != nil {
-		if err := mgr.Add(servedNotifier{e}); err != nil {
-			return nil, err
-		}
 	}
 	return e, nil
 }
 
-// newChildCache returns a cache that holds only objects labelled
-// managed-by=engine, whatever their kind, and under sharding only the
-// shard's.
-func newChildCache(mgr manager.Manager, namespace, shard string) (cache.Cache, error) {
-	set := labels.Set{contract.LabelManagedBy: contract.ManagedByValue}
-	if shard != "" {
-		set[contract.LabelShard] = shard
+// withDefaults is o with its zero fields, and those out of range, set to
+// their defaults.
+func (o Options) withDefaults() Options {
+	if o.MaxConcurrentReconciles <= 0 {
+		o.MaxConcurrentReconciles = 4
 	}
-	return newSelectedCache(mgr, namespace, labels.SelectorFromSet(set), nil, nil)
+	if o.RequeueQPS <= 0 {
+		o.RequeueQPS = 200
+	}
+	if o.ResourceResync <= 0 {
+		o.ResourceResync = 10 * time.Minute
+	}
+	if o.ClusterCallTimeout <= 0 {
+		o.ClusterCallTimeout = DefaultClusterCallTimeout
+	}
+	o.Limits = o.Limits.WithDefaults()
+	if o.RevisionNamespace == "" {
+		o.RevisionNamespace = "default"
+	}
+	if o.RevisionHistoryLimit <= 0 {
+		o.RevisionHistoryLimit = 10
+	}
+	if o.StallAfter == 0 {
+		o.StallAfter = DefaultStallAfter
+	}
+	if o.Providers == nil {
+		o.Providers = providers.NewRegistry()
+	}
+	return o
 }
 
-// newParentCache returns the cache of the parents, whatever their kind,
-// under sharding only those labelled with the shard: it holds them packed
-// (parentcache.go), to be read through parentCache.
-func newParentCache(mgr manager.Manager, namespace, shard string, stored *storedReads) (cache.Cache, error) {
-	selector := labels.Everything()
-	if shard != "" {
-		selector = labels.SelectorFromSet(labels.Set{contract.LabelShard: shard})
-	}
-	strip := cache.TransformStripManagedFields()
-	stored.cfg, stored.httpClient, stored.mapper = mgr.GetConfig(), mgr.GetHTTPClient(), mgr.GetRESTMapper()
-	stored.namespace, stored.selector = namespace, selector
-	return newSelectedCache(mgr, namespace, selector, func(obj any) (any, error) {
-		obj, err := strip(obj)
-		if err != nil {
-			return nil, err
+// addRunnables adds to the manager the evaluator processes' pool (closed,
+// its processes waited for, when the manager stops), the engine itself,
+// its heap bar and, with OnServed, the notifier that calls it.
+func (e *Engine) addRunnables() error {
+	if e.opts.Evaluators != nil {
+		if err := e.mgr.Add(e.opts.Evaluators); err != nil {
+			return err
 		}
-		return packParent(obj)
-	}, stored.newInformer)
+	}
+	if err := e.mgr.Add(e); err != nil {
+		return err
+	}
+	if err := e.mgr.Add(heapBar{e}); err != nil {
+		return err
+	}
+	if e.opts.OnServed != nil {
+		if err := e.mgr.Add(servedNotifier{e}); err != nil {
+			return err
+		}
+	}
+	return nil
 }
-
-func newSelectedCache(mgr manager.Manager, namespace string, selector labels.Selector, transform toolscache.TransformFunc, newInformer func(toolscache.ListerWatcher, runtime.Object, time.Duration, toolscache.Indexers) toolscache.SharedIndexInformer) (cache.Cache, error) {
-	if transform == nil {
-		transform = cache.TransformStripManagedFields()
-	}
-	opts := cache.Options{
-		HTTPClient:           mgr.GetHTTPClient(),
-		Scheme:               mgr.GetScheme(),
-		Mapper:               mgr.GetRESTMapper(),
-		DefaultLabelSelector: selector,
-		DefaultTransform:     transform,
-	}
-	if newInformer != nil {
-		opts.NewInformer = newInformer
-	}
-	if namespace != "" {
-		opts.DefaultNamespaces = map[string]cache.Config{namespace: {}}
-	}
-	return cache.New(mgr.GetConfig(), opts)
-}
-
-// everyReplicaCache is a cache the manager starts on every replica, with
-// its own cache and before the other runnables (it has GetCache).
-type everyReplicaCache struct{ cache.Cache }
-
-func (c everyReplicaCache) GetCache() cache.Cache { return c.Cache }
 
 // NeedLeaderElection implements manager.LeaderElectionRunnable: only the
 // leader reconciles; under sharding every replica reconciles its share.
