@@ -179,10 +179,18 @@ STATICCHECK := $(BIN)/staticcheck
 $(STATICCHECK): hack/tools/staticcheck/go.mod hack/tools/staticcheck/go.sum
 	cd hack/tools/staticcheck && $(GO) build -o $@ honnef.co/go/tools/cmd/staticcheck
 
+# funlen, at the version hack/tools/funlen/go.mod pins, with the limit its
+# main.go sets (100 lines).
+FUNLEN := $(BIN)/funlen
+$(FUNLEN): hack/tools/funlen/main.go hack/tools/funlen/go.mod hack/tools/funlen/go.sum
+	cd hack/tools/funlen && $(GO) build -o $@ .
+
 .PHONY: lint
-lint: vet $(STATICCHECK) ## Run go vet and staticcheck (on promcheck's module too).
+lint: vet $(STATICCHECK) $(FUNLEN) ## Run go vet and staticcheck (on promcheck's and funlen's modules too), and funlen: no function outside tests and bench/ over 100 lines.
 	$(STATICCHECK) $(PKGS)
 	cd hack/tools/promcheck && $(GO) vet . && $(STATICCHECK) .
+	cd hack/tools/funlen && $(GO) vet . && $(STATICCHECK) .
+	$(FUNLEN) -test=false $$($(GO) list $(PKGS) | grep -Ev '^github.com/cuengine/engine/bench(/|$$)')
 
 .PHONY: clean
 clean: ## Remove built binaries (keeps the control plane, which is slow to build).
