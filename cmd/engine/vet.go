@@ -36,6 +36,9 @@ func newVetCommand() *cobra.Command {
 				for _, w := range t.EngineLabelWarnings() {
 					fmt.Fprintf(cmd.ErrOrStderr(), "warning: %s\n", w)
 				}
+				for _, w := range t.VersionWarnings() {
+					fmt.Fprintf(cmd.ErrOrStderr(), "warning: %s\n", w)
+				}
 				for _, c := range t.Constraints() {
 					fmt.Fprintf(cmd.ErrOrStderr(), "note: %s: parent.%s: %s is not in the CRD: the engine's admission webhook checks it\n", c.Pos, c.Path, c.What)
 				}
