@@ -35,7 +35,7 @@ func (t *Template) VersionWarnings() (out []string) {
 		if ver.Hub || !ver.Served || o == nil {
 			continue
 		}
-		found := &samples{optional: map[string]map[string]any{}}
+		found := &samples{ctx: t.ctx, optional: map[string]map[string]any{}}
 		base, ok := found.sampleStruct(o.spec, nil)
 		if !ok {
 			continue // no value of the version's schema is found: nothing to try
@@ -47,9 +47,9 @@ func (t *Template) VersionWarnings() (out []string) {
 			continue
 		}
 		for _, l := range found.leaves {
-			for _, c := range candidates(l.v) {
+			for _, c := range found.candidates(l.v) {
 				spec := found.withValue(base, nil, l.path, c)
-				if !admits(o.spec, spec) {
+				if !found.admits(o.spec, spec) {
 					continue // the version's own schema refuses it, across fields
 				}
 				problem := t.convertsToHub(ver.Name, spec)
@@ -69,6 +69,7 @@ func (t *Template) VersionWarnings() (out []string) {
 // scalar fields, and a sample of each optional struct, to fill one in
 // when a field inside it is tried.
 type samples struct {
+	ctx      *cue.Context
 	leaves   []leaf
 	optional map[string]map[string]any // by the struct's path, dot-joined
 }
@@ -93,9 +94,9 @@ func (t *Template) convertingBase(version string, spec cue.Value, found *samples
 		if _, ok := l.v.Default(); ok || !present(base, l.path) {
 			continue
 		}
-		for _, c := range candidates(l.v) {
+		for _, c := range found.candidates(l.v) {
 			next := found.withValue(base, nil, l.path, c)
-			if !admits(spec, next) {
+			if !found.admits(spec, next) {
 				continue
 			}
 			if n := problems(next); n < worst {
@@ -188,7 +189,7 @@ func (found *samples) sampleStruct(v cue.Value, at []string) (map[string]any, bo
 		case k&(cue.IntKind|cue.FloatKind|cue.StringKind|cue.BoolKind) != 0 && k&(cue.StructKind|cue.ListKind) == 0:
 			found.leaves = append(found.leaves, leaf{path: path, v: f})
 			if required {
-				s, ok := sampleValue(f)
+				s, ok := found.sampleValue(f)
 				if !ok {
 					return nil, false
 				}
@@ -196,7 +197,7 @@ func (found *samples) sampleStruct(v cue.Value, at []string) (map[string]any, bo
 			}
 		default:
 			if required {
-				s, ok := sampleValue(f)
+				s, ok := found.sampleValue(f)
 				if !ok {
 					return nil, false
 				}
@@ -209,7 +210,7 @@ func (found *samples) sampleStruct(v cue.Value, at []string) (map[string]any, bo
 
 // sampleValue is a concrete value the schema v admits: its default, or
 // else the first candidate it admits.
-func sampleValue(v cue.Value) (any, bool) {
+func (found *samples) sampleValue(v cue.Value) (any, bool) {
 	if d, ok := v.Default(); ok {
 		var out any
 		if err := d.Decode(&out); err == nil && d.Validate(cue.Concrete(true)) == nil {
@@ -217,11 +218,11 @@ func sampleValue(v cue.Value) (any, bool) {
 		}
 	}
 	if v.IncompleteKind() == cue.ListKind {
-		if admits(v, []any{}) {
+		if found.admits(v, []any{}) {
 			return []any{}, true
 		}
 	}
-	if c := candidates(v); len(c) > 0 {
+	if c := found.candidates(v); len(c) > 0 {
 		return c[0], true
 	}
 	return nil, false
@@ -236,7 +237,7 @@ var (
 )
 
 // candidates returns the trial values the scalar schema v admits.
-func candidates(v cue.Value) []any {
+func (found *samples) candidates(v cue.Value) []any {
 	k := v.IncompleteKind()
 	var trials []any
 	if k&cue.IntKind != 0 {
@@ -261,7 +262,7 @@ func candidates(v cue.Value) []any {
 	}
 	var out []any
 	for _, c := range trials {
-		if admits(v, c) {
+		if found.admits(v, c) {
 			out = append(out, c)
 		}
 	}
@@ -269,8 +270,8 @@ func candidates(v cue.Value) []any {
 }
 
 // admits reports whether the schema v accepts the concrete value c.
-func admits(v cue.Value, c any) bool {
-	u := v.Unify(v.Context().Encode(c))
+func (found *samples) admits(v cue.Value, c any) bool {
+	u := v.Unify(found.ctx.Encode(c))
 	return u.Validate(cue.Concrete(true)) == nil
 }
 
