@@ -185,12 +185,18 @@ FUNLEN := $(BIN)/funlen
 $(FUNLEN): hack/tools/funlen/main.go hack/tools/funlen/go.mod hack/tools/funlen/go.sum
 	cd hack/tools/funlen && $(GO) build -o $@ .
 
+# unparam, at the version hack/tools/unparam/go.mod pins.
+UNPARAM := $(BIN)/unparam
+$(UNPARAM): hack/tools/unparam/go.mod hack/tools/unparam/go.sum
+	cd hack/tools/unparam && $(GO) build -o $@ mvdan.cc/unparam
+
 .PHONY: lint
-lint: vet $(STATICCHECK) $(FUNLEN) ## Run go vet and staticcheck (on promcheck's and funlen's modules too), and funlen: no function outside tests and bench/ over 100 lines.
+lint: vet $(STATICCHECK) $(FUNLEN) $(UNPARAM) ## Run go vet and staticcheck (on promcheck's and funlen's modules too), funlen (no function outside tests and bench/ over 100 lines) and unparam (no parameter or result that never varies) outside bench/.
 	$(STATICCHECK) $(PKGS)
 	cd hack/tools/promcheck && $(GO) vet . && $(STATICCHECK) .
 	cd hack/tools/funlen && $(GO) vet . && $(STATICCHECK) .
 	$(FUNLEN) -test=false $$($(GO) list $(PKGS) | grep -Ev '^github.com/cuengine/engine/bench(/|$$)')
+	$(UNPARAM) $$($(GO) list $(PKGS) | grep -Ev '^github.com/cuengine/engine/bench(/|$$)')
 
 .PHONY: clean
 clean: ## Remove built binaries (keeps the control plane, which is slow to build).

@@ -49,7 +49,9 @@ func pauseRequest(kr *revisions.Stored, arg string) (request, error) {
 }
 
 // resumeRequest continues a paused rollout, or confirms a held revision.
-func resumeRequest(kr *revisions.Stored, arg string) (request, error) {
+// It has the signature of pauseRequest and undoRequest; its messages need
+// no argument.
+func resumeRequest(kr *revisions.Stored, _ string) (request, error) {
 	t := kr.Target()
 	name := revisionName(kr, t)
 	switch {

@@ -1,9 +1,6 @@
-// Pins unparam, built from the tool directive below. A module of its own,
-// so that the engine's go.mod carries none of its dependencies. Not in
-// `make lint` yet: it has findings to fix first (issue 52, item 4). Run
-// it from the repository's root:
-//
-//	(cd hack/tools/unparam && go build -o ../../../bin/unparam mvdan.cc/unparam) && bin/unparam ./...
+// Pins unparam, built from the tool directive below, which `make lint`
+// runs on every package outside bench/. A module of its own, so that the
+// engine's go.mod carries none of its dependencies.
 module github.com/cuengine/engine/hack/tools/unparam
 
 go 1.26.0
