@@ -97,6 +97,7 @@ func newKindController(e *Engine, t *templates.Template) *kindController {
 		Requeue:        kc.requeueAfterConflict,
 		Fence:          kc.fenceProvider,
 		Clusters:       e.workload.forKind(kc), // clusters.go; nil without Options.Clusters
+		QuietStatus:    e.quietStatus,
 	})
 	return kc
 }

@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"golang.org/x/time/rate"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/tools/events"
@@ -39,6 +40,14 @@ type Options struct {
 	// RequeueQPS bounds how fast parents are requeued after a template
 	// change, so a fleet of thousands does not stampede the apiserver.
 	RequeueQPS float64
+	// QuietStatusQPS paces, for every kind together, the status writes
+	// that change nothing anyone acts on (reconciler/quietstatus.go: a
+	// message worded anew, a field an older engine did not write), after
+	// a burst of QuietStatusBurst: what an upgrade rewrites is spread out
+	// rather than written for every parent at start. 0 is 20 a second
+	// after a burst of 100; negative writes them at once.
+	QuietStatusQPS   float64
+	QuietStatusBurst int
 	// ResourceResync is how often external resources are re-observed.
 	ResourceResync time.Duration
 	// InstallCRDs applies the CRDs generated from the templates when the
@@ -124,8 +133,11 @@ type Engine struct {
 	scoper render.Scoper
 	// budget is the engine's one render.Budget: every kind's reconciles
 	// and hold checks share it.
-	budget   *render.Budget
-	recorder events.EventRecorder
+	budget *render.Budget
+	// quietStatus paces the quiet status writes (Options.QuietStatusQPS);
+	// nil writes them at once.
+	quietStatus *rate.Limiter
+	recorder    events.EventRecorder
 	// heapExceeded is why the engine stopped at the budget's hard heap
 	// bar (heapbar.go), nil until then.
 	heapExceeded atomic.Pointer[render.HeapExceeded]
@@ -205,6 +217,7 @@ func New(mgr manager.Manager, opts Options) (*Engine, error) {
 		apiReader:    mgr.GetAPIReader(),
 		scoper:       render.MapperScoper{Mapper: mgr.GetRESTMapper()},
 		budget:       render.NewBudget(opts.EvaluationBudget),
+		quietStatus:  quietStatusLimiter(opts),
 		recorder:     mgr.GetEventRecorder("engine"),
 		migrations:   make(chan struct{}, 1),
 		kinds:        map[schema.GroupVersionKind]*kindController{},
@@ -225,6 +238,15 @@ func New(mgr manager.Manager, opts Options) (*Engine, error) {
 	return e, nil
 }
 
+// quietStatusLimiter is the pace of Options.QuietStatusQPS, nil when
+// negative.
+func quietStatusLimiter(o Options) *rate.Limiter {
+	if o.QuietStatusQPS < 0 {
+		return nil
+	}
+	return rate.NewLimiter(rate.Limit(o.QuietStatusQPS), o.QuietStatusBurst)
+}
+
 // withDefaults is o with its zero fields, and those out of range, set to
 // their defaults.
 func (o Options) withDefaults() Options {
@@ -233,6 +255,12 @@ func (o Options) withDefaults() Options {
 	}
 	if o.RequeueQPS <= 0 {
 		o.RequeueQPS = 200
+	}
+	if o.QuietStatusQPS == 0 {
+		o.QuietStatusQPS = 20
+	}
+	if o.QuietStatusBurst <= 0 {
+		o.QuietStatusBurst = 100
 	}
 	if o.ResourceResync <= 0 {
 		o.ResourceResync = 10 * time.Minute

@@ -6,6 +6,7 @@ import (
 	"sync"
 	"time"
 
+	"golang.org/x/time/rate"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -100,6 +101,9 @@ type Options struct {
 	// put in (remote.go); nil serves none, and a child that names one is
 	// reported ClusterUnknown.
 	Clusters Clusters
+	// QuietStatus paces the status writes that change nothing anyone acts
+	// on (quietstatus.go), shared by every kind; nil writes them at once.
+	QuietStatus *rate.Limiter
 }
 
 // New returns the reconciler of one kind. Its status writer runs from
@@ -129,7 +133,7 @@ func New(o Options) *Reconciler {
 	if statusWriter == nil {
 		statusWriter = o.Writer
 	}
-	r.status = newStatusWriter(o.GVK, statusWriter, o.Recorder, o.Requeue)
+	r.status = newStatusWriter(o.GVK, statusWriter, o.Recorder, o.Requeue, o.QuietStatus)
 	return r
 }
 

@@ -10,6 +10,7 @@ import (
 	"sync"
 
 	jsonpatch "github.com/evanphx/json-patch/v5"
+	"golang.org/x/time/rate"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -59,6 +60,9 @@ type statusWriter struct {
 	recorder events.EventRecorder
 	// requeue asks for a reconcile of the parent, after ConflictDelay.
 	requeue func(types.NamespacedName)
+	// quiet paces the writes that change nothing anyone acts on
+	// (quietChange); nil writes them at once.
+	quiet *rate.Limiter
 
 	mu sync.Mutex
 	// queue holds the parents with a status to write; nil while the
@@ -97,6 +101,8 @@ type statusWrite struct {
 	version string
 	// onWritten runs once the status is stored.
 	onWritten func()
+	// paced: queued quiet, after the writer's pace (put).
+	paced bool
 
 	// Set by the writer, under its lock, when the write is over.
 	done   bool
@@ -110,8 +116,8 @@ type writtenStatus struct {
 	sum [32]byte
 }
 
-func newStatusWriter(kind schema.GroupVersionKind, writer client.Client, recorder events.EventRecorder, requeue func(types.NamespacedName)) *statusWriter {
-	return &statusWriter{kind: kind, writer: writer, recorder: recorder, requeue: requeue, queued: map[types.NamespacedName]*statusWrite{},
+func newStatusWriter(kind schema.GroupVersionKind, writer client.Client, recorder events.EventRecorder, requeue func(types.NamespacedName), quiet *rate.Limiter) *statusWriter {
+	return &statusWriter{kind: kind, writer: writer, recorder: recorder, requeue: requeue, quiet: quiet, queued: map[types.NamespacedName]*statusWrite{},
 		writing: map[types.NamespacedName]*statusWrite{}, written: map[types.NamespacedName]writtenStatus{},
 		dropped: map[types.NamespacedName]droppedFields{}}
 }
@@ -187,7 +193,9 @@ func (w *statusWriter) forget(key types.NamespacedName) {
 
 // put hands over the status a reconcile built. unchanged: j.next is the
 // status it was built on, so there is nothing to write; its onWritten runs
-// once that status is stored.
+// once that status is stored. A quiet write (quietChange) waits for the
+// writer's pace, unless it replaces one already waiting; any other goes
+// at once, and takes the place of a quiet one that waits.
 func (w *statusWriter) put(key types.NamespacedName, j *statusWrite, unchanged bool) {
 	if unchanged {
 		if run := w.after(j); run != nil {
@@ -200,13 +208,24 @@ func (w *statusWriter) put(key types.NamespacedName, j *statusWrite, unchanged b
 	if w.queue == nil {
 		return // stopped: see start
 	}
-	if p := w.queued[key]; p != nil {
+	p := w.queued[key]
+	if p != nil {
 		p.done = true // never written: j replaces it
 		if p == j.prev {
 			j.base, j.prev = p.base, p.prev // over what p would have been written over
 		}
 	}
 	w.queued[key] = j
+	if w.quiet != nil && quietChange(j.stored, j.next) {
+		j.paced = true
+		if p != nil && p.paced {
+			return // the key is due already
+		}
+		if r := w.quiet.Reserve(); r.OK() && r.Delay() > 0 {
+			w.queue.AddAfter(key, r.Delay())
+			return
+		}
+	}
 	w.queue.Add(key)
 }
 

@@ -9,6 +9,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"golang.org/x/time/rate"
 	appsv1 "k8s.io/api/apps/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -173,7 +174,7 @@ func TestStatusWriterConflict(t *testing.T) {
 // reconciles are not held by it.
 func TestStatusWriterRetries(t *testing.T) {
 	e, mk := settledMyKind(t)
-	w := newStatusWriter(e.r.gvk, e.r.writer, e.r.recorder, func(types.NamespacedName) {})
+	w := newStatusWriter(e.r.gvk, e.r.writer, e.r.recorder, func(types.NamespacedName) {}, nil)
 	e.r.status = w
 	ctx, cancel := context.WithCancel(e.ctx)
 	defer cancel()
@@ -213,7 +214,7 @@ func TestStatusWriterParentGone(t *testing.T) {
 // stops are dropped; the kind's next start reconciles every parent again.
 func TestStatusWriterStopped(t *testing.T) {
 	e, mk := settledMyKind(t)
-	w := newStatusWriter(e.r.gvk, e.r.writer, e.r.recorder, func(types.NamespacedName) {})
+	w := newStatusWriter(e.r.gvk, e.r.writer, e.r.recorder, func(types.NamespacedName) {}, nil)
 	e.r.status = w
 	stop := w.start(e.ctx, 0)
 	markUnitReady(t, e, "web", 1)
@@ -242,4 +243,121 @@ func TestStatusPatch(t *testing.T) {
 	first, err := statusPatch("7", nil, next)
 	require.NoError(t, err)
 	assert.JSONEq(t, `{"metadata":{"resourceVersion":"7"},"status":{"readyReplicas":3,"conditions":[{"type":"Ready","status":"False"}]}}`, string(first))
+}
+
+// rewordReady stores the parent's Ready condition with another message,
+// as an engine that worded it differently would have: the same status
+// and reason.
+func rewordReady(t *testing.T, e *unitEnv, parent *unstructured.Unstructured, message string) {
+	t.Helper()
+	cur := e.reread(parent)
+	conds, _, _ := unstructured.NestedSlice(cur.Object, "status", "conditions")
+	found := false
+	for _, c := range conds {
+		if m := c.(map[string]any); m["type"] == contract.ConditionReady {
+			m["message"], found = message, true
+		}
+	}
+	require.True(t, found, "a Ready condition")
+	require.NoError(t, unstructured.SetNestedSlice(cur.Object, conds, "status", "conditions"))
+	require.NoError(t, e.store.Status().Update(e.ctx, cur))
+}
+
+// TestStatusWriterPacesQuietWrites (issue 53 item 5): a status that
+// differs from the stored one only where no one acts on it, here the
+// wording of Ready's message as an upgrade brings it, waits for the
+// writer's pace once the burst is spent; a status that changes what a
+// person acts on (readyReplicas) goes at once, and takes the waiting
+// one's place.
+func TestStatusWriterPacesQuietWrites(t *testing.T) {
+	e, mk := settledMyKind(t)
+	w := newStatusWriter(e.r.gvk, e.r.writer, e.r.recorder, func(types.NamespacedName) {}, rate.NewLimiter(rate.Every(time.Hour), 1))
+	e.r.status = w
+	stop := w.start(e.ctx, 0) // no goroutines: flush writes what is due
+	defer stop()
+	want := condOf(e.condition(mk, contract.ConditionReady))
+
+	rewordReady(t, e, mk, "worded by an older engine")
+	e.annotate(e.get(deploymentGVK, unitNamespace, "web"), "note", "1") // new inputs
+	e.reconcileQueued(mk)
+	w.flush(e.ctx)
+	assert.Equal(t, map[string]int{"status MyKind": 1}, e.takeWrites(), "within the burst: at once")
+	assert.Equal(t, want, condOf(e.condition(mk, contract.ConditionReady)))
+
+	rewordReady(t, e, mk, "worded by an older engine")
+	e.annotate(e.get(deploymentGVK, unitNamespace, "web"), "note", "2")
+	e.reconcileQueued(mk)
+	w.flush(e.ctx)
+	assert.Empty(t, e.takeWrites(), "past the burst: it waits")
+	p, _ := w.pending(client.ObjectKeyFromObject(mk))
+	require.NotNil(t, p, "still to write")
+	assert.Equal(t, "worded by an older engine", e.condition(mk, contract.ConditionReady).Message)
+
+	markUnitReady(t, e, "web", 1)
+	e.reconcileQueued(mk)
+	w.flush(e.ctx)
+	assert.Equal(t, map[string]int{"status MyKind": 1}, e.takeWrites(), "a change that matters: at once")
+	assert.Equal(t, int64(1), e.readyReplicas(mk))
+	assert.NotEqual(t, "worded by an older engine", e.condition(mk, contract.ConditionReady).Message, "the waiting one replaced")
+	p, _ = w.pending(client.ObjectKeyFromObject(mk))
+	assert.Nil(t, p, "nothing left waiting")
+}
+
+// TestQuietChange: which differences are quiet (quietstatus.go).
+func TestQuietChange(t *testing.T) {
+	cond := func(typ, status, reason, message string) map[string]any {
+		return map[string]any{"type": typ, "status": status, "reason": reason, "message": message, "observedGeneration": int64(2),
+			"lastTransitionTime": "2026-12-01T00:00:00Z"}
+	}
+	stored := func() map[string]any {
+		return map[string]any{
+			"observedGeneration": int64(2),
+			"conditions":         []any{cond("Ready", "True", "Ready", "all children are ready"), cond("Synced", "True", "Synced", "")},
+			"readyReplicas":      int64(3),
+			"templateRevision":   map[string]any{"number": int64(4), "hash": "abc"},
+			"resources":          map[string]any{"bucket": map[string]any{"provider": "gcs", "externalName": "b-1", "exists": true, "ready": true}},
+		}
+	}
+	for _, tc := range []struct {
+		name  string
+		edit  func(next map[string]any)
+		quiet bool
+	}{
+		{"the same", func(map[string]any) {}, true},
+		{"a message worded anew", func(n map[string]any) {
+			n["conditions"] = []any{cond("Ready", "True", "Ready", "every child is ready"), cond("Synced", "True", "Synced", "")}
+		}, true},
+		{"a resource's details", func(n map[string]any) {
+			n["resources"].(map[string]any)["bucket"].(map[string]any)["state"] = map[string]any{"location": "EU"}
+		}, true},
+		{"Ready's status", func(n map[string]any) {
+			n["conditions"] = []any{cond("Ready", "False", "Ready", "all children are ready"), cond("Synced", "True", "Synced", "")}
+		}, false},
+		{"Ready's reason", func(n map[string]any) {
+			n["conditions"] = []any{cond("Ready", "True", "Waiting", "all children are ready"), cond("Synced", "True", "Synced", "")}
+		}, false},
+		{"a condition more", func(n map[string]any) {
+			n["conditions"] = append(n["conditions"].([]any), cond("Reconciling", "True", "Progressing", ""))
+		}, false},
+		{"the observed generation", func(n map[string]any) { n["observedGeneration"] = int64(3) }, false},
+		{"a template field", func(n map[string]any) { n["readyReplicas"] = int64(2) }, false},
+		{"a template field more", func(n map[string]any) { n["url"] = "https://example.com" }, false},
+		{"the template revision", func(n map[string]any) { n["templateRevision"] = map[string]any{"number": int64(5), "hash": "def"} }, false},
+		{"a reconcile request handled", func(n map[string]any) { n["lastHandledReconcileAt"] = "now" }, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			next := stored()
+			tc.edit(next)
+			assert.Equal(t, tc.quiet, quietChange(stored(), next))
+		})
+	}
+	t.Run("a revision an older engine did not record", func(t *testing.T) {
+		old := stored()
+		delete(old, "templateRevision")
+		assert.True(t, quietChange(old, stored()))
+	})
+	t.Run("a first status", func(t *testing.T) {
+		assert.False(t, quietChange(nil, stored()))
+		assert.False(t, quietChange(map[string]any{"observedGeneration": int64(0)}, stored()))
+	})
 }

@@ -50,6 +50,7 @@ type runOptions struct {
 	installCRDs             bool
 	forceCRDs               bool
 	requeueQPS              float64
+	quietStatusQPS          float64
 	resourceResync          time.Duration
 	rescanInterval          time.Duration
 	limits                  render.Limits
@@ -89,6 +90,7 @@ func (o *runOptions) addFlags(cmd *cobra.Command) {
 	f.BoolVar(&o.installCRDs, "install-crds", false, "apply the CRDs generated from the templates at start and on every reload")
 	f.BoolVar(&o.forceCRDs, "force-crd-changes", false, "with --install-crds, apply CRD changes that could break stored objects")
 	f.Float64Var(&o.requeueQPS, "requeue-qps", 200, "parents requeued per second after a template change")
+	f.Float64Var(&o.quietStatusQPS, "quiet-status-qps", 20, "status writes per second, for every kind together after a burst of 100, that change nothing anyone acts on (a message worded anew, a field an older engine did not write: what an upgrade rewrites); 0 writes them at once")
 	f.DurationVar(&o.resourceResync, "resource-resync", 10*time.Minute, "how often external resources are re-observed (jittered)")
 	f.StringVar(&o.revisionNamespace, "revision-namespace", "", "namespace of the templates' revisions (ControllerRevisions) (default: --leader-election-namespace, else the pod's namespace, else \"default\")")
 	f.IntVar(&o.revisionHistoryLimit, "revision-history-limit", 10, "revisions kept per kind, besides those an object runs or is pinned to")

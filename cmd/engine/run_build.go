@@ -145,6 +145,7 @@ func (o *runOptions) buildEngine(ctx context.Context, cfg *rest.Config, mgr ctrl
 		Namespace:               o.namespace,
 		Providers:               registry,
 		RequeueQPS:              o.requeueQPS,
+		QuietStatusQPS:          quietStatusQPS(o.quietStatusQPS),
 		ResourceResync:          o.resourceResync,
 		InstallCRDs:             o.installCRDs,
 		ForceCRDChanges:         o.forceCRDs,
@@ -206,4 +207,13 @@ func (o *runOptions) addRunnables(ctx context.Context, mgr ctrl.Manager, eng *en
 		}
 	}
 	return nil
+}
+
+// quietStatusQPS is --quiet-status-qps as engine.Options takes it: 0
+// there is the default, negative no pace.
+func quietStatusQPS(flag float64) float64 {
+	if flag <= 0 {
+		return -1
+	}
+	return flag
 }
