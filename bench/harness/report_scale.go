@@ -47,6 +47,8 @@ func (r *Report) writeScale(w io.Writer) {
 		{"restart: initial lists streamed by watch, mykinds", func(s *scaleResult) float64 { return s.restart.watchLists["mykinds"] }, "%.0f"},
 		{"restart: initial lists streamed by watch, deployments", func(s *scaleResult) float64 { return s.restart.watchLists["deployments"] }, "%.0f"},
 		{"restart: writes on mykinds, deployments, events", func(s *scaleResult) float64 { return s.restart.requests.attributable().writes() }, "%.0f"},
+		{"restart: of those, written by the last reconcile + 3 s", func(s *scaleResult) float64 { return s.restart.reconciledWrites }, "%.0f"},
+		{"restart: exec -> settled s", func(s *scaleResult) float64 { return s.restart.settled.Seconds() }, "%.1f"},
 	}
 	for _, row := range rows {
 		cells := []string{row.name}

@@ -71,6 +71,11 @@ type restartResult struct {
 	rss, anon                     int64 // peaks once settled, bytes
 	cpu                           time.Duration
 	requests                      counts // the controller's requests, exec to settled
+	// reconciledWrites are the controller's writes by the time its
+	// reconciles were done (measureRestart), before paced ones;
+	// settled is the exec to settled.
+	reconciledWrites float64
+	settled          time.Duration
 	// watchLists counts the initial lists streamed through a watch
 	// (WatchList), by resource, start to settled.
 	watchLists counts
@@ -213,10 +218,16 @@ func (h *Harness) scaleController(ctx context.Context, name string) (res *scaleR
 	if res.restart, err = h.measureRestart(ctx, g, "http://"+*addr+"/metrics", wl.n+1); err != nil {
 		return res, err
 	}
+	early, earlyOwn, err := e.scrape(ctx)
+	if err != nil {
+		return res, err
+	}
+	res.restart.reconciledWrites = early.minus(before).minus(earlyOwn.minus(beforeOwn)).attributable().writes()
 	snap, err = h.settle(ctx, wl, g)
 	if err != nil {
 		return res, err
 	}
+	res.restart.settled = time.Since(g.started())
 	now = total(snap.use)
 	res.restart.rss, res.restart.anon, res.restart.cpu = now.rss, now.anon, now.cpu
 	res.restart.requests = snap.api.minus(before).minus(snap.own.minus(beforeOwn))
