@@ -4,13 +4,16 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"strings"
 	"sync"
 	"time"
 
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/rest"
 	toolscache "k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -156,6 +159,22 @@ func (w *workloadClusters) clusterOptions(o *cluster.Options) {
 	o.Cache.DefaultLabelSelector = labels.SelectorFromSet(labels.Set{contract.LabelManagedBy: contract.ManagedByValue})
 	o.Cache.DefaultTransform = cache.TransformStripManagedFields()
 	o.Client.Cache = &client.CacheOptions{Unstructured: true}
+	o.MapperProvider = boundedMapper(w.e.opts.ClusterCallTimeout)
+}
+
+// boundedMapper is a workload cluster's REST mapper, whose discovery
+// requests end within the call bound: a kind the mapper has not seen is
+// looked up lazily inside a client call, and the lookup takes no context,
+// so without a timeout of its own it would wait on a cluster that hangs
+// past the boundedClient's deadline. The mapper has a copy of the
+// cluster's HTTP client with the timeout; the cache's watches keep the
+// client without one.
+func boundedMapper(timeout time.Duration) func(*rest.Config, *http.Client) (meta.RESTMapper, error) {
+	return func(cfg *rest.Config, hc *http.Client) (meta.RESTMapper, error) {
+		bounded := *hc
+		bounded.Timeout = timeout
+		return NewRESTMapper(cfg, &bounded)
+	}
 }
 
 // ClusterRegistrationsUnreadable says why the cluster registrations
