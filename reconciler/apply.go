@@ -174,17 +174,24 @@ const createOnlyVersion = "18446744073709551615" // max uint64
 
 // createChild applies the desired child obj, with its applied hash, only
 // if no object has its name; one without an owner reference carries the
-// token whose hash the parent's inventory proofs hold (render.Pending). It
-// returns the object created, with the uid and resource version of the
-// apply's reply, when it did, and otherwise the conflict that says the
-// name is taken; any other error is the apply's.
+// token whose hash the parent's inventory proofs hold (render.Pending).
 func (r *Reconciler) createChild(ctx context.Context, parent, obj *unstructured.Unstructured, hash string) (created *unstructured.Unstructured, taken, err error) {
+	return createOnly(ctx, r.apply, obj, hash, createToken(parent, obj))
+}
+
+// createOnly applies obj, with its applied hash and the create token when
+// there is one, through apply (a server-side apply of the engine's field
+// manager, to this cluster or a workload cluster) only if no object has
+// its name (createOnlyVersion). It returns the object created, when it
+// was, and otherwise the conflict that says the name is taken; any other
+// error is the apply's.
+func createOnly(ctx context.Context, apply func(context.Context, *unstructured.Unstructured) error, obj *unstructured.Unstructured, hash, token string) (created *unstructured.Unstructured, taken, err error) {
 	create := render.WithAppliedHash(obj, hash)
-	if token := createToken(parent, obj); token != "" {
+	if token != "" {
 		setAnnotation(create, contract.AnnotationCreateToken, token)
 	}
 	create.SetResourceVersion(createOnlyVersion)
-	err = r.apply(ctx, create)
+	err = apply(ctx, create)
 	switch {
 	case err == nil:
 		return create, nil, nil

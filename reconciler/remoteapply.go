@@ -49,7 +49,7 @@ func (r *Reconciler) applyIn(ctx context.Context, parent *unstructured.Unstructu
 		hash := render.AppliedHash(d)
 		cur := live[render.KeyOf(d)]
 		if cur == nil {
-			created, taken, err := createIn(ctx, cl.c, d, hash, render.CreateToken(parent, render.RemoteKey(cl.name, d)))
+			created, taken, err := createOnly(ctx, applyIn(cl.c), d, hash, render.CreateToken(parent, render.RemoteKey(cl.name, d)))
 			switch {
 			case err != nil && r.applyRefused(err, st):
 				continue
@@ -115,20 +115,10 @@ func describeKey(obj *unstructured.Unstructured) string {
 	return obj.GetNamespace() + "/" + obj.GetName()
 }
 
-// createIn creates a child in a workload cluster only if no object has
-// its name there (createOnlyVersion, as createChild), with the token whose
-// hash the parent's inventory proofs hold (render.Pending).
-func createIn(ctx context.Context, c client.Client, obj *unstructured.Unstructured, hash, token string) (created *unstructured.Unstructured, taken, err error) {
-	create := render.WithAppliedHash(obj, hash)
-	setAnnotation(create, contract.AnnotationCreateToken, token)
-	create.SetResourceVersion(createOnlyVersion)
-	err = c.Apply(ctx, client.ApplyConfigurationFromUnstructured(create), client.FieldOwner(contract.FieldManager), client.ForceOwnership)
-	switch {
-	case err == nil:
-		return create, nil, nil
-	case apierrors.IsConflict(err):
-		return nil, err, nil
-	default:
-		return nil, nil, fmt.Errorf("applying %s %s: %w", obj.GetKind(), obj.GetName(), err)
+// applyIn server-side applies obj in a workload cluster, as the engine's
+// field manager taking ownership of its fields.
+func applyIn(c client.Client) func(context.Context, *unstructured.Unstructured) error {
+	return func(ctx context.Context, obj *unstructured.Unstructured) error {
+		return c.Apply(ctx, client.ApplyConfigurationFromUnstructured(obj), client.FieldOwner(contract.FieldManager), client.ForceOwnership)
 	}
 }
