@@ -85,7 +85,7 @@ func (r *Reconciler) applyChildren(ctx context.Context, parent *unstructured.Uns
 		}
 		var obj *unstructured.Unstructured // what is applied, made once
 		if adopted == "" && cur.GetAnnotations()[contract.AnnotationAppliedHash] == hash {
-			if r.applied.holds(key, cur, hash) || jsoncmp.Contains(cur.Object, d.Object, jsoncmp.AsFloat64) {
+			if r.applied.holds(key, cur, hash) || jsoncmp.Contains(cur.Object, d.Object) {
 				continue // already as desired: no write
 			}
 			// Not literally as desired: as the apiserver stores it?

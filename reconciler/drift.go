@@ -188,7 +188,7 @@ func sameFields(set map[string]any, have, want any) bool {
 		}
 		children, _ := sub.(map[string]any)
 		if leaf(children) {
-			if !jsoncmp.Equal(hv, wv, jsoncmp.AsFloat64) {
+			if !jsoncmp.Equal(hv, wv) {
 				return false
 			}
 			continue
@@ -249,7 +249,7 @@ func member(container any, element string) (any, bool, error) {
 		}
 		list, _ := container.([]any)
 		for _, item := range list {
-			if jsoncmp.Equal(item, want, jsoncmp.AsFloat64) {
+			if jsoncmp.Equal(item, want) {
 				return item, true, nil
 			}
 		}
@@ -270,7 +270,7 @@ func member(container any, element string) (any, bool, error) {
 
 func hasKeys(item, keys map[string]any) bool {
 	for k, v := range keys {
-		if iv, ok := item[k]; !ok || !jsoncmp.Equal(iv, v, jsoncmp.AsFloat64) {
+		if iv, ok := item[k]; !ok || !jsoncmp.Equal(iv, v) {
 			return false
 		}
 	}

@@ -27,7 +27,7 @@ func (r *Reconciler) keepingLive(ctx context.Context, parent types.NamespacedNam
 	if !hasShared(d) || cur.GetManagedFields() != nil {
 		return kept, nil
 	}
-	if cur.GetAnnotations()[contract.AnnotationAppliedHash] == hash && (r.applied.holds(parent, cur, hash) || jsoncmp.Contains(cur.Object, kept.Object, jsoncmp.AsFloat64)) {
+	if cur.GetAnnotations()[contract.AnnotationAppliedHash] == hash && (r.applied.holds(parent, cur, hash) || jsoncmp.Contains(cur.Object, kept.Object)) {
 		return kept, nil // no apply: the keys it would keep do not matter
 	}
 	fresh := &unstructured.Unstructured{}

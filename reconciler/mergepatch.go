@@ -9,7 +9,7 @@ import "github.com/cuengine/engine/internal/jsoncmp"
 // changed list is replaced whole, an equal value is left out. Equality is
 // that of the values' JSON (an int64 and a float64 of the same value are
 // the same number), except that two integers compare exactly
-// (jsoncmp.Exact), where the JSON route compared them as float64. Both
+// (jsoncmp.Equal), where the JSON route compared them as float64. Both
 // must hold only JSON values (jsonValue).
 func mergeDiff(stored, next map[string]any) map[string]any {
 	patch := map[string]any{}
@@ -24,7 +24,7 @@ func mergeDiff(stored, next map[string]any) map[string]any {
 			if sub := mergeDiff(sm, nm); len(sub) > 0 {
 				patch[k] = sub
 			}
-		case !jsoncmp.Equal(sv, nv, jsoncmp.Exact):
+		case !jsoncmp.Equal(sv, nv):
 			patch[k] = nv
 		}
 	}

@@ -40,11 +40,11 @@ func quietChange(stored, next map[string]any) bool {
 			}
 		case contract.StatusResources:
 		case contract.StatusTemplateRevision:
-			if _, had := stored[k]; had && !jsoncmp.Equal(stored[k], next[k], jsoncmp.Exact) {
+			if _, had := stored[k]; had && !jsoncmp.Equal(stored[k], next[k]) {
 				return false
 			}
 		default: // observedGeneration, lastHandledReconcileAt, the template's
-			if !jsoncmp.Equal(stored[k], next[k], jsoncmp.Exact) {
+			if !jsoncmp.Equal(stored[k], next[k]) {
 				return false
 			}
 		}

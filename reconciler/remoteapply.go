@@ -79,7 +79,7 @@ func (r *Reconciler) applyIn(ctx context.Context, parent *unstructured.Unstructu
 			}
 			cur = holder
 		}
-		if cur.GetAnnotations()[contract.AnnotationAppliedHash] == hash && jsoncmp.Contains(cur.Object, d.Object, jsoncmp.AsFloat64) {
+		if cur.GetAnnotations()[contract.AnnotationAppliedHash] == hash && jsoncmp.Contains(cur.Object, d.Object) {
 			continue // as desired: no write
 		}
 		obj := applyObject(d, cur, hash, "")

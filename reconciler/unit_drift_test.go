@@ -134,6 +134,10 @@ func TestSameAsApplied(t *testing.T) {
 			return u
 		}(), true},
 		{"replicas changed by another manager", applied, deployment(int64(3), nil, env, "500m"), false},
+		// Two integers beyond float64's precision differ (compared as
+		// float64s they were the same, and the drift stayed).
+		{"an integer beyond float64 changed by one", withFields(deployment(int64(1)<<60, nil, env, "500m"), contract.FieldManager, metav1.ManagedFieldsOperationApply, engineFields),
+			deployment(int64(1)<<60+1, nil, env, "500m"), false},
 		{"a quantity changed", applied, deployment(int64(1), nil, env, "1"), false},
 		{"an owned field added", applied, deployment(int64(1), []any{"--x"}, env, "500m"), false},
 		{"an owned list item removed", applied, deployment(int64(1), nil, []any{}, "500m"), false},

@@ -5,7 +5,7 @@
 // Contains is the subset a live object holds of a desired one, which may
 // carry more (defaults, status). Both read numbers one way, whatever their
 // Go type (int, int32, int64, float64, json.Number), and compare them by
-// value as the caller says (Numbers).
+// value: two integers exactly, an integer and a float as float64s.
 //
 // It does not decide which fields are compared: managed fields, fields
 // left to other writers and the merge patch's own walk are the

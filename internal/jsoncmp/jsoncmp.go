@@ -2,27 +2,15 @@ package jsoncmp
 
 import "encoding/json"
 
-// Numbers is how two numbers compare.
-type Numbers int
-
-const (
-	// Exact compares two integers as integers and an integer with a float
-	// as float64s: 1<<60 and 1<<60 + 1 differ.
-	Exact Numbers = iota
-	// AsFloat64 compares any two numbers as float64s, as if both came from
-	// encoding/json: two integers beyond 2^53 that round to the same
-	// float64 are equal.
-	AsFloat64
-)
-
 // Equal reports whether a and b are the same value: maps of the same keys
 // with equal values (a nil map is an empty one), lists of the same length
-// with equal items in the same order, numbers of any type by value (n),
-// and anything else by Go's ==, so that nil is only nil. A value of a
+// with equal items in the same order, numbers of any type by value (two
+// integers as integers, so that 1<<60 and 1<<60 + 1 differ; an integer
+// and a float as float64s), and anything else by Go's ==, so that nil is only nil. A value of a
 // type that is not comparable, other than a map or a list, panics as ==
 // does.
-func Equal(a, b any, n Numbers) bool {
-	return compare(a, b, n, false)
+func Equal(a, b any) bool {
+	return compare(a, b, false)
 }
 
 // Contains reports whether have holds want: every field of a map of want
@@ -30,12 +18,12 @@ func Equal(a, b any, n Numbers) bool {
 // where have may carry more fields; a list of want is a list of the same
 // length in have whose items hold want's, in order; anything else is as
 // Equal compares it.
-func Contains(have, want any, n Numbers) bool {
-	return compare(have, want, n, true)
+func Contains(have, want any) bool {
+	return compare(have, want, true)
 }
 
 // compare is Contains when subset, and otherwise Equal.
-func compare(have, want any, n Numbers, subset bool) bool {
+func compare(have, want any, subset bool) bool {
 	switch w := want.(type) {
 	case map[string]any:
 		h, ok := have.(map[string]any)
@@ -43,7 +31,7 @@ func compare(have, want any, n Numbers, subset bool) bool {
 			return false
 		}
 		for k, wv := range w {
-			if hv, ok := h[k]; !ok || !compare(hv, wv, n, subset) {
+			if hv, ok := h[k]; !ok || !compare(hv, wv, subset) {
 				return false
 			}
 		}
@@ -54,7 +42,7 @@ func compare(have, want any, n Numbers, subset bool) bool {
 			return false
 		}
 		for i := range w {
-			if !compare(h[i], w[i], n, subset) {
+			if !compare(h[i], w[i], subset) {
 				return false
 			}
 		}
@@ -65,7 +53,7 @@ func compare(have, want any, n Numbers, subset bool) bool {
 		return have == want
 	}
 	hn, ok := number(have)
-	return ok && hn.equal(wn, n)
+	return ok && hn.equal(wn)
 }
 
 // IsNumber reports whether v is a number Equal and Contains compare by
@@ -106,8 +94,8 @@ func number(v any) (num, bool) {
 	return num{}, false
 }
 
-func (a num) equal(b num, n Numbers) bool {
-	if n == AsFloat64 || a.isFloat || b.isFloat {
+func (a num) equal(b num) bool {
+	if a.isFloat || b.isFloat {
 		return a.float() == b.float()
 	}
 	return a.i == b.i
