@@ -263,37 +263,23 @@ func (r *Reconciler) splitRemote(ctx context.Context, parent *unstructured.Unstr
 }
 
 // inventory is the part of the parent's next inventory in workload
-// clusters, and its proofs (render.Proofs): every child the template puts
-// there (recorded before it is created, with the hash of the token it is
-// created with, render.Pending) and every one there not pruned yet (by
-// its UID once seen, or without proof when an older engine recorded it
-// so: proving those again would write every such parent at an upgrade);
-// a cluster that cannot be read keeps its entries and their proofs as
-// they are.
+// clusters, and its proofs, by the rule of the local children
+// (render.Entries): every child the template puts there and every one
+// there not pruned yet; a cluster that cannot be read keeps its entries
+// and their proofs as they are.
 func (rc *remoteChildren) inventory(parent *unstructured.Unstructured) (render.Inventory, render.Proofs) {
 	down := map[string]bool{}
-	next := render.Inventory{}
-	proofs := render.Proofs{}
+	e := render.NewEntries(parent, rc.proofs)
 	for name, cl := range rc.clusters {
 		if cl.err != nil {
 			down[name] = true
 			continue
 		}
-		seen := map[string]bool{}
 		for _, c := range cl.live {
-			key := render.RemoteKey(name, c)
-			next[key], seen[key] = true, true
-			if _, proven := rc.proofs[key]; proven {
-				proofs[key] = render.Seen(c)
-			} // else recorded without proof, and kept so: no write at upgrade
+			e.Live(render.RemoteKey(name, c), c)
 		}
 		for _, d := range append(slices.Clip(cl.desired), cl.held...) {
-			key := render.RemoteKey(name, d)
-			if seen[key] {
-				continue
-			}
-			next[key] = true
-			proofs[key] = render.Pending(parent, key)
+			e.Desired(render.RemoteKey(name, d))
 		}
 	}
 	// A cluster the inventory names that is neither read nor wanted
@@ -304,12 +290,9 @@ func (rc *remoteChildren) inventory(parent *unstructured.Unstructured) (render.I
 		}
 	}
 	for key := range rc.inv.RemoteEntries(down) {
-		next[key] = true
-		if proof, ok := rc.proofs[key]; ok {
-			proofs[key] = proof
-		}
+		e.Keep(key)
 	}
-	return next, proofs
+	return e.Inventory, e.Proofs
 }
 
 // report puts each cluster that could not be used on the status: a

@@ -72,33 +72,68 @@ func IsOurs(parent *unstructured.Unstructured, obj client.Object, inv Inventory,
 	return inv[key] && labelled && proofs.Proves(key, obj)
 }
 
-// NextInventory is the inventory the parent must carry, and its proofs:
-// every desired child without an owner reference (recorded before it is
-// created, with the hash of the token it is created with: Pending), and
-// every live one not pruned yet (by its UID once seen; one an older
-// engine recorded without proof is kept so, since proving it again would
-// write every such parent at an upgrade).
+// NextInventory is the inventory the parent must carry, and its proofs
+// (Entries): every desired child without an owner reference, and every
+// live one not pruned yet.
 func NextInventory(parent *unstructured.Unstructured, desired []*unstructured.Unstructured, live *LiveChildren) (Inventory, Proofs) {
-	old := ProofsOf(parent)
-	next, proofs := Inventory{}, Proofs{}
+	e := NewEntries(parent, ProofsOf(parent))
 	for _, c := range live.list {
 		if metav1.GetControllerOfNoCopy(c) != nil {
 			continue
 		}
-		key := InventoryKey(c)
-		next[key] = true
-		if _, proven := old[key]; proven {
-			proofs[key] = Seen(c)
-		}
+		e.Live(InventoryKey(c), c)
 	}
 	for _, d := range desired {
 		if len(d.GetOwnerReferences()) > 0 {
 			continue // the owner reference is the proof: not recorded
 		}
-		if key := InventoryKey(d); !next[key] {
-			next[key] = true
-			proofs[key] = Pending(parent, key)
-		}
+		e.Desired(InventoryKey(d))
 	}
-	return next, proofs
+	return e.Inventory, e.Proofs
+}
+
+// Entries builds a parent's next inventory and its proofs, by one rule for
+// its children in this cluster and in workload clusters: a desired child
+// is recorded before it is created, with the hash of the token it is
+// created with (Pending); a live one by its UID once seen, if its entry
+// was proven before (one an older engine recorded without proof is kept
+// so, since proving it again would write every such parent at an
+// upgrade).
+type Entries struct {
+	Inventory Inventory
+	Proofs    Proofs
+	parent    *unstructured.Unstructured
+	old       Proofs
+}
+
+// NewEntries starts the parent's next entries; old are the proofs it
+// carries.
+func NewEntries(parent *unstructured.Unstructured, old Proofs) *Entries {
+	return &Entries{Inventory: Inventory{}, Proofs: Proofs{}, parent: parent, old: old}
+}
+
+// Live records the live child c at key.
+func (e *Entries) Live(key string, c client.Object) {
+	e.Inventory[key] = true
+	if _, proven := e.old[key]; proven {
+		e.Proofs[key] = Seen(c)
+	}
+}
+
+// Desired records the desired child at key, pending, unless it is live.
+func (e *Entries) Desired(key string) {
+	if e.Inventory[key] {
+		return
+	}
+	e.Inventory[key] = true
+	e.Proofs[key] = Pending(e.parent, key)
+}
+
+// Keep records the entry at key as the parent carries it, with its old
+// proof: a child the engine cannot see now (its cluster is down).
+func (e *Entries) Keep(key string) {
+	e.Inventory[key] = true
+	if proof, ok := e.old[key]; ok {
+		e.Proofs[key] = proof
+	}
 }
