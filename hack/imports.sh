@@ -29,6 +29,7 @@
 RULES='
 contract            -
 internal/jsonhash   -
+internal/jsoncmp    -
 templates/openapi   contract
 templates/policy    contract
 templates/graph     -
@@ -41,7 +42,7 @@ providers/...       providers/...
 evaluator           templates
 render              evaluator templates templates/openapi templates/policy contract internal/jsonhash
 revisions       templates templates/policy contract
-reconciler      render revisions providers templates templates/policy templates/graph contract internal/jsonhash
+reconciler      render revisions providers templates templates/policy templates/graph contract internal/jsonhash internal/jsoncmp
 rollout         render revisions templates templates/policy contract rollout/analysis
 rollout/analysis templates/policy
 diff            render revisions templates providers contract
