@@ -25,31 +25,33 @@ func quietChange(stored, next map[string]any) bool {
 	if len(stored) == 0 || stored[contract.StatusConditions] == nil {
 		return false
 	}
-	keys := map[string]bool{}
-	for k := range stored {
-		keys[k] = true
-	}
 	for k := range next {
-		keys[k] = true
+		if !quietField(k, stored, next) {
+			return false
+		}
 	}
-	for k := range keys {
-		switch k {
-		case contract.StatusConditions:
-			if !sameConditionStates(stored, next) {
-				return false
-			}
-		case contract.StatusResources:
-		case contract.StatusTemplateRevision:
-			if _, had := stored[k]; had && !jsoncmp.Equal(stored[k], next[k]) {
-				return false
-			}
-		default: // observedGeneration, lastHandledReconcileAt, the template's
-			if !jsoncmp.Equal(stored[k], next[k]) {
-				return false
-			}
+	for k := range stored {
+		if _, both := next[k]; !both && !quietField(k, stored, next) {
+			return false
 		}
 	}
 	return true
+}
+
+// quietField reports whether the status field k may differ between
+// stored and next in a quiet change.
+func quietField(k string, stored, next map[string]any) bool {
+	switch k {
+	case contract.StatusConditions:
+		return sameConditionStates(stored, next)
+	case contract.StatusResources:
+		return true
+	case contract.StatusTemplateRevision:
+		_, had := stored[k]
+		return !had || jsoncmp.Equal(stored[k], next[k])
+	default: // observedGeneration, lastHandledReconcileAt, the template's
+		return jsoncmp.Equal(stored[k], next[k])
+	}
 }
 
 // sameConditionStates: the same condition types, each with the same

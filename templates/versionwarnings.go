@@ -79,13 +79,7 @@ type samples struct {
 // problems converting to the hub: a parent of nothing but first trial
 // values ("" for a name) would fail for every field tried in it.
 func (t *Template) convertingBase(version string, spec cue.Value, found *samples, base map[string]any) map[string]any {
-	problems := func(s map[string]any) int {
-		p := t.convertsToHub(version, s)
-		if p == "" {
-			return 0
-		}
-		return strings.Count(p, "; ") + 1
-	}
+	problems := func(s map[string]any) int { return len(t.hubProblems(version, s)) }
 	worst := problems(base)
 	for _, l := range found.leaves {
 		if worst == 0 {
@@ -135,6 +129,12 @@ type leaf struct {
 // convertsToHub converts a parent of version with spec to the hub and
 // returns why it does not, "" when it does.
 func (t *Template) convertsToHub(version string, spec map[string]any) string {
+	return strings.Join(t.hubProblems(version, spec), "; ")
+}
+
+// hubProblems are the problems of converting a parent of version with
+// spec to the hub, none when it converts.
+func (t *Template) hubProblems(version string, spec map[string]any) []string {
 	obj := &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": schema.GroupVersion{Group: t.GVK.Group, Version: version}.String(),
 		"kind":       t.GVK.Kind,
@@ -148,12 +148,12 @@ func (t *Template) convertsToHub(version string, spec map[string]any) string {
 		for i, p := range ce.Problems {
 			parts[i] = p.String()
 		}
-		return strings.Join(parts, "; ")
+		return parts
 	}
 	if err != nil {
-		return err.Error()
+		return []string{err.Error()}
 	}
-	return ""
+	return nil
 }
 
 // sampleStruct returns a value of the struct schema v: each required
